@@ -1,0 +1,113 @@
+//! Shared helpers of the integration tests: compile small C/C++ programs at test time with the
+//! system compiler and run them under `libnevermore.so`.
+#![allow(dead_code)]
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The allocator library built by the command's build script (the very file it embeds).
+pub fn lib_path() -> PathBuf {
+    PathBuf::from(env!("NEVERMORE_LIB_PATH"))
+}
+
+/// The `nevermore` command under test.
+pub fn nevermore_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nevermore"))
+}
+
+/// Repository root (C sources live in `tests/c`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// A scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `tests/c/<file>` (C, or C++ when it ends in `.cc`) with `-O1 -g -pthread` plus
+/// `extra`, and returns the executable's path.
+pub fn compile(file: &str, extra: &[&str]) -> PathBuf {
+    let src = repo_root().join("tests/c").join(file);
+    let stem = Path::new(file).file_stem().unwrap().to_str().unwrap().to_string();
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bin").join(format!(
+        "{}{}",
+        stem,
+        if extra.is_empty() { String::new() } else { format!("-{:x}", hash(extra)) }
+    ));
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let cxx = file.ends_with(".cc");
+    let compiler = if cxx { "c++" } else { "cc" };
+    let mut cmd = Command::new(compiler);
+    cmd.args(["-O1", "-g", "-pthread", "-fno-builtin", "-Wno-free-nonheap-object", "-Wno-use-after-free"])
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .args(extra);
+    let o = cmd.output().expect("run the C compiler");
+    assert!(o.status.success(), "compiling {file} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn hash(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for b in p.bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+    }
+    h
+}
+
+/// Runs `prog args` with `LD_PRELOAD=libnevermore.so` and the given extra environment.
+pub fn run_preloaded(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(prog);
+    cmd.args(args).env("LD_PRELOAD", lib_path()).env_remove("NEVERMORE_OPTIONS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("spawn program")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts the program exited normally with status 0.
+pub fn assert_ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "expected exit 0, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// Asserts a detection: one `nevermore: ERROR: <kind>` report on stderr and death by SIGABRT.
+pub fn assert_report(o: &Output, kind: &str) {
+    let err = stderr(o);
+    assert_eq!(
+        o.status.signal(),
+        Some(libc_sigabrt()),
+        "expected SIGABRT, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(o),
+        err
+    );
+    let needle = format!("nevermore: ERROR: {kind} ");
+    assert!(err.contains(&needle), "expected a `{kind}` report, stderr:\n{err}");
+    assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "expected exactly one report:\n{err}");
+}
+
+fn libc_sigabrt() -> i32 {
+    6
+}

@@ -1,8 +1,210 @@
+//! nevermore: a hardened `malloc` for unmodified Linux programs, loaded with `LD_PRELOAD`.
+//!
+//! Layers (each a module):
+//! - `sys`: raw system calls (no allocation, async-signal-safe);
+//! - `lock`: a futex mutex;
+//! - `config`: `NEVERMORE_OPTIONS`;
+//! - `pool`: the physical pool (a memfd), its canonical view, span descriptors, page map;
+//! - `slab`: size classes and striped slabs of small objects;
+//! - `cache` / `tls`: per-thread caches reached through an initial-exec TLS slot;
+//! - `large`: large objects in guarded one-time views;
+//! - `guard`: the per-process secret and the keyed canaries;
+//! - `heap`: the front end that ties the tiers together and checks every pointer;
+//! - `report` / `stats`: error reports and counters;
+//! - `fork`: giving a forked child its own heap;
+//! - `api`: the exported C and C++ ABI.
+//!
+//! All metadata lives out of band (in private mappings the program never receives pointers
+//! into); every object is followed by a keyed canary.
+
 #![cfg_attr(not(test), no_std)]
+#![cfg_attr(test, allow(dead_code))]
+
+mod cache;
+mod config;
+mod fork;
+mod guard;
+mod heap;
+mod large;
+mod lock;
+mod meta;
+mod pool;
+mod report;
+mod slab;
+mod stats;
+mod sys;
+mod tls;
+
+#[cfg(not(test))]
+mod api;
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+/// A value written during initialisation (or by the fork child handler, under every lock) and
+/// only read afterwards.
+pub struct GlobalCell<T>(UnsafeCell<T>);
+
+// SAFETY: writes happen only before `STATE` becomes READY (published with Release) or in the
+// single-threaded fork child; all other accesses are reads.
+unsafe impl<T> Sync for GlobalCell<T> {}
+
+impl<T> GlobalCell<T> {
+    pub const fn new(v: T) -> Self {
+        GlobalCell(UnsafeCell::new(v))
+    }
+    #[inline]
+    pub fn get(&self) -> &T {
+        // SAFETY: see the type's comment.
+        unsafe { &*self.0.get() }
+    }
+    /// # Safety
+    /// Only during initialisation or in the fork child with every lock held.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_mut(&self) -> &mut T {
+        // SAFETY: guaranteed by the caller.
+        unsafe { &mut *self.0.get() }
+    }
+}
+
+const UNINIT: u8 = 0;
+const RUNNING: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+static INIT_TID: AtomicU32 = AtomicU32::new(0);
+static OPTIONS: GlobalCell<config::Options> = GlobalCell::new(config::Options::DEFAULT);
+static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+pub fn options() -> &'static config::Options {
+    OPTIONS.get()
+}
+
+#[inline]
+pub fn is_ready() -> bool {
+    STATE.load(Ordering::Acquire) == READY
+}
+
+/// Initialises the allocator once. Returns false if it cannot work (then allocations fail).
+#[inline]
+pub fn ensure_init() -> bool {
+    is_ready() || init_slow()
+}
+
+#[cold]
+fn init_slow() -> bool {
+    loop {
+        match STATE.compare_exchange(UNINIT, RUNNING, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => {
+                INIT_TID.store(sys::gettid(), Ordering::Relaxed);
+                let ok = init();
+                STATE.store(if ok { READY } else { FAILED }, Ordering::Release);
+                return ok;
+            }
+            Err(READY) => return true,
+            Err(FAILED) => return false,
+            Err(_) => {
+                if INIT_TID.load(Ordering::Relaxed) == sys::gettid() {
+                    // Something called by `init` allocated: refuse rather than deadlock.
+                    return false;
+                }
+                core::hint::spin_loop();
+            }
+        }
+    }
+}
+
+fn init() -> bool {
+    // SAFETY: getenv returns null or a NUL-terminated string that lives in the environment.
+    let env = unsafe { libc::getenv(c"NEVERMORE_OPTIONS".as_ptr()) };
+    if !env.is_null() {
+        // SAFETY: as above; the environment outlives the process' use of it.
+        let bytes: &'static [u8] = unsafe { core::ffi::CStr::from_ptr(env) }.to_bytes();
+        match config::parse(bytes) {
+            // SAFETY: initialisation runs once, before READY is published.
+            Ok(o) => unsafe { *OPTIONS.get_mut() = o },
+            Err(e) => report::bad_options(&e),
+        }
+    }
+    let keyed = guard::init_secret();
+    // SAFETY: called once, before any other thread can see the pool (STATE is not READY).
+    if let Err(e) = unsafe { pool::POOL.init() } {
+        let why = match e {
+            pool::InitError::Memfd => "memfd_create failed",
+            pool::InitError::Map => "no address space for the pool",
+        };
+        report::say(format_args!("cannot set up the heap: {why} (errno {}); aborting", sys::errno()));
+        sys::die();
+    }
+    if !large::init() {
+        report::say(format_args!("cannot set up the large-object table; aborting"));
+        sys::die();
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: plain pthread calls with valid arguments; neither allocates in glibc for the
+    // first keys and handlers.
+    unsafe {
+        if libc::pthread_key_create(&mut key, Some(thread_exit)) == 0 {
+            KEY.store(key, Ordering::Relaxed);
+        }
+        libc::pthread_atfork(Some(fork::prepare), Some(fork::parent), Some(fork::child));
+    }
+    if options().verbose {
+        let l = pool::POOL.layout();
+        report::say(format_args!(
+            "ready: pool of {} MiB at {:#x}, canaries {}",
+            (l.pages as usize * sys::PAGE) >> 20,
+            l.base,
+            if keyed { "keyed with a random secret" } else { "NOT keyed (getrandom failed)" }
+        ));
+    }
+    true
+}
+
+/// Ties a new thread cache to thread exit.
+pub fn register_thread(c: *mut cache::Cache) {
+    let key = KEY.load(Ordering::Relaxed);
+    if key != u32::MAX {
+        // SAFETY: `key` was created by pthread_key_create.
+        unsafe { libc::pthread_setspecific(key, c as *const core::ffi::c_void) };
+    }
+}
+
+extern "C" fn thread_exit(c: *mut core::ffi::c_void) {
+    if !c.is_null() && tls::get() == c as *mut cache::Cache {
+        // SAFETY: `c` is the exiting thread's own cache.
+        unsafe { cache::retire(c as *mut cache::Cache) };
+    }
+}
+
+extern "C" fn at_load() {
+    ensure_init();
+}
+
+extern "C" fn at_exit() {
+    if is_ready() && options().stats {
+        stats::print();
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT_ARRAY: extern "C" fn() = at_load;
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI_ARRAY: extern "C" fn() = at_exit;
 
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
-    // SAFETY: abort is always safe to call.
-    unsafe { libc::abort() }
+    report::say(format_args!("internal error (panic); aborting"));
+    sys::die()
 }
+
+/// `core` is prebuilt with unwinding tables that name this personality routine; with
+/// `panic = "abort"` no unwind ever reaches a Rust frame, so it is never called.
+#[cfg(not(test))]
+#[no_mangle]
+pub extern "C" fn rust_eh_personality() {}

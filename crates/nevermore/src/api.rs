@@ -1,0 +1,361 @@
+//! The exported C ABI: the glibc allocation API and every C++ `operator new`/`delete`.
+//! Semantics follow glibc (errno values, `realloc(p, 0)` frees, `malloc(0)` is a unique
+//! pointer). Nothing here is compiled into the unit-test binary, which keeps the system
+//! allocator.
+
+use core::ffi::{c_int, c_void};
+use core::ptr;
+
+use crate::heap;
+use crate::sys::{self, PAGE};
+
+#[no_mangle]
+pub extern "C" fn malloc(size: usize) -> *mut c_void {
+    heap::malloc(size) as *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn free(p: *mut c_void) {
+    heap::free(p as *mut u8, "free")
+}
+
+#[no_mangle]
+pub extern "C" fn cfree(p: *mut c_void) {
+    heap::free(p as *mut u8, "free")
+}
+
+#[no_mangle]
+pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        Some(total) => heap::malloc_zeroed(total) as *mut c_void,
+        None => {
+            sys::set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    heap::realloc(p as *mut u8, size) as *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        Some(total) => heap::realloc(p as *mut u8, total) as *mut c_void,
+        None => {
+            sys::set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// `out` must be valid for a pointer write (C contract of `posix_memalign`).
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if !align.is_power_of_two() || align % core::mem::size_of::<usize>() != 0 {
+        return libc::EINVAL;
+    }
+    let saved = sys::errno();
+    let p = heap::malloc_aligned(size, align);
+    if p.is_null() {
+        sys::set_errno(saved);
+        return libc::ENOMEM;
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { *out = p as *mut c_void };
+    0
+}
+
+#[no_mangle]
+pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        sys::set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    heap::malloc_aligned(size, align) as *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    // glibc rounds a non-power-of-two alignment up to the next power of two.
+    let Some(align) = align.checked_next_power_of_two() else {
+        sys::set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    };
+    heap::malloc_aligned(size, align) as *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn valloc(size: usize) -> *mut c_void {
+    heap::malloc_aligned(size, PAGE) as *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let Some(rounded) = size.max(1).checked_add(PAGE - 1) else {
+        sys::set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
+    heap::malloc_aligned(rounded & !(PAGE - 1), PAGE) as *mut c_void
+}
+
+#[no_mangle]
+pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    heap::usable_size(p as *mut u8)
+}
+
+#[no_mangle]
+pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
+    if !crate::ensure_init() {
+        return 0;
+    }
+    crate::pool::POOL.trim() as c_int
+}
+
+/// Accepted and ignored: glibc's tuning knobs have no meaning here.
+#[no_mangle]
+pub extern "C" fn mallopt(_param: c_int, _value: c_int) -> c_int {
+    1
+}
+
+/// glibc's `struct mallinfo2`.
+#[repr(C)]
+pub struct Mallinfo2 {
+    pub arena: usize,
+    pub ordblks: usize,
+    pub smblks: usize,
+    pub hblks: usize,
+    pub hblkhd: usize,
+    pub usmblks: usize,
+    pub fsmblks: usize,
+    pub uordblks: usize,
+    pub fordblks: usize,
+    pub keepcost: usize,
+}
+
+/// glibc's deprecated `struct mallinfo` (int fields).
+#[repr(C)]
+pub struct Mallinfo {
+    pub arena: c_int,
+    pub ordblks: c_int,
+    pub smblks: c_int,
+    pub hblks: c_int,
+    pub hblkhd: c_int,
+    pub usmblks: c_int,
+    pub fsmblks: c_int,
+    pub uordblks: c_int,
+    pub fordblks: c_int,
+    pub keepcost: c_int,
+}
+
+#[no_mangle]
+pub extern "C" fn mallinfo2() -> Mallinfo2 {
+    if !crate::ensure_init() {
+        // SAFETY: all-zero is a valid value of this plain struct.
+        return unsafe { core::mem::zeroed() };
+    }
+    let t = crate::cache::totals();
+    let (ps, _, dirty) = crate::pool::POOL.stats();
+    let in_use = t.alloc_bytes.saturating_sub(t.free_bytes) as usize;
+    let arena = (ps.pages_in_use as usize + dirty as usize) * PAGE;
+    Mallinfo2 {
+        arena,
+        ordblks: 1,
+        smblks: 0,
+        hblks: 0,
+        hblkhd: 0,
+        usmblks: 0,
+        fsmblks: 0,
+        uordblks: in_use,
+        fordblks: arena.saturating_sub(in_use),
+        keepcost: 0,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn mallinfo() -> Mallinfo {
+    let m = mallinfo2();
+    let c = |v: usize| v.min(c_int::MAX as usize) as c_int;
+    Mallinfo {
+        arena: c(m.arena),
+        ordblks: c(m.ordblks),
+        smblks: c(m.smblks),
+        hblks: c(m.hblks),
+        hblkhd: c(m.hblkhd),
+        usmblks: c(m.usmblks),
+        fsmblks: c(m.fsmblks),
+        uordblks: c(m.uordblks),
+        fordblks: c(m.fordblks),
+        keepcost: c(m.keepcost),
+    }
+}
+
+/// glibc's `malloc_stats`: prints the allocator's counters.
+#[no_mangle]
+pub extern "C" fn malloc_stats() {
+    if crate::ensure_init() {
+        crate::stats::print();
+    }
+}
+
+// ---- C++ -------------------------------------------------------------------------------
+//
+// The throwing `operator new`s must run the new-handler loop and throw `std::bad_alloc`,
+// which means calling into libstdc++ and letting a C++ exception unwind through our frame.
+// They are therefore written as naked functions with explicit unwind (CFI) information; the
+// libstdc++ entry points are weak references, so C programs (without libstdc++) still load.
+
+/// Allocation attempt for `operator new`: `align` 0 means the default alignment.
+extern "C" fn new_attempt(size: usize, align: usize) -> *mut u8 {
+    if align == 0 {
+        heap::malloc(size)
+    } else if align.is_power_of_two() {
+        heap::malloc_aligned(size, align)
+    } else {
+        ptr::null_mut()
+    }
+}
+
+/// No handler and no libstdc++ to throw with: report and abort.
+extern "C" fn new_failed(size: usize) -> ! {
+    crate::report::fatal(crate::report::Report {
+        kind: crate::report::Kind::OutOfMemory,
+        addr: size,
+        op: "operator new",
+        what: "the request cannot be satisfied and std::bad_alloc cannot be thrown",
+        object: None,
+    })
+}
+
+/// The shared body of the throwing `operator new`s: rdi = size, rsi = alignment (0: default).
+#[unsafe(naked)]
+extern "C" fn new_throwing() {
+    core::arch::naked_asm!(
+        ".weak _ZSt15get_new_handlerv",
+        ".weak _ZSt17__throw_bad_allocv",
+        ".cfi_startproc",
+        "push rbx",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset rbx, -16",
+        "push r12",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r12, -24",
+        "sub rsp, 8",
+        ".cfi_adjust_cfa_offset 8",
+        "mov rbx, rdi",
+        "mov r12, rsi",
+        "2:",
+        "mov rdi, rbx",
+        "mov rsi, r12",
+        "call {attempt}",
+        "test rax, rax",
+        "jnz 4f",
+        // A new-handler installed? Call it and try again.
+        "mov rax, qword ptr [rip + _ZSt15get_new_handlerv@GOTPCREL]",
+        "test rax, rax",
+        "jz 3f",
+        "call rax",
+        "test rax, rax",
+        "jz 3f",
+        "call rax",
+        "jmp 2b",
+        // No handler: throw std::bad_alloc if libstdc++ is there.
+        "3:",
+        "mov rax, qword ptr [rip + _ZSt17__throw_bad_allocv@GOTPCREL]",
+        "test rax, rax",
+        "jz 5f",
+        "call rax",
+        "5:",
+        "mov rdi, rbx",
+        "call {failed}",
+        "ud2",
+        "4:",
+        "add rsp, 8",
+        ".cfi_adjust_cfa_offset -8",
+        "pop r12",
+        ".cfi_adjust_cfa_offset -8",
+        "pop rbx",
+        ".cfi_adjust_cfa_offset -8",
+        "ret",
+        ".cfi_endproc",
+        attempt = sym new_attempt,
+        failed = sym new_failed,
+    )
+}
+
+macro_rules! new_default {
+    ($($name:ident),*) => {$(
+        /// `operator new(size_t)` / `operator new[](size_t)`.
+        #[no_mangle]
+        #[unsafe(naked)]
+        pub extern "C" fn $name() {
+            core::arch::naked_asm!("xor esi, esi", "jmp {body}", body = sym new_throwing)
+        }
+    )*};
+}
+
+macro_rules! new_aligned {
+    ($($name:ident),*) => {$(
+        /// `operator new(size_t, align_val_t)` and the array form.
+        #[no_mangle]
+        #[unsafe(naked)]
+        pub extern "C" fn $name() {
+            core::arch::naked_asm!("jmp {body}", body = sym new_throwing)
+        }
+    )*};
+}
+
+new_default!(_Znwm, _Znam);
+new_aligned!(_ZnwmSt11align_val_t, _ZnamSt11align_val_t);
+
+macro_rules! new_nothrow {
+    ($($name:ident),*) => {$(
+        /// `operator new(size_t, const nothrow_t&)` and the array form: null on failure.
+        #[no_mangle]
+        pub extern "C" fn $name(size: usize, _nt: *const c_void) -> *mut c_void {
+            heap::malloc(size) as *mut c_void
+        }
+    )*};
+}
+
+macro_rules! new_aligned_nothrow {
+    ($($name:ident),*) => {$(
+        /// `operator new(size_t, align_val_t, const nothrow_t&)` and the array form.
+        #[no_mangle]
+        pub extern "C" fn $name(size: usize, align: usize, _nt: *const c_void) -> *mut c_void {
+            new_attempt(size, align) as *mut c_void
+        }
+    )*};
+}
+
+new_nothrow!(_ZnwmRKSt9nothrow_t, _ZnamRKSt9nothrow_t);
+new_aligned_nothrow!(_ZnwmSt11align_val_tRKSt9nothrow_t, _ZnamSt11align_val_tRKSt9nothrow_t);
+
+macro_rules! delete {
+    ($($name:ident ( $($arg:ident : $ty:ty),* )),* $(,)?) => {$(
+        /// An `operator delete` variant; size and alignment hints are not needed.
+        #[no_mangle]
+        pub extern "C" fn $name(p: *mut c_void $(, $arg: $ty)*) {
+            $(let _ = $arg;)*
+            heap::free(p as *mut u8, "operator delete")
+        }
+    )*};
+}
+
+delete!(
+    _ZdlPv(),
+    _ZdaPv(),
+    _ZdlPvm(size: usize),
+    _ZdaPvm(size: usize),
+    _ZdlPvSt11align_val_t(align: usize),
+    _ZdaPvSt11align_val_t(align: usize),
+    _ZdlPvmSt11align_val_t(size: usize, align: usize),
+    _ZdaPvmSt11align_val_t(size: usize, align: usize),
+    _ZdlPvRKSt9nothrow_t(nt: *const c_void),
+    _ZdaPvRKSt9nothrow_t(nt: *const c_void),
+    _ZdlPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
+    _ZdaPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
+);

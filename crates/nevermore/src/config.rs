@@ -1,0 +1,115 @@
+//! Options, read once from `NEVERMORE_OPTIONS` (`key=value` pairs separated by `:` or `,`,
+//! in the style of `ASAN_OPTIONS`). Parsing works on the environment string in place and
+//! never allocates. A malformed option is a clear one-line error and exit status 1: running
+//! silently with a setting the user did not ask for would be worse.
+
+/// Parsed options. `report_path` borrows the environment string, which lives as long as the
+/// process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Print counters when the process exits.
+    pub stats: bool,
+    /// Append reports (and stats) to this file instead of stderr.
+    pub report_path: Option<&'static [u8]>,
+    /// Say once on stderr how the allocator set itself up.
+    pub verbose: bool,
+    /// Exit with this status after a report instead of dying of SIGABRT.
+    pub exitcode: Option<u8>,
+}
+
+impl Options {
+    pub const DEFAULT: Options = Options { stats: false, report_path: None, verbose: false, exitcode: None };
+}
+
+/// Every option, for the error message and the docs.
+pub const KNOWN: &str = "stats, report_path, verbose, exitcode";
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ParseError<'a> {
+    UnknownKey(&'a [u8]),
+    BadValue { key: &'a [u8], value: &'a [u8], expected: &'static str },
+    MissingValue(&'a [u8]),
+}
+
+/// Parses an option string. Empty items (`a=1::b=0`) are ignored.
+pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
+    let mut o = Options::DEFAULT;
+    for item in s.split(|&c| c == b':' || c == b',') {
+        if item.is_empty() {
+            continue;
+        }
+        let eq = match item.iter().position(|&c| c == b'=') {
+            Some(i) => i,
+            None => return Err(ParseError::MissingValue(item)),
+        };
+        let (key, value) = (&item[..eq], &item[eq + 1..]);
+        match key {
+            b"stats" => o.stats = parse_bool(key, value)?,
+            b"verbose" => o.verbose = parse_bool(key, value)?,
+            b"report_path" => {
+                if value.is_empty() {
+                    return Err(ParseError::BadValue { key, value, expected: "a file path" });
+                }
+                o.report_path = Some(value)
+            }
+            b"exitcode" => {
+                let n = parse_uint(value).filter(|&n| (1..=255).contains(&n)).ok_or(ParseError::BadValue {
+                    key,
+                    value,
+                    expected: "a number from 1 to 255",
+                })?;
+                o.exitcode = Some(n as u8);
+            }
+            _ => return Err(ParseError::UnknownKey(key)),
+        }
+    }
+    Ok(o)
+}
+
+fn parse_bool(key: &'static [u8], value: &'static [u8]) -> Result<bool, ParseError<'static>> {
+    match value {
+        b"1" | b"true" | b"yes" => Ok(true),
+        b"0" | b"false" | b"no" => Ok(false),
+        _ => Err(ParseError::BadValue { key, value, expected: "0 or 1" }),
+    }
+}
+
+fn parse_uint(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 18 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &c in v {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + (c - b'0') as u64;
+    }
+    Some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_values() {
+        assert_eq!(parse(b""), Ok(Options::DEFAULT));
+        let o = parse(b"stats=1:report_path=/tmp/x.log,verbose=true::exitcode=23").unwrap();
+        assert!(o.stats && o.verbose);
+        assert_eq!(o.report_path, Some(&b"/tmp/x.log"[..]));
+        assert_eq!(o.exitcode, Some(23));
+        assert!(!parse(b"stats=0").unwrap().stats);
+    }
+
+    #[test]
+    fn errors_name_the_culprit() {
+        assert_eq!(parse(b"stats=1:bogus=2"), Err(ParseError::UnknownKey(b"bogus")));
+        assert!(matches!(parse(b"stats=maybe"), Err(ParseError::BadValue { key: b"stats", .. })));
+        assert!(matches!(parse(b"exitcode=0"), Err(ParseError::BadValue { .. })));
+        assert!(matches!(parse(b"exitcode=256"), Err(ParseError::BadValue { .. })));
+        assert!(matches!(parse(b"exitcode=-1"), Err(ParseError::BadValue { .. })));
+        assert_eq!(parse(b"stats"), Err(ParseError::MissingValue(b"stats")));
+        assert!(matches!(parse(b"report_path="), Err(ParseError::BadValue { .. })));
+    }
+}

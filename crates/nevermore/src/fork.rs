@@ -1,0 +1,146 @@
+//! `fork` support. The pool is a shared memory file, so a plain `fork` would leave parent and
+//! child writing the same physical pages. Around `fork` (registered with `pthread_atfork`):
+//!
+//! - *prepare* (parent, before the fork): take every allocator lock, so no metadata is
+//!   mid-update, then copy the pool's populated pages into a fresh memfd (holes stay holes:
+//!   `SEEK_DATA`/`SEEK_HOLE` find the data);
+//! - *child*: map the copy over the canonical view and every large-object view (`MAP_FIXED`),
+//!   adopt the caches of threads that do not exist in the child, release the locks;
+//! - *parent*: drop the copy's descriptor and release the locks.
+//!
+//! The copy is taken before the fork while other threads may still be writing their own
+//! objects: the child sees each such object as it was at some moment during the copy — the
+//! same uncertainty a child has about any memory that other threads write around a `fork`.
+
+use core::sync::atomic::{AtomicI32, Ordering};
+use core::{ptr, slice};
+
+use crate::pool::{self, POOL};
+use crate::sys::{self, PAGE_SHIFT};
+use crate::{cache, large, meta, report, slab, stats, tls};
+
+/// The copy made by *prepare*: its descriptor, or -1 when the copy failed.
+static COPY_FD: AtomicI32 = AtomicI32::new(-1);
+
+fn all_locks(mut f: impl FnMut(&crate::lock::RawMutex)) {
+    f(cache::raw_lock());
+    for c in slab::CENTRAL.iter() {
+        f(c.raw());
+    }
+    f(POOL.raw_lock());
+    f(large::raw_lock());
+    f(meta::raw_lock());
+}
+
+pub extern "C" fn prepare() {
+    if !crate::is_ready() {
+        return;
+    }
+    all_locks(|l| l.lock());
+    COPY_FD.store(copy_pool(), Ordering::Relaxed);
+}
+
+/// Copies the pool's populated pages into a new memfd; returns it, or -1.
+fn copy_pool() -> i32 {
+    let l = POOL.layout();
+    // SAFETY: the pool lock is held (taken in `prepare`).
+    let (bump, _) = unsafe { POOL.fork_view() };
+    let used = (bump as usize) << PAGE_SHIFT;
+    let fd = sys::memfd(c"nevermore-pool");
+    if fd < 0 {
+        return -1;
+    }
+    if !sys::ftruncate(fd, (l.pages as usize) << PAGE_SHIFT) {
+        sys::close(fd);
+        return -1;
+    }
+    if used == 0 {
+        return fd;
+    }
+    let dst = sys::map_shared(ptr::null_mut(), used, fd, 0);
+    if dst.is_null() {
+        sys::close(fd);
+        return -1;
+    }
+    let mut copied = 0usize;
+    let mut copy = |from: usize, to: usize| {
+        // SAFETY: both ranges lie inside `used` bytes of the canonical view and of `dst`.
+        unsafe {
+            let src = slice::from_raw_parts((l.base + from) as *const u8, to - from);
+            slice::from_raw_parts_mut(dst.add(from), to - from).copy_from_slice(src);
+        }
+        copied += to - from;
+    };
+    if sys::file_id(l.fd) == Some(l.file) {
+        let mut off = 0;
+        while off < used {
+            let Some(data) = sys::seek(l.fd, off, libc::SEEK_DATA) else { break };
+            if data >= used {
+                break;
+            }
+            let hole = sys::seek(l.fd, data, libc::SEEK_HOLE).unwrap_or(used).min(used);
+            copy(data, hole);
+            off = hole;
+        }
+    } else {
+        // Our descriptor was closed by the program: copy everything ever handed out.
+        copy(0, used);
+    }
+    sys::unmap(dst, used);
+    stats::add(&stats::FORKS, 1);
+    stats::add(&stats::FORK_COPIED_BYTES, copied as u64);
+    fd
+}
+
+pub extern "C" fn parent() {
+    if !crate::is_ready() {
+        return;
+    }
+    let fd = COPY_FD.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        sys::close(fd);
+    }
+    all_locks(|l| l.unlock());
+}
+
+pub extern "C" fn child() {
+    if !crate::is_ready() {
+        return;
+    }
+    let fd = COPY_FD.swap(-1, Ordering::Relaxed);
+    if fd < 0 || !adopt_copy(fd) {
+        report::say(format_args!(
+            "fork: could not give the child its own copy of the heap (errno {}); the child exits",
+            sys::errno()
+        ));
+        // SAFETY: ending the child before it can write memory it shares with its parent.
+        unsafe { libc::_exit(127) };
+    }
+    // SAFETY: this is the only thread of the child and it holds every lock.
+    unsafe { cache::adopt_orphans(tls::get()) };
+    all_locks(|l| l.reset());
+}
+
+/// Maps the copy in place of the shared pool, in the canonical view and in every live large
+/// object's view.
+fn adopt_copy(fd: i32) -> bool {
+    // SAFETY: the only thread of the child, holding every lock.
+    let l = unsafe { POOL.layout_mut() };
+    let len = (l.pages as usize) << PAGE_SHIFT;
+    if sys::map_shared(l.base as *mut u8, len, fd, 0).is_null() {
+        return false;
+    }
+    // SAFETY: as above.
+    let (_, mut idx) = unsafe { POOL.fork_view() };
+    while idx != pool::NONE {
+        let s = POOL.span(idx);
+        if !sys::duplicate_view(POOL.page_addr(s.start) as *mut u8, s.view as *mut u8, s.view_len) {
+            return false;
+        }
+        idx = s.next;
+    }
+    sys::close(l.fd);
+    l.fd = fd;
+    l.file = sys::file_id(fd).unwrap_or((0, 0));
+    true
+}

@@ -1,0 +1,388 @@
+//! The allocator's front end: picks the tier for a request (small slot, page object, large
+//! object), resolves pointers given back to it, and checks every pointer and canary before
+//! changing anything — a rejected call leaves the heap exactly as it was.
+
+use core::ptr;
+use core::sync::atomic::Ordering;
+
+use crate::cache::{self, Cache};
+use crate::guard::{self, CANARY};
+use crate::pool::{self, POOL};
+use crate::report::{self, Kind, Object, Report};
+use crate::slab::{self, Slot, CLASSES, FREE_SLOT};
+use crate::sys::{self, PAGE, PAGE_SHIFT};
+use crate::{large, stats, tls};
+
+/// Objects whose size plus canary fit in this many bytes are page objects; bigger ones are
+/// large objects with their own guarded view.
+pub const MAX_PAGE_OBJECT: usize = 128 << 10;
+
+/// Requests above this can never be satisfied (and would overflow size arithmetic).
+const MAX_REQUEST: usize = 1 << 46;
+
+/// The calling thread's cache, created on first use; null for a thread that is exiting or
+/// when the allocator could not initialise.
+#[inline]
+fn my_cache() -> *mut Cache {
+    let c = tls::get();
+    if !c.is_null() {
+        return if c == tls::EXITED { ptr::null_mut() } else { c };
+    }
+    new_thread_cache()
+}
+
+#[cold]
+fn new_thread_cache() -> *mut Cache {
+    if !crate::ensure_init() {
+        return ptr::null_mut();
+    }
+    let c = cache::create();
+    if !c.is_null() {
+        tls::set(c);
+        crate::register_thread(c);
+    }
+    c
+}
+
+/// `malloc`.
+#[inline]
+pub fn malloc(size: usize) -> *mut u8 {
+    match slab::class_for(size) {
+        Some(ci) => alloc_small(ci, size, false),
+        None => alloc_big(size, 16, false),
+    }
+}
+
+/// `calloc`-style: zeroed memory.
+pub fn malloc_zeroed(size: usize) -> *mut u8 {
+    match slab::class_for(size) {
+        Some(ci) => alloc_small(ci, size, true),
+        None => alloc_big(size, 16, true),
+    }
+}
+
+/// Allocation with an alignment (a power of two).
+pub fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
+    if align <= 16 {
+        return malloc(size);
+    }
+    if align <= slab::MAX_SLOT {
+        if let Some(ci) = slab::class_for_aligned(size, align) {
+            return alloc_small(ci, size, false);
+        }
+    }
+    alloc_big(size, align, false)
+}
+
+#[inline]
+fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
+    let c = my_cache();
+    let p = if !c.is_null() {
+        // SAFETY: `c` is this thread's own cache; no other thread touches its bins.
+        let cache = unsafe { &mut *c };
+        let bin = &mut cache.bins[ci];
+        if bin.n == 0 && !cache::refill(ci, bin) {
+            sys::set_errno(libc::ENOMEM);
+            return ptr::null_mut();
+        }
+        bin.n -= 1;
+        Cache::count(&cache.mallocs, 1);
+        Cache::count(&cache.alloc_bytes, size as u64);
+        bin.slots[bin.n as usize]
+    } else {
+        if !crate::ensure_init() {
+            sys::set_errno(libc::ENOMEM);
+            return ptr::null_mut();
+        }
+        let mut one = [0usize; 1];
+        if slab::refill(ci, &mut one) == 0 {
+            sys::set_errno(libc::ENOMEM);
+            return ptr::null_mut();
+        }
+        one[0]
+    };
+    if zero {
+        // SAFETY: the slot is ours and holds at least size + CANARY bytes.
+        unsafe { ptr::write_bytes(p as *mut u8, 0, size) };
+    }
+    slab::mark_live(p, size);
+    // SAFETY: the slot holds size + CANARY bytes.
+    unsafe { guard::arm(p, size) };
+    p as *mut u8
+}
+
+fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    if size > MAX_REQUEST || align > MAX_REQUEST || !crate::ensure_init() {
+        sys::set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    }
+    let p = if size + CANARY <= MAX_PAGE_OBJECT && align <= PAGE {
+        alloc_pages(size, zero)
+    } else {
+        large::alloc(size, align, zero)
+    };
+    if p.is_null() {
+        sys::set_errno(libc::ENOMEM);
+    } else {
+        let c = tls::get();
+        if !c.is_null() && c != tls::EXITED {
+            // SAFETY: this thread's own cache.
+            let cache = unsafe { &*c };
+            Cache::count(&cache.mallocs, 1);
+            Cache::count(&cache.alloc_bytes, size as u64);
+        }
+    }
+    p
+}
+
+fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
+    let npages = (size + CANARY).div_ceil(PAGE) as u32;
+    let Some((idx, dirty)) = POOL.alloc_run(npages, pool::PAGES) else { return ptr::null_mut() };
+    let s = POOL.span_owned(idx);
+    let start = POOL.page_addr(s.start);
+    s.addr = start;
+    if zero && dirty {
+        // SAFETY: the run is ours and spans at least size bytes.
+        unsafe { ptr::write_bytes(start as *mut u8, 0, size) };
+    }
+    s.size.store(size, Ordering::Release);
+    // SAFETY: the run holds size + CANARY bytes.
+    unsafe { guard::arm(start, size) };
+    stats::add(&stats::PAGE_OBJECTS, 1);
+    start as *mut u8
+}
+
+/// A live heap object, resolved from a pointer to its start.
+#[derive(Clone, Copy)]
+pub enum Obj {
+    Small { idx: u32, slot: u32 },
+    Pages { idx: u32 },
+    Large { idx: u32 },
+}
+
+/// Resolves `p`, which must be the start of a live object; returns it with its size, or the
+/// report describing why `p` is not acceptable. `bad` is the kind used for pointers that are
+/// not (or no longer) objects: `invalid-free` for free/realloc, `invalid-pointer` for queries.
+pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Report> {
+    let rep = |kind, what, object| Report { kind, addr: p, op, what, object };
+    let l = POOL.layout();
+    if p.wrapping_sub(l.base) < (l.pages as usize) << PAGE_SHIFT {
+        let Some((idx, s)) = POOL.span_at(p) else {
+            return Err(rep(
+                if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad },
+                "the memory at this address was already freed",
+                None,
+            ));
+        };
+        match s.kind {
+            pool::SLAB => {
+                let c = &CLASSES[s.class as usize];
+                match slab::locate(s, c, p) {
+                    Slot::Start(i) => {
+                        // SAFETY: `i` < nslots.
+                        let size = unsafe { (*slab::sizes(s, c).add(i as usize)).load(Ordering::Acquire) };
+                        if size == FREE_SLOT {
+                            let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
+                            return Err(rep(kind, "the object was already freed", None));
+                        }
+                        Ok((Obj::Small { idx, slot: i }, size as usize))
+                    }
+                    Slot::Interior(i, off) => {
+                        // SAFETY: `i` < nslots.
+                        let size = unsafe { (*slab::sizes(s, c).add(i as usize)).load(Ordering::Acquire) };
+                        let object = (size != FREE_SLOT).then_some(Object { start: p - off, size: size as usize });
+                        Err(rep(bad, "the address points inside an object, not at its start", object))
+                    }
+                    Slot::Tail => Err(rep(bad, "the address was never returned by an allocation", None)),
+                }
+            }
+            pool::PAGES => {
+                let size = s.size.load(Ordering::Acquire);
+                if p != s.addr {
+                    let object = (size != pool::DEAD).then_some(Object { start: s.addr, size });
+                    return Err(rep(bad, "the address points inside an object, not at its start", object));
+                }
+                if size == pool::DEAD {
+                    let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
+                    return Err(rep(kind, "the object was already freed", None));
+                }
+                Ok((Obj::Pages { idx }, size))
+            }
+            // A canonical address of a large object is never handed out.
+            _ => Err(rep(bad, "the address was never returned by an allocation", None)),
+        }
+    } else {
+        match large::lookup(p) {
+            0 => Err(rep(bad, "the address is not in the heap (stack, global, or foreign memory)", None)),
+            large::TOMBSTONE => {
+                let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
+                Err(rep(kind, "the object was already freed", None))
+            }
+            idx => {
+                let s = POOL.span(idx);
+                let size = s.size.load(Ordering::Acquire);
+                if s.kind != pool::LARGE || s.addr != p {
+                    let object =
+                        (s.kind == pool::LARGE && size != pool::DEAD).then_some(Object { start: s.addr, size });
+                    return Err(rep(bad, "the address points inside an object, not at its start", object));
+                }
+                if size == pool::DEAD {
+                    let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
+                    return Err(rep(kind, "the object was already freed", None));
+                }
+                Ok((Obj::Large { idx }, size))
+            }
+        }
+    }
+}
+
+/// Resolves `p` and checks its canary; reports and dies on any problem.
+fn checked(p: usize, op: &'static str) -> (Obj, usize) {
+    let (obj, size) = resolve(p, op, Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
+    // SAFETY: `p` is a live object of `size` bytes followed by its canary.
+    if !unsafe { guard::intact(p, size) } {
+        report::fatal(Report {
+            kind: Kind::HeapBufferOverflow,
+            addr: p + size,
+            op,
+            what: "the canary after the object was overwritten (a write past its end)",
+            object: Some(Object { start: p, size }),
+        });
+    }
+    (obj, size)
+}
+
+/// Flips a live object to dead; false if another thread freed it first.
+fn kill(obj: Obj, size: usize) -> bool {
+    match obj {
+        Obj::Small { idx, slot } => {
+            let s = POOL.span(idx);
+            let c = &CLASSES[s.class as usize];
+            // SAFETY: `slot` < nslots.
+            let e = unsafe { &*slab::sizes(s, c).add(slot as usize) };
+            e.compare_exchange(size as u16, FREE_SLOT, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        }
+        Obj::Pages { idx } | Obj::Large { idx } => {
+            POOL.span(idx).size.compare_exchange(size, pool::DEAD, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        }
+    }
+}
+
+/// `free` (and every `operator delete`); `op` names the call in reports.
+pub fn free(p: *mut u8, op: &'static str) {
+    if p.is_null() {
+        return;
+    }
+    let p = p as usize;
+    if !crate::ensure_init() {
+        return;
+    }
+    let (obj, size) = checked(p, op);
+    if !kill(obj, size) {
+        report::fatal(Report {
+            kind: Kind::DoubleFree,
+            addr: p,
+            op,
+            what: "the object was freed by another thread at the same time",
+            object: Some(Object { start: p, size }),
+        });
+    }
+    let c = tls::get();
+    let cache = if c.is_null() || c == tls::EXITED { None } else { Some(c) };
+    if let Some(c) = cache {
+        // SAFETY: this thread's own cache.
+        let cache = unsafe { &*c };
+        Cache::count(&cache.frees, 1);
+        Cache::count(&cache.free_bytes, size as u64);
+    }
+    match obj {
+        Obj::Small { idx, .. } => {
+            let ci = POOL.span(idx).class as usize;
+            match cache {
+                Some(c) => {
+                    // SAFETY: this thread's own cache.
+                    let bin = unsafe { &mut (*c).bins[ci] };
+                    if bin.n as usize >= CLASSES[ci].cache_cap as usize {
+                        cache::flush(ci, bin);
+                    }
+                    bin.slots[bin.n as usize] = p;
+                    bin.n += 1;
+                }
+                None => slab::release(ci, &[p]),
+            }
+        }
+        Obj::Pages { idx } => POOL.free_run(idx),
+        Obj::Large { idx } => large::release(idx, p),
+    }
+}
+
+/// `malloc_usable_size`: the requested size (the canary follows right after it).
+pub fn usable_size(p: *mut u8) -> usize {
+    if p.is_null() || !crate::ensure_init() {
+        return 0;
+    }
+    match resolve(p as usize, "malloc_usable_size", Kind::InvalidPointer) {
+        Ok((_, size)) => size,
+        Err(r) => report::fatal(r),
+    }
+}
+
+/// `realloc` with glibc's semantics (size 0 frees and returns null).
+pub fn realloc(p: *mut u8, size: usize) -> *mut u8 {
+    if p.is_null() {
+        return malloc(size);
+    }
+    if size == 0 {
+        free(p, "realloc");
+        return ptr::null_mut();
+    }
+    if !crate::ensure_init() {
+        return ptr::null_mut();
+    }
+    let a = p as usize;
+    let (obj, old) = checked(a, "realloc");
+    // In place when the new size still fits the same slot / run / view.
+    let in_place = match obj {
+        Obj::Small { idx, slot } => {
+            let s = POOL.span(idx);
+            let ci = s.class as usize;
+            let fits = slab::class_for(size).is_some_and(|n| n == ci)
+                || (size + CANARY <= CLASSES[ci].size as usize && size * 2 >= CLASSES[ci].size as usize);
+            if fits {
+                // SAFETY: `slot` < nslots; this thread owns the live object.
+                let e = unsafe { &*slab::sizes(s, &CLASSES[ci]).add(slot as usize) };
+                e.store(size as u16, Ordering::Release);
+            }
+            fits
+        }
+        Obj::Pages { idx } => {
+            let s = POOL.span(idx);
+            let fits = size + CANARY <= MAX_PAGE_OBJECT && (size + CANARY).div_ceil(PAGE) == s.npages as usize;
+            if fits {
+                s.size.store(size, Ordering::Release);
+            }
+            fits
+        }
+        Obj::Large { idx } => {
+            let s = POOL.span(idx);
+            let fits = size < old && size + CANARY > MAX_PAGE_OBJECT && a + size + CANARY <= s.view + s.view_len;
+            if fits {
+                s.size.store(size, Ordering::Release);
+            }
+            fits
+        }
+    };
+    if in_place {
+        // SAFETY: the slot/run/view holds size + CANARY bytes from `a`.
+        unsafe { guard::arm(a, size) };
+        return p;
+    }
+    let q = malloc(size);
+    if q.is_null() {
+        return q;
+    }
+    // SAFETY: both objects are live and at least min(old, size) bytes long.
+    unsafe { ptr::copy_nonoverlapping(p, q, old.min(size)) };
+    free(p, "realloc");
+    q
+}

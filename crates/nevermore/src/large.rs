@@ -1,0 +1,159 @@
+//! Large objects (and objects with alignment above a page): each gets its own view of its pool
+//! pages at a fresh address in the *large arena*, a reserved no-access region from which
+//! addresses are taken in increasing order and never handed out again. At least one no-access
+//! guard page separates any two views, so a linear overflow or underflow faults at once. The
+//! object is placed at the end of its view (16-byte aligned), so that an overflow of more than
+//! a few bytes past the canary hits the guard page immediately. A freed view becomes no-access
+//! reservation again: the address range stays reserved, and adjacent reservations merge into
+//! one VMA.
+//!
+//! A two-level, direct-indexed table maps the page of each object's start address to its span
+//! descriptor; a freed object leaves a tombstone there, so a second free is named correctly.
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+use crate::lock::Locked;
+use crate::pool::{self, POOL};
+use crate::sys::{self, PAGE, PAGE_SHIFT};
+use crate::{guard, stats};
+
+/// Table value left by a freed object.
+pub const TOMBSTONE: u32 = u32::MAX;
+
+const LEAF_SHIFT: usize = 30;
+const LEAF_ENTRIES: usize = 1 << (LEAF_SHIFT - PAGE_SHIFT);
+const TOP_ENTRIES: usize = 1 << (47 - LEAF_SHIFT);
+
+static TOP: AtomicPtr<AtomicPtr<AtomicU32>> = AtomicPtr::new(ptr::null_mut());
+
+struct Arena {
+    next: usize,
+    end: usize,
+}
+
+static ARENA: Locked<Arena> = Locked::new(Arena { next: 0, end: 0 });
+
+/// Sets up the table's top level. Returns false when out of memory.
+pub fn init() -> bool {
+    let t = sys::map_meta(TOP_ENTRIES * 8);
+    TOP.store(t as *mut AtomicPtr<AtomicU32>, Ordering::Release);
+    !t.is_null()
+}
+
+fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
+    let top = TOP.load(Ordering::Acquire);
+    let hi = addr >> LEAF_SHIFT;
+    if top.is_null() || hi >= TOP_ENTRIES {
+        return None;
+    }
+    // SAFETY: `hi` < TOP_ENTRIES, the size of the top level.
+    let entry = unsafe { &*top.add(hi) };
+    let mut leaf = entry.load(Ordering::Acquire);
+    if leaf.is_null() {
+        if !create {
+            return None;
+        }
+        let fresh = sys::map_meta(LEAF_ENTRIES * 4) as *mut AtomicU32;
+        if fresh.is_null() {
+            return None;
+        }
+        match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => leaf = fresh,
+            Err(other) => {
+                sys::unmap(fresh as *mut u8, LEAF_ENTRIES * 4);
+                leaf = other;
+            }
+        }
+    }
+    // SAFETY: the index is below LEAF_ENTRIES.
+    Some(unsafe { &*leaf.add((addr >> PAGE_SHIFT) & (LEAF_ENTRIES - 1)) })
+}
+
+/// The table entry for an object starting at `addr`: a descriptor, `TOMBSTONE`, or 0.
+#[inline]
+pub fn lookup(addr: usize) -> u32 {
+    slot(addr, false).map_or(0, |s| s.load(Ordering::Acquire))
+}
+
+/// Takes `len` bytes of fresh address space aligned to `align`, preceded by a guard page.
+fn take_va(len: usize, align: usize) -> Option<usize> {
+    let mut a = ARENA.lock();
+    loop {
+        let start = sys::round_up(a.next + PAGE, align);
+        if a.next != 0 && start.checked_add(len + PAGE).is_some_and(|e| e <= a.end) {
+            a.next = start + len;
+            return Some(start);
+        }
+        // A new region: 1 TiB, less when the address space is limited, more for huge requests.
+        let need = len.checked_add(align)?.checked_add(2 * PAGE)?;
+        let mut size = (1usize << 40).max(sys::round_up(need, 1 << 30));
+        loop {
+            let p = sys::reserve(size);
+            if !p.is_null() {
+                a.next = p as usize;
+                a.end = p as usize + size;
+                break;
+            }
+            if size / 2 < need {
+                return None;
+            }
+            size /= 2;
+        }
+    }
+}
+
+/// Allocates a large object of `size` bytes aligned to `align` (>= 16). Zeroes it if asked.
+pub fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
+    let Some(total) = size.checked_add(guard::CANARY) else { return ptr::null_mut() };
+    let len = sys::round_up(total, PAGE);
+    let npages = len >> PAGE_SHIFT;
+    if npages >= POOL.layout().pages as usize {
+        return ptr::null_mut();
+    }
+    let Some((idx, dirty)) = POOL.alloc_run(npages as u32, pool::LARGE) else { return ptr::null_mut() };
+    let Some(view) = take_va(len, align.max(PAGE)) else {
+        POOL.free_run(idx);
+        return ptr::null_mut();
+    };
+    stats::add(&stats::LARGE_VA_BYTES, (len + PAGE) as u64);
+    let start = if align <= 16 { (view + len - total) & !15 } else { view };
+    let s = POOL.span_owned(idx);
+    let canon = POOL.page_addr(s.start) as *mut u8;
+    let entry = slot(start, true);
+    if entry.is_none() || !sys::duplicate_view(canon, view as *mut u8, len) {
+        sys::rereserve(view as *mut u8, len);
+        POOL.free_run(idx);
+        return ptr::null_mut();
+    }
+    s.addr = start;
+    s.view = view;
+    s.view_len = len;
+    if zero && dirty {
+        // SAFETY: `start .. start+size` lies inside the freshly mapped view.
+        unsafe { ptr::write_bytes(start as *mut u8, 0, size) };
+    }
+    s.size.store(size, Ordering::Release);
+    // SAFETY: the canary fits between the object's end and the view's end.
+    unsafe { guard::arm(start, size) };
+    if let Some(e) = entry {
+        e.store(idx, Ordering::Release);
+    }
+    stats::add(&stats::LARGE_OBJECTS, 1);
+    start as *mut u8
+}
+
+/// Releases a large object whose size was already flipped to dead by the caller.
+pub fn release(idx: u32, start: usize) {
+    let s = POOL.span(idx);
+    let (view, len) = (s.view, s.view_len);
+    if let Some(e) = slot(start, false) {
+        e.store(TOMBSTONE, Ordering::Release);
+    }
+    sys::rereserve(view as *mut u8, len);
+    POOL.free_run(idx);
+}
+
+pub fn raw_lock() -> &'static crate::lock::RawMutex {
+    ARENA.raw()
+}

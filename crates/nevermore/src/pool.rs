@@ -1,0 +1,508 @@
+//! The physical pool: one `memfd` holding every byte handed to the program, seen by the
+//! allocator through one *canonical* shared mapping. Pool pages are handed out in runs
+//! (*spans*): slabs of small objects, page-run objects, and the backing of large objects.
+//! Every span has an out-of-band descriptor in a direct-indexed table, and a page map gives,
+//! for each pool page, the descriptor of the span that holds it; so a pointer is resolved with
+//! two loads and no hashing.
+//!
+//! Free runs are kept in length-segregated lists (exact lists for 1–64 pages, one list above)
+//! and coalesced with their neighbours. Freed pages that stay cached are *dirty* (they hold old
+//! data); big runs, and everything beyond a bound on dirty pages, are punched out of the memfd
+//! with `MADV_REMOVE`, which returns their memory to the system and makes them read as zero.
+
+use core::ptr;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use crate::lock::Locked;
+use crate::sys::{self, PAGE_SHIFT};
+
+/// Descriptor index 0 means "no span".
+pub const NONE: u32 = 0;
+
+/// Span kinds.
+pub const UNUSED: u8 = 0;
+pub const FREE_RUN: u8 = 1;
+pub const SLAB: u8 = 2;
+pub const PAGES: u8 = 3;
+pub const LARGE: u8 = 4;
+
+/// `Span::size` of an object that is not live.
+pub const DEAD: usize = usize::MAX;
+
+/// Spans of at least this many pages are punched out as soon as they are freed.
+const PUNCH_PAGES: u32 = 32;
+/// At most this many dirty free pages are kept for reuse.
+const DIRTY_MAX: u32 = 8192;
+
+/// Out-of-band descriptor of a run of pool pages.
+#[repr(C)]
+pub struct Span {
+    pub start: u32,
+    pub npages: u32,
+    pub kind: u8,
+    pub class: u8,
+    pub dirty: bool,
+    /// Slabs: free slots in the slab's bitmap (slots in thread caches count as taken).
+    pub nfree: u32,
+    pub next: u32,
+    pub prev: u32,
+    /// PAGES/LARGE: requested size of the live object, or `DEAD`.
+    pub size: AtomicUsize,
+    /// Object start (PAGES/LARGE) or slab base address in the canonical view (SLAB).
+    pub addr: usize,
+    /// LARGE: the object's own view and its length.
+    pub view: usize,
+    pub view_len: usize,
+    /// SLAB: slot table (free bitmap, then per-slot sizes).
+    pub meta: *mut u8,
+}
+
+struct State {
+    /// Pages below `bump` have been handed out at least once.
+    bump: u32,
+    /// Free-run lists: `bins[n]` holds runs of exactly n pages (1..=64), `bins[0]` longer ones.
+    bins: [u32; 65],
+    /// Bit n-1 set when `bins[n]` is non-empty.
+    bin_mask: u64,
+    dirty_pages: u32,
+    free_desc: u32,
+    desc_bump: u32,
+    /// Live LARGE spans (the fork handler remaps their views).
+    large: u32,
+    pub stats: PoolStats,
+}
+
+#[derive(Clone, Copy, Default)]
+pub struct PoolStats {
+    pub runs_allocated: u64,
+    pub pages_in_use: u64,
+    pub peak_pages_in_use: u64,
+    pub punched_pages: u64,
+}
+
+/// Set once during initialisation (and, in a forked child, by the fork handler while every
+/// lock is held); read-only otherwise.
+pub struct Layout {
+    pub base: usize,
+    pub pages: u32,
+    pub fd: i32,
+    pub file: (u64, u64),
+    spans: *mut Span,
+    pagemap: *mut AtomicU32,
+}
+
+pub struct Pool {
+    layout: crate::GlobalCell<Layout>,
+    state: Locked<State>,
+}
+
+pub static POOL: Pool = Pool {
+    layout: crate::GlobalCell::new(Layout {
+        base: 0,
+        pages: 0,
+        fd: -1,
+        file: (0, 0),
+        spans: ptr::null_mut(),
+        pagemap: ptr::null_mut(),
+    }),
+    state: Locked::new(State {
+        bump: 0,
+        bins: [NONE; 65],
+        bin_mask: 0,
+        dirty_pages: 0,
+        free_desc: NONE,
+        desc_bump: 1,
+        large: NONE,
+        stats: PoolStats { runs_allocated: 0, pages_in_use: 0, peak_pages_in_use: 0, punched_pages: 0 },
+    }),
+};
+
+/// Why the pool could not be set up.
+pub enum InitError {
+    Memfd,
+    Map,
+}
+
+impl Pool {
+    /// Creates the memfd and the canonical view. Tries a 64 GiB pool, halving down to
+    /// 256 MiB when the address space is limited.
+    ///
+    /// # Safety
+    /// Called once, before any other thread can use the pool.
+    pub unsafe fn init(&self) -> Result<(), InitError> {
+        let fd = sys::memfd(c"nevermore-pool");
+        if fd < 0 {
+            return Err(InitError::Memfd);
+        }
+        let mut bytes: usize = 64 << 30;
+        loop {
+            let pages = bytes >> PAGE_SHIFT;
+            if sys::ftruncate(fd, bytes) {
+                let base = sys::map_shared(ptr::null_mut(), bytes, fd, 0);
+                let spans = sys::map_meta(pages * core::mem::size_of::<Span>());
+                let pagemap = sys::map_meta(pages * 4);
+                if !base.is_null() && !spans.is_null() && !pagemap.is_null() {
+                    // SAFETY: single-threaded initialisation (caller's contract).
+                    let l = unsafe { self.layout.get_mut() };
+                    l.base = base as usize;
+                    l.pages = pages as u32;
+                    l.fd = fd;
+                    l.file = sys::file_id(fd).unwrap_or((0, 0));
+                    l.spans = spans as *mut Span;
+                    l.pagemap = pagemap as *mut AtomicU32;
+                    return Ok(());
+                }
+                for (p, len) in [(base, bytes), (spans, pages * core::mem::size_of::<Span>()), (pagemap, pages * 4)] {
+                    if !p.is_null() {
+                        sys::unmap(p, len);
+                    }
+                }
+            }
+            if bytes <= 256 << 20 {
+                sys::close(fd);
+                return Err(InitError::Map);
+            }
+            bytes /= 2;
+        }
+    }
+
+    #[inline]
+    pub fn layout(&self) -> &Layout {
+        self.layout.get()
+    }
+
+    /// # Safety
+    /// Only for the fork handlers, with every allocator lock held.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn layout_mut(&self) -> &mut Layout {
+        // SAFETY: guaranteed by the caller.
+        unsafe { self.layout.get_mut() }
+    }
+
+    #[inline]
+    pub fn span(&self, idx: u32) -> &Span {
+        // SAFETY: descriptors live in a table reserved for every possible index (one per pool
+        // page at most); entries that were never used read as zeroes.
+        unsafe { &*self.layout().spans.add(idx as usize) }
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    fn span_mut(&self, idx: u32) -> &mut Span {
+        // SAFETY: as in `span`; mutation happens only under the state lock or by the owner of
+        // a span (fields the owner alone touches).
+        unsafe { &mut *self.layout().spans.add(idx as usize) }
+    }
+
+    /// The span holding the canonical address `addr`, if any span covers it.
+    #[inline]
+    pub fn span_at(&self, addr: usize) -> Option<(u32, &Span)> {
+        let l = self.layout();
+        let off = addr.wrapping_sub(l.base);
+        let page = off >> PAGE_SHIFT;
+        if page >= l.pages as usize {
+            return None;
+        }
+        // SAFETY: `page` is inside the page map.
+        let idx = unsafe { (*l.pagemap.add(page)).load(Ordering::Acquire) };
+        if idx == NONE {
+            return None;
+        }
+        let s = self.span(idx);
+        let page = page as u32;
+        if s.kind == FREE_RUN || s.kind == UNUSED || page < s.start || page - s.start >= s.npages {
+            return None;
+        }
+        Some((idx, s))
+    }
+
+    #[inline]
+    pub fn page_addr(&self, page: u32) -> usize {
+        self.layout().base + ((page as usize) << PAGE_SHIFT)
+    }
+
+    fn set_map(&self, page: u32, idx: u32) {
+        // SAFETY: `page` < number of pool pages (callers pass pages of real spans).
+        unsafe { (*self.layout().pagemap.add(page as usize)).store(idx, Ordering::Release) }
+    }
+
+    /// Hands out a run of `n` pages as a span of `kind`. Returns the descriptor index and
+    /// whether the pages may hold old data (else they read as zero).
+    pub fn alloc_run(&self, n: u32, kind: u8) -> Option<(u32, bool)> {
+        let mut st = self.state.lock();
+        let idx = self.take_run(&mut st, n)?;
+        let s = self.span_mut(idx);
+        s.kind = kind;
+        s.class = 0;
+        s.nfree = 0;
+        s.next = NONE;
+        s.prev = NONE;
+        s.size.store(DEAD, Ordering::Relaxed);
+        s.addr = 0;
+        s.view = 0;
+        s.view_len = 0;
+        s.meta = ptr::null_mut();
+        let dirty = s.dirty;
+        s.dirty = false;
+        for p in s.start..s.start + n {
+            self.set_map(p, idx);
+        }
+        if kind == LARGE {
+            self.push_list(&mut st.large, idx);
+        }
+        st.stats.runs_allocated += 1;
+        st.stats.pages_in_use += n as u64;
+        st.stats.peak_pages_in_use = st.stats.peak_pages_in_use.max(st.stats.pages_in_use);
+        Some((idx, dirty))
+    }
+
+    fn take_run(&self, st: &mut State, n: u32) -> Option<u32> {
+        // An exact or larger list with a run in it?
+        if n <= 64 {
+            let mask = st.bin_mask >> (n - 1);
+            if mask != 0 {
+                let b = n as usize + mask.trailing_zeros() as usize;
+                let idx = st.bins[b];
+                self.unbin(st, idx);
+                return Some(self.split(st, idx, n));
+            }
+        }
+        // First fit among the long runs.
+        let mut idx = st.bins[0];
+        while idx != NONE {
+            if self.span(idx).npages >= n {
+                self.unbin(st, idx);
+                return Some(self.split(st, idx, n));
+            }
+            idx = self.span(idx).next;
+        }
+        // Fresh pages.
+        if n > self.layout().pages - st.bump {
+            return None;
+        }
+        let idx = self.new_desc(st)?;
+        let s = self.span_mut(idx);
+        s.start = st.bump;
+        s.npages = n;
+        s.dirty = false;
+        st.bump += n;
+        Some(idx)
+    }
+
+    /// Keeps the first `n` pages of free run `idx` (already unbinned), re-bins the rest.
+    fn split(&self, st: &mut State, idx: u32, n: u32) -> u32 {
+        let (start, total, dirty) = {
+            let s = self.span(idx);
+            (s.start, s.npages, s.dirty)
+        };
+        if total > n {
+            if let Some(rest) = self.new_desc(st) {
+                let r = self.span_mut(rest);
+                r.start = start + n;
+                r.npages = total - n;
+                r.dirty = dirty;
+                r.kind = FREE_RUN;
+                self.span_mut(idx).npages = n;
+                self.bin(st, rest);
+            }
+        }
+        idx
+    }
+
+    /// Returns span `idx` to the free runs, coalescing with free neighbours.
+    pub fn free_run(&self, idx: u32) {
+        let mut st = self.state.lock();
+        let (mut start, mut n, kind) = {
+            let s = self.span(idx);
+            (s.start, s.npages, s.kind)
+        };
+        let freed = n;
+        st.stats.pages_in_use -= n as u64;
+        if kind == LARGE {
+            self.unlink_list(&mut st.large, idx);
+        }
+        let mut dirty = true;
+        if start > 0 {
+            if let Some(l) = self.free_run_at(start - 1) {
+                self.unbin(&mut st, l);
+                let ls = self.span(l);
+                start = ls.start;
+                n += ls.npages;
+                dirty |= ls.dirty;
+                self.release_desc(&mut st, l);
+            }
+        }
+        if start + n < st.bump {
+            if let Some(r) = self.free_run_at(start + n) {
+                self.unbin(&mut st, r);
+                n += self.span(r).npages;
+                self.release_desc(&mut st, r);
+            }
+        }
+        let s = self.span_mut(idx);
+        s.kind = FREE_RUN;
+        s.start = start;
+        s.npages = n;
+        s.dirty = dirty;
+        s.size.store(DEAD, Ordering::Relaxed);
+        self.set_map(start, idx);
+        self.set_map(start + n - 1, idx);
+        if freed >= PUNCH_PAGES || st.dirty_pages + n > DIRTY_MAX {
+            self.punch(&mut st, idx);
+        }
+        self.bin(&mut st, idx);
+    }
+
+    fn free_run_at(&self, page: u32) -> Option<u32> {
+        // SAFETY: `page` < bump <= number of pool pages.
+        let idx = unsafe { (*self.layout().pagemap.add(page as usize)).load(Ordering::Relaxed) };
+        if idx == NONE {
+            return None;
+        }
+        let s = self.span(idx);
+        (s.kind == FREE_RUN && page >= s.start && page - s.start < s.npages).then_some(idx)
+    }
+
+    fn punch(&self, st: &mut State, idx: u32) {
+        let s = self.span_mut(idx);
+        if !s.dirty {
+            return;
+        }
+        let addr = self.page_addr(s.start) as *mut u8;
+        if sys::advise(addr, (s.npages as usize) << PAGE_SHIFT, libc::MADV_REMOVE) {
+            s.dirty = false;
+            st.stats.punched_pages += s.npages as u64;
+        }
+    }
+
+    /// Punches every dirty free run (malloc_trim). Returns whether anything was released.
+    pub fn trim(&self) -> bool {
+        let mut st = self.state.lock();
+        let mut released = false;
+        for b in 0..65 {
+            let mut idx = st.bins[b];
+            while idx != NONE {
+                let next = self.span(idx).next;
+                if self.span(idx).dirty {
+                    let n = self.span(idx).npages;
+                    self.punch(&mut st, idx);
+                    if !self.span(idx).dirty {
+                        st.dirty_pages -= n;
+                        released = true;
+                    }
+                }
+                idx = next;
+            }
+        }
+        released
+    }
+
+    fn bin_of(n: u32) -> usize {
+        if n <= 64 {
+            n as usize
+        } else {
+            0
+        }
+    }
+
+    fn bin(&self, st: &mut State, idx: u32) {
+        let (n, dirty) = (self.span(idx).npages, self.span(idx).dirty);
+        let b = Self::bin_of(n);
+        let mut head = st.bins[b];
+        self.push_list(&mut head, idx);
+        st.bins[b] = head;
+        if b != 0 {
+            st.bin_mask |= 1 << (b - 1);
+        }
+        if dirty {
+            st.dirty_pages += n;
+        }
+    }
+
+    fn unbin(&self, st: &mut State, idx: u32) {
+        let (n, dirty) = (self.span(idx).npages, self.span(idx).dirty);
+        let b = Self::bin_of(n);
+        let mut head = st.bins[b];
+        self.unlink_list(&mut head, idx);
+        st.bins[b] = head;
+        if b != 0 && head == NONE {
+            st.bin_mask &= !(1 << (b - 1));
+        }
+        if dirty {
+            st.dirty_pages -= n;
+        }
+    }
+
+    /// Doubly-linked lists threaded through `next`/`prev` of the descriptors.
+    pub fn push_list(&self, head: &mut u32, idx: u32) {
+        let s = self.span_mut(idx);
+        s.prev = NONE;
+        s.next = *head;
+        if *head != NONE {
+            self.span_mut(*head).prev = idx;
+        }
+        *head = idx;
+    }
+
+    pub fn unlink_list(&self, head: &mut u32, idx: u32) {
+        let (next, prev) = (self.span(idx).next, self.span(idx).prev);
+        if prev != NONE {
+            self.span_mut(prev).next = next;
+        } else {
+            *head = next;
+        }
+        if next != NONE {
+            self.span_mut(next).prev = prev;
+        }
+        let s = self.span_mut(idx);
+        s.next = NONE;
+        s.prev = NONE;
+    }
+
+    fn new_desc(&self, st: &mut State) -> Option<u32> {
+        if st.free_desc != NONE {
+            let idx = st.free_desc;
+            st.free_desc = self.span(idx).next;
+            return Some(idx);
+        }
+        if st.desc_bump >= self.layout().pages {
+            return None;
+        }
+        let idx = st.desc_bump;
+        st.desc_bump += 1;
+        Some(idx)
+    }
+
+    fn release_desc(&self, st: &mut State, idx: u32) {
+        let s = self.span_mut(idx);
+        s.kind = UNUSED;
+        s.next = st.free_desc;
+        st.free_desc = idx;
+    }
+
+    /// Mutable access to a span's owner fields (slab bookkeeping under the class lock, object
+    /// fields set right after `alloc_run`).
+    #[allow(clippy::mut_from_ref)]
+    pub fn span_owned(&self, idx: u32) -> &mut Span {
+        self.span_mut(idx)
+    }
+
+    pub fn stats(&self) -> (PoolStats, u32, u32) {
+        let st = self.state.lock();
+        (st.stats, st.bump, st.dirty_pages)
+    }
+
+    pub fn raw_lock(&self) -> &crate::lock::RawMutex {
+        self.state.raw()
+    }
+
+    /// Pages handed out so far and the live LARGE list head.
+    ///
+    /// # Safety
+    /// The state lock must be held (fork handlers).
+    pub unsafe fn fork_view(&self) -> (u32, u32) {
+        // SAFETY: guaranteed by the caller.
+        let st = unsafe { self.state.get_unlocked() };
+        (st.bump, st.large)
+    }
+}

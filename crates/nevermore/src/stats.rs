@@ -1,0 +1,103 @@
+//! Counters. The hot paths count in their thread cache (plain relaxed stores by the owning
+//! thread); the slow paths count here with relaxed atomics. `stats=1` prints them at exit.
+
+use core::fmt::Write;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::report::Buf;
+use crate::{cache, pool, slab, sys};
+
+pub static REFILLS: AtomicU64 = AtomicU64::new(0);
+pub static FLUSHES: AtomicU64 = AtomicU64::new(0);
+pub static SLABS_CREATED: AtomicU64 = AtomicU64::new(0);
+pub static SLABS_RELEASED: AtomicU64 = AtomicU64::new(0);
+pub static PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
+pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
+pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static FORKS: AtomicU64 = AtomicU64::new(0);
+pub static FORK_COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static THREADS: AtomicU64 = AtomicU64::new(0);
+
+#[inline]
+pub fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+/// Reads a `Field:   N kB` line of /proc/self/status (in kB), without allocating.
+pub fn proc_status_kb(field: &[u8]) -> Option<u64> {
+    let mut buf = [0u8; 4096];
+    // SAFETY: reading a procfs file into a stack buffer.
+    let n = unsafe {
+        let fd = libc::open(c"/proc/self/status".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
+        libc::close(fd);
+        n
+    };
+    if n <= 0 {
+        return None;
+    }
+    let text = &buf[..n as usize];
+    for line in text.split(|&c| c == b'\n') {
+        if line.starts_with(field) && line.get(field.len()) == Some(&b':') {
+            let mut v = 0u64;
+            let mut seen = false;
+            for &c in &line[field.len() + 1..] {
+                if c.is_ascii_digit() {
+                    v = v * 10 + (c - b'0') as u64;
+                    seen = true;
+                } else if seen {
+                    break;
+                }
+            }
+            return seen.then_some(v);
+        }
+    }
+    None
+}
+
+/// Prints every counter to the report destination.
+pub fn print() {
+    let t = cache::totals();
+    let (ps, bump, dirty) = pool::POOL.stats();
+    let mut b = Buf::<4096>::new();
+    let pid = sys::getpid();
+    let _ = writeln!(b, "=={pid}== nevermore stats");
+    let _ = writeln!(b, "=={pid}==   allocations        {}", t.mallocs);
+    let _ = writeln!(b, "=={pid}==   frees              {}", t.frees);
+    let _ = writeln!(b, "=={pid}==   bytes requested    {}", t.alloc_bytes);
+    let _ = writeln!(b, "=={pid}==   bytes live         {}", t.alloc_bytes.saturating_sub(t.free_bytes));
+    let _ = writeln!(b, "=={pid}==   threads            {}", get(&THREADS));
+    let _ = writeln!(b, "=={pid}==   cache refills      {}   flushes {}", get(&REFILLS), get(&FLUSHES));
+    let _ = writeln!(
+        b,
+        "=={pid}==   slabs              {} live, {} created, {} released",
+        slab::slab_count(),
+        get(&SLABS_CREATED),
+        get(&SLABS_RELEASED)
+    );
+    let _ = writeln!(b, "=={pid}==   page objects       {}", get(&PAGE_OBJECTS));
+    let _ = writeln!(
+        b,
+        "=={pid}==   large objects      {} (address space used {} KiB)",
+        get(&LARGE_OBJECTS),
+        get(&LARGE_VA_BYTES) / 1024
+    );
+    let _ = writeln!(
+        b,
+        "=={pid}==   pool pages         {} in use, {} peak, {} ever used, {} dirty free, {} punched",
+        ps.pages_in_use, ps.peak_pages_in_use, bump, dirty, ps.punched_pages
+    );
+    let _ =
+        writeln!(b, "=={pid}==   forks              {} ({} KiB copied)", get(&FORKS), get(&FORK_COPIED_BYTES) / 1024);
+    let rss = proc_status_kb(b"VmRSS").unwrap_or(0);
+    let hwm = proc_status_kb(b"VmHWM").unwrap_or(0);
+    let _ = writeln!(b, "=={pid}==   RSS                {rss} KiB (peak {hwm} KiB)");
+    sys::write_all(crate::report::out_fd(), b.as_bytes());
+}

@@ -1,0 +1,256 @@
+//! Raw system calls used by the allocator. Nothing here allocates, and everything here is
+//! async-signal-safe: these are thin wrappers over `libc::syscall` and friends.
+
+use core::ffi::c_void;
+use core::ptr;
+
+pub const PAGE: usize = 4096;
+pub const PAGE_SHIFT: usize = 12;
+
+#[inline]
+pub const fn round_up(x: usize, a: usize) -> usize {
+    (x + a - 1) & !(a - 1)
+}
+
+/// Reserves `len` bytes of address space with no access (`PROT_NONE`, not committed).
+/// Returns null on failure.
+pub fn reserve(len: usize) -> *mut u8 {
+    // SAFETY: an anonymous mapping with a null hint never touches existing mappings.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// Turns `[addr, addr+len)` back into a no-access reservation, dropping whatever was mapped.
+/// Adjacent reservations merge into one VMA. Returns false on failure.
+pub fn rereserve(addr: *mut u8, len: usize) -> bool {
+    // SAFETY: callers pass a range inside a region this allocator reserved for itself.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut c_void,
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    p != libc::MAP_FAILED
+}
+
+/// Maps `len` bytes of zeroed, private read-write memory for allocator metadata (lazily
+/// committed). Returns null on failure.
+pub fn map_meta(len: usize) -> *mut u8 {
+    // SAFETY: an anonymous mapping with a null hint never touches existing mappings.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// Maps `len` bytes of file `fd` at `off`, shared, read-write; at `fixed` if non-null.
+pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
+    let flags = libc::MAP_SHARED | libc::MAP_NORESERVE | if fixed.is_null() { 0 } else { libc::MAP_FIXED };
+    // SAFETY: with a null hint the kernel picks free space; with `fixed` the caller owns the
+    // range (it is part of one of the allocator's own reservations).
+    let p = unsafe {
+        libc::mmap(fixed as *mut c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, off as libc::off_t)
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// Creates a second view of the shared mapping at `src` (`len` bytes) at address `dst`,
+/// replacing what was there (`mremap` with an old size of 0 duplicates shared mappings).
+pub fn duplicate_view(src: *mut u8, dst: *mut u8, len: usize) -> bool {
+    // SAFETY: `src` lies in the allocator's shared canonical view, `dst` in its own reservation.
+    let p = unsafe {
+        libc::mremap(src as *mut c_void, 0, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, dst as *mut c_void)
+    };
+    p != libc::MAP_FAILED
+}
+
+pub fn unmap(addr: *mut u8, len: usize) {
+    // SAFETY: callers only unmap ranges they mapped themselves.
+    unsafe { libc::munmap(addr as *mut c_void, len) };
+}
+
+/// `madvise`; returns true on success.
+pub fn advise(addr: *mut u8, len: usize, advice: i32) -> bool {
+    // SAFETY: madvise only changes paging state of the allocator's own ranges.
+    unsafe { libc::madvise(addr as *mut c_void, len, advice) == 0 }
+}
+
+/// An anonymous memory file (the physical pool), close-on-exec. Returns -1 on failure.
+pub fn memfd(name: &core::ffi::CStr) -> i32 {
+    // SAFETY: `name` is a valid NUL-terminated string.
+    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) } as i32;
+    if fd < 0 {
+        return -1;
+    }
+    move_fd_high(fd)
+}
+
+/// Moves a descriptor to a high number (above the ones programs usually juggle), close-on-exec.
+pub fn move_fd_high(fd: i32) -> i32 {
+    // SAFETY: fcntl on a descriptor we own.
+    let hi = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 800) };
+    if hi < 0 {
+        return fd;
+    }
+    close(fd);
+    hi
+}
+
+pub fn close(fd: i32) {
+    // SAFETY: closing a descriptor we own.
+    unsafe { libc::close(fd) };
+}
+
+pub fn ftruncate(fd: i32, len: usize) -> bool {
+    // SAFETY: plain syscall on a descriptor we own.
+    unsafe { libc::ftruncate(fd, len as libc::off_t) == 0 }
+}
+
+/// (device, inode) of an open descriptor, or None.
+pub fn file_id(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: `st` is a plain-old-data buffer the kernel fills.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return None;
+        }
+        Some((st.st_dev, st.st_ino))
+    }
+}
+
+/// `lseek` with SEEK_DATA / SEEK_HOLE; None past the end or on error.
+pub fn seek(fd: i32, off: usize, whence: i32) -> Option<usize> {
+    // SAFETY: plain syscall.
+    let r = unsafe { libc::lseek(fd, off as libc::off_t, whence) };
+    if r < 0 {
+        None
+    } else {
+        Some(r as usize)
+    }
+}
+
+/// Fills `buf` from the kernel's random source. Returns false if it could not.
+pub fn getrandom(buf: &mut [u8]) -> bool {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: writes at most `buf.len() - done` bytes into `buf`.
+        let r = unsafe { libc::syscall(libc::SYS_getrandom, buf.as_mut_ptr().add(done), buf.len() - done, 0) };
+        if r <= 0 {
+            // SAFETY: reading errno of this thread.
+            if r < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
+                continue;
+            }
+            return false;
+        }
+        done += r as usize;
+    }
+    true
+}
+
+pub fn gettid() -> u32 {
+    // SAFETY: gettid cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+pub fn getpid() -> u32 {
+    // SAFETY: getpid cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// Writes all of `buf` to `fd`, retrying on EINTR and short writes.
+pub fn write_all(fd: i32, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for reads of its length.
+        let r = unsafe { libc::write(fd, buf.as_ptr() as *const c_void, buf.len()) };
+        if r < 0 {
+            // SAFETY: reading errno of this thread.
+            if unsafe { *libc::__errno_location() } == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        if r == 0 {
+            return;
+        }
+        buf = &buf[r as usize..];
+    }
+}
+
+pub fn set_errno(e: i32) {
+    // SAFETY: errno is thread-local and always writable.
+    unsafe { *libc::__errno_location() = e };
+}
+
+pub fn errno() -> i32 {
+    // SAFETY: errno is thread-local and always readable.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sleeps while `*word == val` (futex wait, private).
+pub fn futex_wait(word: &core::sync::atomic::AtomicU32, val: u32) {
+    // SAFETY: `word` is a valid aligned u32 for the duration of the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            val,
+            ptr::null::<libc::timespec>(),
+        )
+    };
+}
+
+/// Wakes one waiter on `word`.
+pub fn futex_wake(word: &core::sync::atomic::AtomicU32) {
+    // SAFETY: `word` is a valid aligned u32.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+}
+
+/// Dies of SIGABRT, whatever handler or mask the program set.
+pub fn die() -> ! {
+    // SAFETY: resetting SIGABRT to its default action and unblocking it, then raising it; if
+    // that somehow returns, `_exit` ends the process.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(libc::SIGABRT, &sa, ptr::null_mut());
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGABRT);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
+        libc::raise(libc::SIGABRT);
+        libc::_exit(134)
+    }
+}

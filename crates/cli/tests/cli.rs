@@ -1,0 +1,268 @@
+//! Behaviour of the `nevermore` command: exit status pass-through, signals, environment, `lib`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// `nevermore ARGS` with a clean allocator environment and a private cache directory.
+fn nevermore(args: &[&str]) -> Command {
+    let mut cmd = Command::new(common::nevermore_bin());
+    cmd.args(args)
+        .env_remove("NEVERMORE_OPTIONS")
+        .env_remove("LD_PRELOAD")
+        .env(
+            "XDG_CACHE_HOME",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"),
+        );
+    cmd
+}
+
+fn output(cmd: &mut Command) -> Output {
+    cmd.output().expect("spawn nevermore")
+}
+
+/// The child's `$NEVERMORE_OPTIONS` under `nevermore run FLAGS -- sh -c ...`.
+fn child_options(flags: &[&str], env: Option<&str>) -> String {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "sh", "-c", "printf %s \"$NEVERMORE_OPTIONS\""]);
+    let mut cmd = nevermore(&args);
+    if let Some(v) = env {
+        cmd.env("NEVERMORE_OPTIONS", v);
+    }
+    let o = output(&mut cmd);
+    common::assert_ok(&o);
+    common::stdout(&o)
+}
+
+#[test]
+fn exit_code_is_passed_through() {
+    for code in [0, 1, 7, 255] {
+        let o = output(&mut nevermore(&[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            &format!("exit {code}"),
+        ]));
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{:?} {}",
+            o.status,
+            common::stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn signal_death_is_passed_through() {
+    for (name, num) in [("TERM", 15), ("KILL", 9), ("USR1", 10), ("SEGV", 11)] {
+        let o = output(&mut nevermore(&[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            &format!("kill -{name} $$"),
+        ]));
+        assert_eq!(o.status.signal(), Some(num), "{name}: {:?}", o.status);
+        assert!(
+            !o.status.core_dumped(),
+            "{name}: the command itself dumped core"
+        );
+    }
+}
+
+#[test]
+fn signals_are_forwarded_to_the_child() {
+    let script = "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done";
+    let mut child = nevermore(&["run", "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nevermore");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert_eq!(lines.next().unwrap().unwrap(), "got-term");
+    assert_eq!(child.wait().unwrap().code(), Some(42));
+}
+
+#[test]
+fn ld_preload_points_at_the_library() {
+    let o = output(&mut nevermore(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "printf %s \"$LD_PRELOAD\"",
+    ]));
+    common::assert_ok(&o);
+    let preload = common::stdout(&o);
+    assert!(
+        preload.ends_with("/libnevermore.so"),
+        "LD_PRELOAD={preload}"
+    );
+    assert!(
+        Path::new(&preload).is_absolute() && Path::new(&preload).is_file(),
+        "{preload}"
+    );
+}
+
+#[test]
+fn existing_ld_preload_comes_after_the_library() {
+    let o = output(
+        nevermore(&["run", "--", "sh", "-c", "printf %s \"$LD_PRELOAD\""])
+            .env("LD_PRELOAD", "libother.so"),
+    );
+    common::assert_ok(&o);
+    let preload = common::stdout(&o);
+    let (first, rest) = preload.split_once(':').expect("two entries");
+    assert!(first.ends_with("/libnevermore.so"), "LD_PRELOAD={preload}");
+    assert_eq!(rest, "libother.so");
+}
+
+#[test]
+fn options_reach_the_child() {
+    assert_eq!(child_options(&[], None), "");
+    assert_eq!(child_options(&["--stats"], None), "stats=1");
+    assert_eq!(
+        child_options(&["--option", "mode=detect", "-o", "k=v"], None),
+        "mode=detect:k=v"
+    );
+    let report = std::env::current_dir().unwrap().join("rep.txt");
+    assert_eq!(
+        child_options(&["--report", "rep.txt"], None),
+        format!("report_path={}", report.display())
+    );
+    assert_eq!(
+        child_options(
+            &["--stats", "--report", "/tmp/r.txt", "--option", "a=b"],
+            None
+        ),
+        "stats=1:report_path=/tmp/r.txt:a=b"
+    );
+}
+
+#[test]
+fn existing_options_are_kept_first() {
+    assert_eq!(child_options(&[], Some("mode=prevent")), "mode=prevent");
+    assert_eq!(
+        child_options(&["--stats"], Some("mode=prevent")),
+        "mode=prevent:stats=1"
+    );
+}
+
+#[test]
+fn malformed_option_is_rejected() {
+    for bad in ["novalue", "=v", "k=a:b"] {
+        let o = output(&mut nevermore(&["run", "--option", bad, "--", "true"]));
+        assert_eq!(o.status.code(), Some(2), "{bad}: {:?}", o.status);
+    }
+}
+
+#[test]
+fn missing_program_exits_127() {
+    let o = output(&mut nevermore(&[
+        "run",
+        "--",
+        "nevermore-no-such-program-xyz",
+    ]));
+    assert_eq!(o.status.code(), Some(127));
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("nevermore-no-such-program-xyz") && err.contains("not found"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn non_executable_program_exits_126() {
+    let dir = common::scratch("cli-not-executable");
+    let file = dir.join("script.sh");
+    std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap();
+    let o = output(&mut nevermore(&["run", "--", file.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(126), "{}", common::stderr(&o));
+}
+
+#[test]
+fn program_arguments_are_passed_verbatim() {
+    let o = output(&mut nevermore(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "printf '%s|' \"$@\"",
+        "sh",
+        "--stats",
+        "-o",
+        "a b",
+    ]));
+    common::assert_ok(&o);
+    assert_eq!(common::stdout(&o), "--stats|-o|a b|");
+}
+
+#[test]
+fn lib_prints_the_embedded_library() {
+    let cache = common::scratch("cli-lib-cache");
+    let o = output(nevermore(&["lib"]).env("XDG_CACHE_HOME", &cache));
+    common::assert_ok(&o);
+    let out = common::stdout(&o);
+    let path = Path::new(out.trim_end());
+    assert!(
+        path.starts_with(cache.join("nevermore")),
+        "{}",
+        path.display()
+    );
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        std::fs::read(common::lib_path()).unwrap()
+    );
+
+    // A second call reuses the same file.
+    let again = output(nevermore(&["lib"]).env("XDG_CACHE_HOME", &cache));
+    assert_eq!(common::stdout(&again), out);
+}
+
+#[test]
+fn lib_falls_back_to_home_cache() {
+    let home = common::scratch("cli-home");
+    let o = output(
+        nevermore(&["lib"])
+            .env_remove("XDG_CACHE_HOME")
+            .env("HOME", &home),
+    );
+    common::assert_ok(&o);
+    let path = common::stdout(&o);
+    assert!(
+        Path::new(path.trim_end()).starts_with(home.join(".cache/nevermore")),
+        "{path}"
+    );
+}
+
+#[test]
+fn concurrent_extraction_is_safe() {
+    let cache = common::scratch("cli-race-cache");
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            nevermore(&["lib"])
+                .env("XDG_CACHE_HOME", &cache)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let lib = std::fs::read(common::lib_path()).unwrap();
+    for child in children {
+        let o = child.wait_with_output().unwrap();
+        common::assert_ok(&o);
+        assert_eq!(std::fs::read(common::stdout(&o).trim_end()).unwrap(), lib);
+    }
+}

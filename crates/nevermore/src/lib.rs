@@ -208,3 +208,7 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 #[cfg(not(test))]
 #[no_mangle]
 pub extern "C" fn rust_eh_personality() {}
+
+/// Serialises unit tests that use the process-wide pool.
+#[cfg(test)]
+static TEST_POOL_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

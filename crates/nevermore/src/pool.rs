@@ -506,3 +506,66 @@ impl Pool {
         (st.bump, st.large)
     }
 }
+
+#[cfg(test)]
+pub(crate) fn test_init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: `Once` makes this the only initialisation.
+    ONCE.call_once(|| assert!(unsafe { POOL.init() }.is_ok()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_reused_coalesced_and_resolved() {
+        test_init();
+        let _serial = crate::TEST_POOL_LOCK.lock().unwrap();
+        let (a, fresh_a) = POOL.alloc_run(3, PAGES).unwrap();
+        let (b, _) = POOL.alloc_run(5, PAGES).unwrap();
+        let (c, _) = POOL.alloc_run(2, PAGES).unwrap();
+        assert!(!fresh_a, "new pages read as zero");
+        let (sa, sb) = (POOL.span(a).start, POOL.span(b).start);
+        assert_eq!(sb, sa + 3);
+        // every page of a span resolves to it; the next page to the next span
+        for p in 0..5 {
+            let addr = POOL.page_addr(sb + p) + 123;
+            assert_eq!(POOL.span_at(addr).map(|(i, _)| i), Some(b));
+        }
+        assert_eq!(POOL.span_at(POOL.page_addr(sb + 5)).map(|(i, _)| i), Some(c));
+        // write, free a and b: they coalesce into one dirty 8-page run that is reused
+        // SAFETY: the run belongs to span a.
+        unsafe { *(POOL.page_addr(sa) as *mut u8) = 7 };
+        POOL.free_run(a);
+        POOL.free_run(b);
+        assert!(POOL.span_at(POOL.page_addr(sa)).is_none());
+        assert!(POOL.span_at(POOL.page_addr(sb + 4)).is_none());
+        let (d, dirty) = POOL.alloc_run(8, PAGES).unwrap();
+        assert_eq!(POOL.span(d).start, sa);
+        assert!(dirty);
+        // splitting: a 2-page request from a freed 8-page run leaves a 6-page free run
+        POOL.free_run(d);
+        let (e, _) = POOL.alloc_run(2, PAGES).unwrap();
+        let (f, _) = POOL.alloc_run(6, PAGES).unwrap();
+        assert_eq!(POOL.span(e).start, sa);
+        assert_eq!(POOL.span(f).start, sa + 2);
+        for i in [c, e, f] {
+            POOL.free_run(i);
+        }
+        // a big freed span is punched: its memory reads as zero again (here it also
+        // coalesces with the 10 free pages before it, so the next run starts there)
+        let (g, _) = POOL.alloc_run(64, PAGES).unwrap();
+        assert_eq!(POOL.span(g).start, sa + 10);
+        let ga = POOL.page_addr(POOL.span(g).start) as *mut u8;
+        // SAFETY: the run belongs to span g.
+        unsafe { *ga = 9 };
+        POOL.free_run(g);
+        let (h, dirty) = POOL.alloc_run(64, PAGES).unwrap();
+        assert_eq!(POOL.span(h).start, sa);
+        assert!(!dirty);
+        // SAFETY: the run belongs to span h.
+        assert_eq!(unsafe { *ga }, 0);
+        POOL.free_run(h);
+    }
+}

@@ -20,21 +20,11 @@ const LIB_HASH: &str = env!("NEVERMORE_LIB_HASH");
 const LIB_NAME: &str = "libnevermore.so";
 
 /// Signals passed on to the child while `run` waits for it.
-const FORWARDED: [libc::c_int; 6] = [
-    libc::SIGINT,
-    libc::SIGTERM,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-];
+const FORWARDED: [libc::c_int; 6] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
 
 #[derive(Parser)]
-#[command(
-    name = "nevermore",
-    version,
-    about = "Run programs under the nevermore hardened allocator"
-)]
+#[command(name = "nevermore", version, about = "Run programs under the nevermore hardened allocator")]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -72,20 +62,13 @@ struct RunArgs {
     #[arg(long = "option", short = 'o', value_name = "KEY=VALUE", value_parser = parse_option)]
     options: Vec<String>,
     /// The program to run and its arguments
-    #[arg(
-        value_name = "PROGRAM",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     program: Vec<OsString>,
 }
 
 fn parse_option(s: &str) -> Result<String, String> {
     match s.split_once('=') {
-        Some((key, value)) if !key.is_empty() && !key.contains(':') && !value.contains(':') => {
-            Ok(s.to_string())
-        }
+        Some((key, value)) if !key.is_empty() && !key.contains(':') && !value.contains(':') => Ok(s.to_string()),
         _ => Err("expected KEY=VALUE with a non-empty KEY and no ':'".into()),
     }
 }
@@ -111,14 +94,7 @@ fn main() {
 /// `$HOME/.cache/nevermore`, else `/tmp/nevermore-<uid>`. A path with ':' or ' ' is skipped,
 /// since `LD_PRELOAD` splits on both.
 fn cache_root() -> Result<PathBuf> {
-    let usable = |p: &Path| {
-        p.is_absolute()
-            && !p
-                .as_os_str()
-                .as_bytes()
-                .iter()
-                .any(|b| *b == b':' || *b == b' ')
-    };
+    let usable = |p: &Path| p.is_absolute() && !p.as_os_str().as_bytes().iter().any(|b| *b == b':' || *b == b' ');
     let candidates = [
         std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("nevermore")),
         std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/nevermore")),
@@ -156,16 +132,10 @@ fn extract() -> Result<PathBuf> {
         .with_context(|| format!("create {}", dir.display()))?;
     // Several processes may extract at once: each writes its own temporary file, and the
     // rename makes one complete copy appear atomically.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let tmp = dir.join(format!(".{LIB_NAME}.{}.{nanos}.tmp", std::process::id()));
     let write = || -> io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o755)
-            .open(&tmp)?;
+        let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o755).open(&tmp)?;
         f.write_all(LIB)?;
         f.set_permissions(fs::Permissions::from_mode(0o755))?;
         f.sync_all()?;
@@ -198,13 +168,9 @@ fn run(args: RunArgs) -> Result<()> {
         options.push("stats=1".into());
     }
     if let Some(file) = &args.report {
-        let abs =
-            std::path::absolute(file).with_context(|| format!("resolve {}", file.display()))?;
+        let abs = std::path::absolute(file).with_context(|| format!("resolve {}", file.display()))?;
         if abs.as_os_str().as_bytes().contains(&b':') {
-            bail!(
-                "report path {} contains ':', which NEVERMORE_OPTIONS cannot carry",
-                abs.display()
-            );
+            bail!("report path {} contains ':', which NEVERMORE_OPTIONS cannot carry", abs.display());
         }
         let mut opt = OsString::from("report_path=");
         opt.push(abs);
@@ -217,24 +183,16 @@ fn run(args: RunArgs) -> Result<()> {
     cmd.args(program_args);
     // The library goes first, so it wins over any other preloaded allocator.
     let existing_preload: Vec<OsString> = std::env::var_os("LD_PRELOAD").into_iter().collect();
-    cmd.env(
-        "LD_PRELOAD",
-        colon_list(Some(lib.into_os_string()), &existing_preload),
-    );
+    cmd.env("LD_PRELOAD", colon_list(Some(lib.into_os_string()), &existing_preload));
     if !options.is_empty() {
-        cmd.env(
-            "NEVERMORE_OPTIONS",
-            colon_list(std::env::var_os("NEVERMORE_OPTIONS"), &options),
-        );
+        cmd.env("NEVERMORE_OPTIONS", colon_list(std::env::var_os("NEVERMORE_OPTIONS"), &options));
     }
 
     let status = spawn_and_wait(&mut cmd, program)?;
     if let Some(code) = status.code() {
         std::process::exit(code);
     }
-    let sig = status
-        .signal()
-        .expect("a child that did not exit was killed by a signal");
+    let sig = status.signal().expect("a child that did not exit was killed by a signal");
     die_by_signal(sig)
 }
 
@@ -309,10 +267,7 @@ fn die_by_signal(sig: libc::c_int) -> ! {
     // SAFETY: plain libc calls on local, valid arguments. The core limit is set to 0 first:
     // the child's crash must not leave a core file of this command behind.
     unsafe {
-        let no_core = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
+        let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         libc::setrlimit(libc::RLIMIT_CORE, &no_core);
         libc::signal(sig, libc::SIG_DFL);
         let mut set: libc::sigset_t = std::mem::zeroed();

@@ -13,10 +13,7 @@ fn nevermore(args: &[&str]) -> Command {
     cmd.args(args)
         .env_remove("NEVERMORE_OPTIONS")
         .env_remove("LD_PRELOAD")
-        .env(
-            "XDG_CACHE_HOME",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"),
-        );
+        .env("XDG_CACHE_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"));
     cmd
 }
 
@@ -41,54 +38,28 @@ fn child_options(flags: &[&str], env: Option<&str>) -> String {
 #[test]
 fn exit_code_is_passed_through() {
     for code in [0, 1, 7, 255] {
-        let o = output(&mut nevermore(&[
-            "run",
-            "--",
-            "sh",
-            "-c",
-            &format!("exit {code}"),
-        ]));
-        assert_eq!(
-            o.status.code(),
-            Some(code),
-            "{:?} {}",
-            o.status,
-            common::stderr(&o)
-        );
+        let o = output(&mut nevermore(&["run", "--", "sh", "-c", &format!("exit {code}")]));
+        assert_eq!(o.status.code(), Some(code), "{:?} {}", o.status, common::stderr(&o));
     }
 }
 
 #[test]
 fn signal_death_is_passed_through() {
     for (name, num) in [("TERM", 15), ("KILL", 9), ("USR1", 10), ("SEGV", 11)] {
-        let o = output(&mut nevermore(&[
-            "run",
-            "--",
-            "sh",
-            "-c",
-            &format!("kill -{name} $$"),
-        ]));
+        let o = output(&mut nevermore(&["run", "--", "sh", "-c", &format!("kill -{name} $$")]));
         assert_eq!(o.status.signal(), Some(num), "{name}: {:?}", o.status);
-        assert!(
-            !o.status.core_dumped(),
-            "{name}: the command itself dumped core"
-        );
+        assert!(!o.status.core_dumped(), "{name}: the command itself dumped core");
     }
 }
 
 #[test]
 fn signals_are_forwarded_to_the_child() {
     let script = "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done";
-    let mut child = nevermore(&["run", "--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn nevermore");
+    let mut child =
+        nevermore(&["run", "--", "sh", "-c", script]).stdout(Stdio::piped()).spawn().expect("spawn nevermore");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     assert_eq!(lines.next().unwrap().unwrap(), "got-term");
     assert_eq!(child.wait().unwrap().code(), Some(42));
@@ -96,31 +67,16 @@ fn signals_are_forwarded_to_the_child() {
 
 #[test]
 fn ld_preload_points_at_the_library() {
-    let o = output(&mut nevermore(&[
-        "run",
-        "--",
-        "sh",
-        "-c",
-        "printf %s \"$LD_PRELOAD\"",
-    ]));
+    let o = output(&mut nevermore(&["run", "--", "sh", "-c", "printf %s \"$LD_PRELOAD\""]));
     common::assert_ok(&o);
     let preload = common::stdout(&o);
-    assert!(
-        preload.ends_with("/libnevermore.so"),
-        "LD_PRELOAD={preload}"
-    );
-    assert!(
-        Path::new(&preload).is_absolute() && Path::new(&preload).is_file(),
-        "{preload}"
-    );
+    assert!(preload.ends_with("/libnevermore.so"), "LD_PRELOAD={preload}");
+    assert!(Path::new(&preload).is_absolute() && Path::new(&preload).is_file(), "{preload}");
 }
 
 #[test]
 fn existing_ld_preload_comes_after_the_library() {
-    let o = output(
-        nevermore(&["run", "--", "sh", "-c", "printf %s \"$LD_PRELOAD\""])
-            .env("LD_PRELOAD", "libother.so"),
-    );
+    let o = output(nevermore(&["run", "--", "sh", "-c", "printf %s \"$LD_PRELOAD\""]).env("LD_PRELOAD", "libother.so"));
     common::assert_ok(&o);
     let preload = common::stdout(&o);
     let (first, rest) = preload.split_once(':').expect("two entries");
@@ -132,20 +88,11 @@ fn existing_ld_preload_comes_after_the_library() {
 fn options_reach_the_child() {
     assert_eq!(child_options(&[], None), "");
     assert_eq!(child_options(&["--stats"], None), "stats=1");
-    assert_eq!(
-        child_options(&["--option", "mode=detect", "-o", "k=v"], None),
-        "mode=detect:k=v"
-    );
+    assert_eq!(child_options(&["--option", "mode=detect", "-o", "k=v"], None), "mode=detect:k=v");
     let report = std::env::current_dir().unwrap().join("rep.txt");
+    assert_eq!(child_options(&["--report", "rep.txt"], None), format!("report_path={}", report.display()));
     assert_eq!(
-        child_options(&["--report", "rep.txt"], None),
-        format!("report_path={}", report.display())
-    );
-    assert_eq!(
-        child_options(
-            &["--stats", "--report", "/tmp/r.txt", "--option", "a=b"],
-            None
-        ),
+        child_options(&["--stats", "--report", "/tmp/r.txt", "--option", "a=b"], None),
         "stats=1:report_path=/tmp/r.txt:a=b"
     );
 }
@@ -153,10 +100,7 @@ fn options_reach_the_child() {
 #[test]
 fn existing_options_are_kept_first() {
     assert_eq!(child_options(&[], Some("mode=prevent")), "mode=prevent");
-    assert_eq!(
-        child_options(&["--stats"], Some("mode=prevent")),
-        "mode=prevent:stats=1"
-    );
+    assert_eq!(child_options(&["--stats"], Some("mode=prevent")), "mode=prevent:stats=1");
 }
 
 #[test]
@@ -169,17 +113,10 @@ fn malformed_option_is_rejected() {
 
 #[test]
 fn missing_program_exits_127() {
-    let o = output(&mut nevermore(&[
-        "run",
-        "--",
-        "nevermore-no-such-program-xyz",
-    ]));
+    let o = output(&mut nevermore(&["run", "--", "nevermore-no-such-program-xyz"]));
     assert_eq!(o.status.code(), Some(127));
     let err = common::stderr(&o);
-    assert!(
-        err.contains("nevermore-no-such-program-xyz") && err.contains("not found"),
-        "{err}"
-    );
+    assert!(err.contains("nevermore-no-such-program-xyz") && err.contains("not found"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
@@ -194,17 +131,7 @@ fn non_executable_program_exits_126() {
 
 #[test]
 fn program_arguments_are_passed_verbatim() {
-    let o = output(&mut nevermore(&[
-        "run",
-        "--",
-        "sh",
-        "-c",
-        "printf '%s|' \"$@\"",
-        "sh",
-        "--stats",
-        "-o",
-        "a b",
-    ]));
+    let o = output(&mut nevermore(&["run", "--", "sh", "-c", "printf '%s|' \"$@\"", "sh", "--stats", "-o", "a b"]));
     common::assert_ok(&o);
     assert_eq!(common::stdout(&o), "--stats|-o|a b|");
 }
@@ -216,15 +143,8 @@ fn lib_prints_the_embedded_library() {
     common::assert_ok(&o);
     let out = common::stdout(&o);
     let path = Path::new(out.trim_end());
-    assert!(
-        path.starts_with(cache.join("nevermore")),
-        "{}",
-        path.display()
-    );
-    assert_eq!(
-        std::fs::read(path).unwrap(),
-        std::fs::read(common::lib_path()).unwrap()
-    );
+    assert!(path.starts_with(cache.join("nevermore")), "{}", path.display());
+    assert_eq!(std::fs::read(path).unwrap(), std::fs::read(common::lib_path()).unwrap());
 
     // A second call reuses the same file.
     let again = output(nevermore(&["lib"]).env("XDG_CACHE_HOME", &cache));
@@ -234,30 +154,17 @@ fn lib_prints_the_embedded_library() {
 #[test]
 fn lib_falls_back_to_home_cache() {
     let home = common::scratch("cli-home");
-    let o = output(
-        nevermore(&["lib"])
-            .env_remove("XDG_CACHE_HOME")
-            .env("HOME", &home),
-    );
+    let o = output(nevermore(&["lib"]).env_remove("XDG_CACHE_HOME").env("HOME", &home));
     common::assert_ok(&o);
     let path = common::stdout(&o);
-    assert!(
-        Path::new(path.trim_end()).starts_with(home.join(".cache/nevermore")),
-        "{path}"
-    );
+    assert!(Path::new(path.trim_end()).starts_with(home.join(".cache/nevermore")), "{path}");
 }
 
 #[test]
 fn concurrent_extraction_is_safe() {
     let cache = common::scratch("cli-race-cache");
     let children: Vec<_> = (0..8)
-        .map(|_| {
-            nevermore(&["lib"])
-                .env("XDG_CACHE_HOME", &cache)
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|_| nevermore(&["lib"]).env("XDG_CACHE_HOME", &cache).stdout(Stdio::piped()).spawn().unwrap())
         .collect();
     let lib = std::fs::read(common::lib_path()).unwrap();
     for child in children {

@@ -83,13 +83,7 @@ pub fn stderr(o: &Output) -> String {
 
 /// Asserts the program exited normally with status 0.
 pub fn assert_ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "expected exit 0, got {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        stdout(o),
-        stderr(o)
-    );
+    assert!(o.status.success(), "expected exit 0, got {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(o), stderr(o));
 }
 
 /// Asserts a detection: one `nevermore: ERROR: <kind>` report on stderr and death by SIGABRT.

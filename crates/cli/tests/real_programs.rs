@@ -1,0 +1,386 @@
+mod common;
+
+// Real, unmodified programs run under `libnevermore.so`. Every test checks the program's
+// output, either against values computed independently here or against the same program run
+// without the library (or both). A missing program fails the test and names the Debian package
+// to install (`.ci/run` installs them all).
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Finds `prog` (an absolute path, or a name looked up in `PATH`); a missing program fails the
+/// test with the package that provides it.
+fn require(prog: &str, package: &str) -> PathBuf {
+    let found = if prog.contains('/') {
+        Some(PathBuf::from(prog)).filter(|p| p.is_file())
+    } else {
+        std::env::var_os("PATH")
+            .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(prog)).find(|p| p.is_file()))
+    };
+    match found {
+        Some(p) => p,
+        None => panic!(
+            "required program `{prog}` not found: install the Debian package `{package}` \
+             (apt-get install -y {package}), or run `bash .ci/run`, which installs it"
+        ),
+    }
+}
+
+/// Runs `prog args` without the library (the baseline), with the same extra environment.
+fn run_plain(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(prog);
+    cmd.args(args).env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("spawn program")
+}
+
+/// Asserts exit 0 and that the dynamic loader did not refuse the preload (it only warns and
+/// runs the program without the library, which would make the test meaningless).
+fn assert_ok_preloaded(o: &Output) {
+    assert_ok(o);
+    let err = stderr(o);
+    assert!(
+        !err.contains("cannot be preloaded") && !err.contains("ERROR: ld.so"),
+        "the dynamic loader did not load the library:\n{err}"
+    );
+}
+
+/// Asserts that a preloaded run and a plain run printed the same thing.
+fn assert_same_output(under: &Output, plain: &Output, what: &str) {
+    assert_ok(plain);
+    let (a, b) = (stdout(under), stdout(plain));
+    if a != b {
+        let first = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+        panic!(
+            "{what}: output under nevermore differs from the plain run \
+             ({} vs {} lines, first differing line: {first:?})\n--- under nevermore:\n{}\n--- plain:\n{}",
+            a.lines().count(),
+            b.lines().count(),
+            head(&a, 40),
+            head(&b, 40)
+        );
+    }
+}
+
+fn head(s: &str, n: usize) -> String {
+    s.lines().take(n).collect::<Vec<_>>().join("\n")
+}
+
+fn python() -> PathBuf {
+    require("/usr/bin/python3", "python3")
+}
+
+/// Deterministic xorshift generator for generated inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Asserts that the dynamic loader's `LD_DEBUG=bindings` log (on stderr) shows `binary`'s
+/// references to `malloc` and `free` bound to a file whose path ends with `lib`.
+fn assert_binds_to_lib(o: &Output, binary: &str, lib: &str) {
+    let err = stderr(o);
+    for sym in ["malloc", "free"] {
+        let bound = err.lines().any(|l| {
+            l.contains(&format!("binding file {binary} [0] to "))
+                && l.contains(&format!("{lib} [0]: normal symbol `{sym}'"))
+        });
+        if !bound {
+            let ours: Vec<&str> = err.lines().filter(|l| l.contains(&format!("symbol `{sym}'"))).take(20).collect();
+            panic!(
+                "`{sym}` of {binary} is not bound to {lib} (does the library export it?); \
+                 the loader bound it as follows:\n{}",
+                ours.join("\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn preloaded_library_provides_malloc() {
+    // Every other test in this file is meaningful only if the programs' malloc is ours.
+    let ls = require("/bin/ls", "coreutils");
+    let o = run_preloaded(&ls, &["/"], &[("LD_DEBUG", "bindings")]);
+    assert_ok_preloaded(&o);
+    assert!(stdout(&o).lines().any(|l| l == "usr"), "{}", stdout(&o));
+    let lib = lib_path();
+    assert_binds_to_lib(&o, "/bin/ls", lib.to_str().unwrap());
+}
+
+#[test]
+fn ls_la_root() {
+    let ls = require("/bin/ls", "coreutils");
+    let env = [("LC_ALL", "C")];
+    let o = run_preloaded(&ls, &["-la", "/"], &env);
+    assert_ok_preloaded(&o);
+    let out = stdout(&o);
+    assert!(out.starts_with("total "), "`ls -la /` output should start with `total`:\n{out}");
+    for name in ["usr", "etc", ".", ".."] {
+        assert!(out.lines().any(|l| l.ends_with(&format!(" {name}"))), "`ls -la /` should list `{name}`:\n{out}");
+    }
+    let plain = run_plain(&ls, &["-la", "/"], &env);
+    assert_ok(&plain);
+    assert_eq!(
+        out.lines().count(),
+        stdout(&plain).lines().count(),
+        "line count differs from the plain run:\n{out}\n--- plain:\n{}",
+        stdout(&plain)
+    );
+}
+
+#[test]
+fn python_threads_json_sqlite_hashlib() {
+    let py = python();
+    let script = repo_root().join("tests/py/threaded.py");
+    let script = script.to_str().unwrap();
+    // pymalloc would serve small objects itself and hide the allocator.
+    let env = [("PYTHONMALLOC", "malloc"), ("PYTHONHASHSEED", "0")];
+    let o = run_preloaded(&py, &[script], &env);
+    assert_ok_preloaded(&o);
+    let out = stdout(&o);
+    // Known constants (FIPS 180-2 and RFC 1321 test vectors).
+    assert!(out.contains("sha256(abc)=ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"), "{out}");
+    assert!(out.contains("md5(abc)=900150983cd24fb0d6963f7d28e17f72\n"), "{out}");
+    assert!(out.contains("rows=2000 threads=4 rounds=3\n"), "{out}");
+    assert!(out.ends_with("done\n"), "{out}");
+    // Each thread's SQLite table holds 1..=2000; after deleting the even rows the odd ones remain.
+    let rows: u64 = 2000;
+    let sqlite_lines: Vec<&str> = out.lines().filter(|l| l.contains(" sqlite ")).collect();
+    assert_eq!(sqlite_lines.len(), 4 * 3, "{out}");
+    for l in &sqlite_lines {
+        let total = rows * (rows + 1) / 2;
+        let odd_sum = (rows / 2) * (rows / 2);
+        assert!(l.contains(&format!(" count={rows} sum={total} ")), "{l}");
+        assert!(l.ends_with(&format!(" odd={}:{odd_sum}", rows / 2)), "{l}");
+    }
+    assert_eq!(out.lines().filter(|l| l.contains(" json ")).count(), 12, "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains(" hash ")).count(), 12, "{out}");
+    let plain = run_plain(&py, &[script], &env);
+    assert_same_output(&o, &plain, "python3 tests/py/threaded.py");
+}
+
+#[test]
+fn sqlite3_shell_on_a_database_file() {
+    const N: u64 = 20_000;
+    let sqlite = require("sqlite3", "sqlite3");
+    let dir = scratch("sqlite3-shell");
+    let db = dir.join("test.db");
+    let db = db.to_str().unwrap();
+    // Lookaside off: otherwise SQLite serves small allocations from its own buffers.
+    let opts = ["-batch", "-bail", "-lookaside", "0", "0"];
+    let create = format!(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, sq INTEGER, s TEXT, grp INTEGER);
+         WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {N})
+           INSERT INTO t SELECT x, x, x * x, printf('row-%06d', x), x % 7 FROM c;
+         CREATE TABLE g (grp INTEGER PRIMARY KEY, label TEXT);
+         WITH RECURSIVE c(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM c WHERE x < 6)
+           INSERT INTO g SELECT x, 'group-' || x FROM c;
+         CREATE INDEX t_s ON t (s);
+         CREATE INDEX t_grp ON t (grp, n);"
+    );
+    let mut args: Vec<&str> = opts.to_vec();
+    args.extend([db, create.as_str()]);
+    let o = run_preloaded(&sqlite, &args, &[]);
+    assert_ok_preloaded(&o);
+    assert_eq!(stdout(&o), "", "creating the database printed something");
+
+    let query = "SELECT count(*), sum(n), sum(sq), min(s), max(s) FROM t;
+         SELECT g.label, count(*), sum(t.n) FROM t JOIN g USING (grp) GROUP BY g.label ORDER BY g.label;
+         SELECT length(group_concat(s, ',')) FROM t;
+         SELECT s FROM t WHERE s >= 'row-012345' ORDER BY s LIMIT 3;
+         SELECT count(*) FROM t WHERE s LIKE 'row-01%';
+         DELETE FROM t WHERE n % 3 = 0;
+         SELECT count(*), sum(n) FROM t;
+         PRAGMA integrity_check;";
+    let mut args: Vec<&str> = opts.to_vec();
+    args.extend([db, query]);
+    let o = run_preloaded(&sqlite, &args, &[]);
+    assert_ok_preloaded(&o);
+
+    // The expected output, computed independently.
+    let mut want = String::new();
+    let sum_sq = N * (N + 1) * (2 * N + 1) / 6;
+    want += &format!("{N}|{}|{sum_sq}|row-000001|row-{N:06}\n", N * (N + 1) / 2);
+    for grp in 0..7 {
+        let members = (1..=N).filter(|x| x % 7 == grp);
+        let (count, sum) = members.fold((0u64, 0u64), |(c, s), x| (c + 1, s + x));
+        want += &format!("group-{grp}|{count}|{sum}\n");
+    }
+    want += &format!("{}\n", 10 * N + (N - 1));
+    want += "row-012345\nrow-012346\nrow-012347\n";
+    want += &format!("{}\n", (1..=N).filter(|x| (10_000..20_000).contains(x)).count());
+    let (count, sum) = (1..=N).filter(|x| x % 3 != 0).fold((0u64, 0u64), |(c, s), x| (c + 1, s + x));
+    want += &format!("{count}|{sum}\n");
+    want += "ok\n";
+    assert_eq!(stdout(&o), want, "sqlite3 query output");
+}
+
+const GCC_INPUT: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int by_string(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int main(void) {
+    enum { LIMIT = 100000, ITEMS = 1000 };
+    char *composite = calloc(LIMIT, 1);
+    long count = 0, sum = 0;
+    for (long i = 2; i < LIMIT; i++) {
+        if (composite[i]) continue;
+        count++;
+        sum += i;
+        for (long j = i * i; j < LIMIT; j += i) composite[j] = 1;
+    }
+    free(composite);
+    printf("primes below %d: %ld, sum %ld\n", LIMIT, count, sum);
+
+    char **items = malloc(ITEMS * sizeof *items);
+    size_t total = 0;
+    for (int i = 0; i < ITEMS; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "item-%d", (i * 7919) % ITEMS);
+        items[i] = strdup(buf);
+        total += strlen(buf);
+    }
+    qsort(items, ITEMS, sizeof *items, by_string);
+    printf("sorted: first %s, last %s, total length %zu\n", items[0], items[ITEMS - 1], total);
+    for (int i = 0; i < ITEMS; i++) free(items[i]);
+    free(items);
+    return 0;
+}
+"#;
+
+#[test]
+fn gcc_compiles_a_program() {
+    let gcc = require("gcc", "gcc");
+    let dir = scratch("gcc");
+    let src = dir.join("input.c");
+    std::fs::write(&src, GCC_INPUT).unwrap();
+    let exe = dir.join("input");
+    // The driver runs cc1, as, collect2 and ld as children, which inherit LD_PRELOAD.
+    let o = run_preloaded(
+        &gcc,
+        &["-O2", "-Wall", "-Werror", "-o", exe.to_str().unwrap(), src.to_str().unwrap()],
+        &[("LC_ALL", "C")],
+    );
+    assert_ok_preloaded(&o);
+    assert!(exe.is_file(), "gcc under nevermore produced no executable");
+
+    // Expected output, computed here.
+    const LIMIT: usize = 100_000;
+    let mut composite = vec![false; LIMIT];
+    let (mut count, mut sum) = (0u64, 0u64);
+    for i in 2..LIMIT {
+        if !composite[i] {
+            count += 1;
+            sum += i as u64;
+            (i * i..LIMIT).step_by(i).for_each(|j| composite[j] = true);
+        }
+    }
+    let mut items: Vec<String> = (0..1000).map(|i| format!("item-{}", (i * 7919) % 1000)).collect();
+    let total: usize = items.iter().map(|s| s.len()).sum();
+    items.sort();
+    let want = format!(
+        "primes below {LIMIT}: {count}, sum {sum}\nsorted: first {}, last {}, total length {total}\n",
+        items[0], items[999]
+    );
+    assert_eq!(count, 9592, "prime count below 100000");
+
+    let plain = run_plain(&exe, &[], &[]);
+    assert_ok(&plain);
+    assert_eq!(stdout(&plain), want, "output of the program gcc built under nevermore");
+    let under = run_preloaded(&exe, &[], &[]);
+    assert_ok_preloaded(&under);
+    assert_eq!(stdout(&under), want, "output of the built program, itself run under nevermore");
+}
+
+#[test]
+fn sort_generated_lines() {
+    const LINES: usize = 300_000;
+    let sort = require("sort", "coreutils");
+    let dir = scratch("sort");
+    let input = dir.join("input.txt");
+    let mut rng = Rng(0x2545F4914F6CDD1D);
+    let mut lines: Vec<String> = (0..LINES)
+        .map(|_| {
+            let r = rng.next();
+            // Variable-length decimal numbers, with duplicates.
+            (r % 10u64.pow(1 + (r >> 60) as u32 % 12)).to_string()
+        })
+        .collect();
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(&input, &text).unwrap();
+    let input = input.to_str().unwrap();
+    let tmp = dir.to_str().unwrap();
+    let env = [("LC_ALL", "C")];
+
+    // In memory, with sort's worker threads.
+    let args = ["--parallel=2", "-S", "64M", "-T", tmp, input];
+    let o = run_preloaded(&sort, &args, &env);
+    assert_ok_preloaded(&o);
+    lines.sort();
+    let mut want = lines.join("\n");
+    want.push('\n');
+    assert!(stdout(&o) == want, "`sort` output is not the input sorted bytewise");
+    assert_same_output(&o, &run_plain(&sort, &args, &env), "sort");
+
+    // Numeric, with a 1 MiB buffer: runs spill to temporary files and are merged.
+    let args = ["-n", "-S", "1M", "-T", tmp, input];
+    let o = run_preloaded(&sort, &args, &env);
+    assert_ok_preloaded(&o);
+    lines.sort_by_key(|l| l.parse::<u64>().unwrap());
+    let mut want = lines.join("\n");
+    want.push('\n');
+    assert!(stdout(&o) == want, "`sort -n` output is not the input sorted numerically");
+    assert_same_output(&o, &run_plain(&sort, &args, &env), "sort -n");
+}
+
+#[test]
+fn cxx_standard_containers() {
+    require("c++", "g++");
+    let exe = compile("containers.cc", &[]);
+    let o = run_preloaded(&exe, &[], &[]);
+    assert_ok_preloaded(&o);
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 4 * 5 + 1, "{out}");
+    assert!(out.lines().last().unwrap_or("").starts_with("checksum "), "{out}");
+    assert_same_output(&o, &run_plain(&exe, &[], &[]), "tests/c/containers.cc");
+}
+
+#[test]
+fn nevermore_run_python() {
+    let py = python();
+    let script = "
+import json
+doc = {'ok': True, 'items': [str(i) * 3 for i in range(1000)]}
+back = json.loads(json.dumps(doc))
+print('roundtrip', back == doc, len(back['items']), back['items'][999])
+with open('/proc/self/maps') as maps:
+    print('mapped', any(line.rstrip().endswith('/libnevermore.so') for line in maps))
+";
+    let o = Command::new(nevermore_bin())
+        .args(["run", "--", py.to_str().unwrap(), "-c", script])
+        .env("PYTHONMALLOC", "malloc")
+        .env("LD_DEBUG", "bindings")
+        .env_remove("LD_PRELOAD")
+        .env_remove("NEVERMORE_OPTIONS")
+        .output()
+        .expect("spawn nevermore");
+    assert_ok_preloaded(&o);
+    let out = stdout(&o);
+    assert_eq!(out, "roundtrip True 1000 999999999\nmapped True\n");
+    assert_binds_to_lib(&o, py.to_str().unwrap(), "/libnevermore.so");
+}

@@ -124,8 +124,8 @@ fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     if p.is_null() {
         sys::set_errno(libc::ENOMEM);
     } else {
-        let c = tls::get();
-        if !c.is_null() && c != tls::EXITED {
+        let c = my_cache();
+        if !c.is_null() {
             // SAFETY: this thread's own cache.
             let cache = unsafe { &*c };
             Cache::count(&cache.mallocs, 1);
@@ -337,6 +337,12 @@ pub fn realloc(p: *mut u8, size: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     if !crate::ensure_init() {
+        return ptr::null_mut();
+    }
+    if size > MAX_REQUEST {
+        // Still check the pointer: a bad one is reported even when the size is hopeless.
+        checked(p as usize, "realloc");
+        sys::set_errno(libc::ENOMEM);
         return ptr::null_mut();
     }
     let a = p as usize;

@@ -1,0 +1,104 @@
+mod common;
+
+// API conformance of the allocator against glibc semantics: `tests/c/api_conformance.c`, one
+// test per section of the program (each section checks its own functions and prints `FAIL: ...`
+// on stderr for every failed check).
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+/// The program, compiled once per test binary (tests of this file run in parallel).
+fn bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| compile("api_conformance.c", &[]))
+}
+
+/// Exit 0, `OK` on stdout, and not a single `nevermore:` line on stderr.
+fn assert_clean(o: &Output) {
+    assert_ok(o);
+    assert!(stdout(o).contains("OK"), "no OK on stdout:\n{}\nstderr:\n{}", stdout(o), stderr(o));
+    assert!(!stderr(o).contains("nevermore:"), "unexpected report on stderr:\n{}", stderr(o));
+}
+
+fn section(name: &str) {
+    let o = run_preloaded(bin(), &[name], &[]);
+    assert_clean(&o);
+}
+
+/// malloc(0) unique and freeable, 16-byte alignment, non-overlapping live blocks, NULL + ENOMEM
+/// for impossible sizes (also every size from SIZE_MAX - 4199 to SIZE_MAX, for malloc and calloc).
+#[test]
+fn malloc_semantics() {
+    section("malloc");
+}
+
+/// calloc overflow (NULL + ENOMEM), zero-sized requests, zeroed memory also right after dirty
+/// blocks of the same size were freed.
+#[test]
+fn calloc_semantics() {
+    section("calloc");
+}
+
+/// realloc keeps contents growing 1 -> 2 MiB and back, random jumps, failing realloc (also to
+/// sizes just below SIZE_MAX, from blocks of several sizes) leaves the block alone, realloc(p, 0)
+/// returns NULL, reallocarray overflow.
+#[test]
+fn realloc_semantics() {
+    section("realloc");
+}
+
+/// posix_memalign (EINVAL, ENOMEM), aligned_alloc and memalign for every power of two up to
+/// 1 GiB, valloc and pvalloc page alignment and rounding.
+#[test]
+fn aligned_allocation() {
+    section("align");
+}
+
+/// malloc_usable_size >= the request, 0 for NULL.
+#[test]
+fn usable_size() {
+    section("usable");
+}
+
+/// The bytes up to malloc_usable_size belong to the program (glibc documents so): using them is
+/// no overflow.
+#[test]
+fn usable_size_bytes_are_writable() {
+    section("usable-write");
+}
+
+/// mallinfo2 counts allocated bytes, malloc_trim returns 0 or 1, mallopt returns 1 for known
+/// parameters and does not crash on unknown ones.
+#[test]
+fn mallinfo_trim_mallopt() {
+    section("misc");
+}
+
+/// 100k random malloc/calloc/posix_memalign/realloc/free operations with pattern checks.
+#[test]
+fn random_operations() {
+    section("random");
+}
+
+/// Successful calls leave errno alone; free never changes it (glibc >= 2.33 guarantees so).
+#[test]
+fn errno_is_preserved() {
+    section("errno");
+}
+
+/// Large but possible requests (1 GiB, a 64 MiB realloc, a 256 MiB calloc, 1 GiB alignment)
+/// succeed and keep their contents.
+#[test]
+fn large_requests_succeed() {
+    section("big");
+}
+
+/// The same program run without the library passes too (so a failure above is the allocator's).
+#[test]
+fn program_passes_under_glibc() {
+    let o = std::process::Command::new(bin()).output().expect("spawn program");
+    assert_ok(&o);
+    assert!(stdout(&o).contains("OK"));
+}

@@ -1,0 +1,141 @@
+mod common;
+
+// Misuse detection: every case of `tests/c/misuse.c` performs one misuse; the allocator must
+// report it (one `nevermore: ERROR: <kind>` line) and abort with SIGABRT.
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+fn bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| compile("misuse.c", &[]))
+}
+
+fn run_case(case: &str) -> Output {
+    run_preloaded(bin(), &[case], &[])
+}
+
+/// Runs `case` and asserts a report of `kind` (plus SIGABRT); the report comes before anything
+/// else the program would print after the misuse.
+/// `kinds` is one kind, or alternatives separated by `|` where the contract leaves the choice open.
+fn expect(case: &str, kinds: &str) {
+    let o = run_case(case);
+    let err = stderr(&o);
+    let kind = kinds.split('|').find(|k| err.contains(&format!("nevermore: ERROR: {k} "))).unwrap_or(kinds);
+    assert_report(&o, kind);
+    assert!(!stderr(&o).contains("survived"), "program went on after the misuse:\n{}", stderr(&o));
+    let first = stderr(&o).lines().find(|l| l.contains("nevermore:")).unwrap_or_default().to_string();
+    assert!(first.contains(&format!("nevermore: ERROR: {kind} ")), "first report line: {first}");
+}
+
+/// Correct use up to the last byte of blocks of every size class is not reported.
+#[test]
+fn correct_use_is_not_reported() {
+    let o = run_case("none");
+    assert_ok(&o);
+    assert!(stdout(&o).contains("OK"));
+    assert!(!stderr(&o).contains("nevermore:"), "false report:\n{}", stderr(&o));
+}
+
+/// Every case listed by the program has a test here (and vice versa), so no case goes unchecked.
+#[test]
+fn every_case_is_tested() {
+    let o = std::process::Command::new(bin()).arg("--list").output().unwrap();
+    assert_ok(&o);
+    let listed: Vec<String> = stdout(&o).lines().map(|l| l.to_string()).collect();
+    let mut tested: Vec<&str> = CASES.to_vec();
+    tested.push("none");
+    for c in &listed {
+        assert!(tested.contains(&c.as_str()), "case {c} has no test");
+    }
+    for c in &tested {
+        assert!(listed.iter().any(|l| l == c), "test of unknown case {c}");
+    }
+}
+
+macro_rules! misuse_tests {
+    ($($name:ident: $case:literal => $kind:literal;)*) => {
+        const CASES: &[&str] = &[$($case),*];
+        $(
+            #[test]
+            fn $name() {
+                expect($case, $kind);
+            }
+        )*
+    };
+}
+
+misuse_tests! {
+    double_free_tiny: "double-free-tiny" => "double-free";
+    double_free_small: "double-free-small" => "double-free";
+    double_free_medium: "double-free-medium" => "double-free";
+    double_free_large: "double-free-large" => "double-free";
+    double_free_after_churn: "double-free-after-churn" => "double-free";
+    double_free_calloc: "double-free-calloc" => "double-free";
+    double_free_aligned: "double-free-aligned" => "double-free";
+    double_free_old_pointer_after_moving_realloc: "double-free-realloc-moved" => "double-free";
+    realloc_of_freed_pointer: "double-free-realloc" => "double-free|invalid-free";
+
+    invalid_free_interior_8: "invalid-free-interior8" => "invalid-free";
+    invalid_free_interior_16: "invalid-free-interior16" => "invalid-free";
+    invalid_free_interior_medium: "invalid-free-interior-medium" => "invalid-free";
+    invalid_free_interior_large: "invalid-free-interior-large" => "invalid-free";
+    invalid_free_stack: "invalid-free-stack" => "invalid-free";
+    invalid_free_global: "invalid-free-global" => "invalid-free";
+    invalid_free_wild: "invalid-free-wild" => "invalid-free";
+    invalid_free_mmap: "invalid-free-mmap" => "invalid-free";
+    invalid_realloc_interior_8: "invalid-realloc-interior8" => "invalid-free";
+    invalid_realloc_interior_16: "invalid-realloc-interior16" => "invalid-free";
+    invalid_realloc_stack: "invalid-realloc-stack" => "invalid-free";
+    invalid_realloc_global: "invalid-realloc-global" => "invalid-free";
+    invalid_realloc_wild: "invalid-realloc-wild" => "invalid-free";
+    invalid_realloc_mmap: "invalid-realloc-mmap" => "invalid-free";
+
+    usable_size_interior_8: "invalid-usable-interior8" => "invalid-pointer";
+    usable_size_interior_16: "invalid-usable-interior16" => "invalid-pointer";
+    usable_size_stack: "invalid-usable-stack" => "invalid-pointer";
+    usable_size_global: "invalid-usable-global" => "invalid-pointer";
+    usable_size_wild: "invalid-usable-wild" => "invalid-pointer";
+    usable_size_mmap: "invalid-usable-mmap" => "invalid-pointer";
+
+    overflow_free_1: "overflow-free-1" => "heap-buffer-overflow";
+    overflow_free_13: "overflow-free-13" => "heap-buffer-overflow";
+    overflow_free_16: "overflow-free-16" => "heap-buffer-overflow";
+    overflow_free_24: "overflow-free-24" => "heap-buffer-overflow";
+    overflow_free_100: "overflow-free-100" => "heap-buffer-overflow";
+    overflow_free_1000: "overflow-free-1000" => "heap-buffer-overflow";
+    overflow_free_4096: "overflow-free-4096" => "heap-buffer-overflow";
+    overflow_free_5000: "overflow-free-5000" => "heap-buffer-overflow";
+    overflow_free_40000: "overflow-free-40000" => "heap-buffer-overflow";
+    overflow_free_300000: "overflow-free-300000" => "heap-buffer-overflow";
+    overflow_realloc_1: "overflow-realloc-1" => "heap-buffer-overflow";
+    overflow_realloc_13: "overflow-realloc-13" => "heap-buffer-overflow";
+    overflow_realloc_16: "overflow-realloc-16" => "heap-buffer-overflow";
+    overflow_realloc_24: "overflow-realloc-24" => "heap-buffer-overflow";
+    overflow_realloc_100: "overflow-realloc-100" => "heap-buffer-overflow";
+    overflow_realloc_1000: "overflow-realloc-1000" => "heap-buffer-overflow";
+    overflow_realloc_4096: "overflow-realloc-4096" => "heap-buffer-overflow";
+    overflow_realloc_5000: "overflow-realloc-5000" => "heap-buffer-overflow";
+    overflow_realloc_40000: "overflow-realloc-40000" => "heap-buffer-overflow";
+    overflow_realloc_300000: "overflow-realloc-300000" => "heap-buffer-overflow";
+    overflow_realloc_shrink_100: "overflow-realloc-shrink-100" => "heap-buffer-overflow";
+    overflow_realloc_shrink_5000: "overflow-realloc-shrink-5000" => "heap-buffer-overflow";
+    overflow_free_0: "overflow-free-0" => "heap-buffer-overflow";
+    overflow_valloc: "overflow-valloc" => "heap-buffer-overflow";
+    overflow_then_realloc_to_zero: "overflow-realloc-zero" => "heap-buffer-overflow";
+    overflow_freed_by_another_thread: "overflow-free-cross-thread" => "heap-buffer-overflow";
+    free_after_realloc_to_zero: "double-free-realloc-zero" => "double-free";
+    double_free_after_same_size_churn: "double-free-after-same-size-churn" => "double-free";
+    double_free_cross_thread: "double-free-cross-thread" => "double-free";
+    double_free_cross_thread_reverse: "double-free-cross-thread-reverse" => "double-free";
+    double_free_in_forked_child: "double-free-in-forked-child" => "double-free";
+    invalid_free_interior_1: "invalid-free-interior1" => "invalid-free";
+    overflow_calloc: "overflow-calloc" => "heap-buffer-overflow";
+    overflow_after_growing_realloc: "overflow-realloc-grown" => "heap-buffer-overflow";
+    overflow_after_shrinking_realloc: "overflow-realloc-shrunk" => "heap-buffer-overflow";
+    overflow_aligned_alloc: "overflow-aligned-alloc" => "heap-buffer-overflow";
+    overflow_posix_memalign: "overflow-posix-memalign" => "heap-buffer-overflow";
+    overflow_memalign: "overflow-memalign" => "heap-buffer-overflow";
+}

@@ -1,0 +1,486 @@
+/*
+ * Heap misuse that the allocator must detect, report and abort on.
+ *
+ * Usage: misuse <case>     (misuse --list prints the cases)
+ * Every case performs exactly one misuse. If the program survives it, it prints
+ * `survived: <case>` on stderr and exits 3. The case `none` does only correct things, right up to
+ * the edge of each block, and must exit 0 printing OK.
+ */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile size_t sink_size;
+static size_t sz(size_t n) {
+    sink_size = n;
+    return sink_size;
+}
+
+/* Hides where a pointer comes from, so the compiler cannot reason about the misuse. */
+static void *volatile sink_ptr;
+static void *launder(void *p) {
+    sink_ptr = p;
+    return sink_ptr;
+}
+
+static char global_buf[256];
+
+/* Some unrelated live blocks, so the misuse does not happen on an empty heap. */
+static void *neighbours[64];
+static void warm_up(void) {
+    for (int i = 0; i < 64; i++) {
+        size_t n = (size_t)(i % 8) * 24 + 8 + (i % 3) * 5000;
+        neighbours[i] = malloc(sz(n));
+        memset(neighbours[i], 0x11, n);
+    }
+    for (int i = 0; i < 64; i += 2) {
+        free(neighbours[i]);
+        neighbours[i] = NULL;
+    }
+}
+
+/* Writes one byte just past the requested size, always changing its value. */
+static void overflow_by_one(void *p, size_t n) {
+    volatile unsigned char *c = launder(p);
+    c[n] = (unsigned char)~c[n];
+}
+
+static unsigned char *filled(size_t n) {
+    unsigned char *p = malloc(sz(n));
+    if (!p) {
+        fprintf(stderr, "FAIL: malloc(%zu) returned NULL\n", n);
+        exit(1);
+    }
+    memset(p, 0x42, n);
+    return p;
+}
+
+static void double_free(size_t n) {
+    unsigned char *p = filled(n);
+    free(p);
+    free(launder(p));
+}
+
+static void double_free_after_churn(size_t n) {
+    unsigned char *p = filled(n);
+    free(p);
+    /* Unrelated traffic of a very different size in between. */
+    for (int i = 0; i < 1000; i++) {
+        void *q = malloc(sz(n * 7 + 3001));
+        memset(q, 1, 16);
+        free(q);
+    }
+    free(launder(p));
+}
+
+static void overflow_free(size_t n) {
+    unsigned char *p = filled(n);
+    overflow_by_one(p, n);
+    free(p);
+}
+
+static void overflow_realloc(size_t n) {
+    unsigned char *p = filled(n);
+    overflow_by_one(p, n);
+    p = realloc(p, sz(n * 2 + 16));
+    free(p);
+}
+
+static void overflow_realloc_shrink(size_t n) {
+    unsigned char *p = filled(n);
+    overflow_by_one(p, n);
+    p = realloc(p, sz(n / 2));
+    free(p);
+}
+
+static void *mmap_page(void) {
+    void *m = mmap(NULL, 4096 * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "FAIL: mmap\n");
+        exit(1);
+    }
+    memset(m, 0, 4096 * 4);
+    return (char *)m + 4096;
+}
+
+/* The pointer a case misuses, selected by name. */
+static void *bad_pointer(const char *what) {
+    if (strcmp(what, "interior8") == 0)
+        return filled(64) + 8;
+    if (strcmp(what, "interior16") == 0)
+        return filled(64) + 16;
+    if (strcmp(what, "interior-medium") == 0)
+        return filled(5000) + 16;
+    if (strcmp(what, "interior-large") == 0)
+        return filled(1 << 20) + 4096;
+    if (strcmp(what, "global") == 0)
+        return global_buf;
+    if (strcmp(what, "wild") == 0)
+        return (void *)(uintptr_t)0x12345678;
+    if (strcmp(what, "mmap") == 0)
+        return mmap_page();
+    return NULL;
+}
+
+static void invalid_free(const char *what) {
+    char stack_buf[128];
+    memset(stack_buf, 0, sizeof stack_buf);
+    void *p = strcmp(what, "stack") == 0 ? stack_buf + 16 : bad_pointer(what);
+    free(launder(p));
+}
+
+static void invalid_realloc(const char *what) {
+    char stack_buf[128];
+    memset(stack_buf, 0, sizeof stack_buf);
+    void *p = strcmp(what, "stack") == 0 ? stack_buf + 16 : bad_pointer(what);
+    void *q = realloc(launder(p), sz(100));
+    launder(q);
+}
+
+static void invalid_usable(const char *what) {
+    char stack_buf[128];
+    memset(stack_buf, 0, sizeof stack_buf);
+    void *p = strcmp(what, "stack") == 0 ? stack_buf + 16 : bad_pointer(what);
+    size_t n = malloc_usable_size(launder(p));
+    fprintf(stderr, "malloc_usable_size returned %zu\n", n);
+}
+
+/* Correct use right up to the last byte of every block: must not be reported. */
+static void none(void) {
+    static const size_t sizes[] = {0, 1, 13, 16, 24, 32, 100, 1000, 4096, 5000, 40000, 65536, 300000, 1 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        unsigned char *p = malloc(sz(n));
+        if (!p) {
+            fprintf(stderr, "FAIL: malloc(%zu)\n", n);
+            exit(1);
+        }
+        memset(p, 0xEE, n);
+        p = realloc(p, sz(n + 10));
+        memset(p, 0xDD, n + 10);
+        p = realloc(p, sz(n / 2 + 1));
+        memset(p, 0xCC, n / 2 + 1);
+        free(p);
+        p = calloc(1, sz(n));
+        memset(p, 0xBB, n);
+        free(p);
+        void *q = NULL;
+        if (posix_memalign(&q, 64, sz(n)) != 0) {
+            fprintf(stderr, "FAIL: posix_memalign(64, %zu)\n", n);
+            exit(1);
+        }
+        memset(q, 0xAA, n);
+        free(q);
+        q = aligned_alloc(4096, sz(n));
+        memset(q, 0x99, n);
+        free(q);
+        q = memalign(256, sz(n));
+        memset(q, 0x88, n);
+        free(q);
+    }
+    free(NULL);
+    for (int i = 0; i < 64; i++)
+        free(neighbours[i]);
+    printf("OK\n");
+    exit(0);
+}
+
+struct misuse_case {
+    const char *name;
+    void (*fn)(void);
+};
+
+#define SIZE_CASES(X)                                                                              \
+    X(1) X(13) X(16) X(24) X(100) X(1000) X(4096) X(5000) X(40000) X(300000)
+
+#define DEF_OVF(n)                                                                                 \
+    static void overflow_free_##n(void) { overflow_free(n); }                                     \
+    static void overflow_realloc_##n(void) { overflow_realloc(n); }
+SIZE_CASES(DEF_OVF)
+
+static void df_small(void) { double_free(24); }
+static void df_tiny(void) { double_free(1); }
+static void df_medium(void) { double_free(5000); }
+static void df_large(void) { double_free(1 << 20); }
+static void df_churn(void) { double_free_after_churn(24); }
+static void df_calloc(void) {
+    void *p = calloc(10, sz(10));
+    free(p);
+    free(launder(p));
+}
+static void df_realloc_moved(void) {
+    /* The old pointer of a realloc that moved the block is dead. */
+    unsigned char *p = filled(16);
+    unsigned char *q = realloc(p, sz(1 << 20));
+    if (q == p) {
+        fprintf(stderr, "realloc did not move the block; case not applicable\n");
+        exit(4);
+    }
+    memset(q, 1, 1 << 20);
+    free(launder(p));
+}
+static void df_aligned(void) {
+    void *p = aligned_alloc(4096, sz(100));
+    free(p);
+    free(launder(p));
+}
+static void df_realloc(void) {
+    unsigned char *p = filled(100);
+    free(p);
+    void *q = realloc(launder(p), sz(200));
+    launder(q);
+}
+
+static void if_interior8(void) { invalid_free("interior8"); }
+static void if_interior16(void) { invalid_free("interior16"); }
+static void if_interior_medium(void) { invalid_free("interior-medium"); }
+static void if_interior_large(void) { invalid_free("interior-large"); }
+static void if_stack(void) { invalid_free("stack"); }
+static void if_global(void) { invalid_free("global"); }
+static void if_wild(void) { invalid_free("wild"); }
+static void if_mmap(void) { invalid_free("mmap"); }
+static void ir_interior8(void) { invalid_realloc("interior8"); }
+static void ir_interior16(void) { invalid_realloc("interior16"); }
+static void ir_stack(void) { invalid_realloc("stack"); }
+static void ir_global(void) { invalid_realloc("global"); }
+static void ir_wild(void) { invalid_realloc("wild"); }
+static void ir_mmap(void) { invalid_realloc("mmap"); }
+static void iu_interior8(void) { invalid_usable("interior8"); }
+static void iu_interior16(void) { invalid_usable("interior16"); }
+static void iu_stack(void) { invalid_usable("stack"); }
+static void iu_global(void) { invalid_usable("global"); }
+static void iu_wild(void) { invalid_usable("wild"); }
+static void iu_mmap(void) { invalid_usable("mmap"); }
+
+static void ovf_calloc(void) {
+    unsigned char *p = calloc(10, sz(10));
+    overflow_by_one(p, 100);
+    free(p);
+}
+static void ovf_realloc_grown(void) {
+    unsigned char *p = filled(100);
+    p = realloc(p, sz(5000));
+    memset(p, 1, 5000);
+    overflow_by_one(p, 5000);
+    free(p);
+}
+static void ovf_realloc_shrunk(void) {
+    unsigned char *p = filled(5000);
+    p = realloc(p, sz(1000));
+    memset(p, 1, 1000);
+    overflow_by_one(p, 1000);
+    free(p);
+}
+static void ovf_realloc_shrink_5000(void) { overflow_realloc_shrink(5000); }
+static void ovf_realloc_shrink_100(void) { overflow_realloc_shrink(100); }
+static void ovf_aligned_alloc(void) {
+    unsigned char *p = aligned_alloc(4096, sz(5000));
+    memset(p, 1, 5000);
+    overflow_by_one(p, 5000);
+    free(p);
+}
+static void ovf_posix_memalign(void) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, sz(100)) != 0)
+        exit(1);
+    memset(p, 1, 100);
+    overflow_by_one(p, 100);
+    free(p);
+}
+static void ovf_memalign(void) {
+    unsigned char *p = memalign(256, sz(24));
+    memset(p, 1, 24);
+    overflow_by_one(p, 24);
+    free(p);
+}
+
+static void overflow_free_0(void) {
+    unsigned char *p = malloc(sz(0));
+    overflow_by_one(p, 0);
+    free(p);
+}
+static void ovf_valloc(void) {
+    unsigned char *p = valloc(sz(100));
+    memset(p, 1, 100);
+    overflow_by_one(p, 100);
+    free(p);
+}
+static void ovf_realloc_zero(void) {
+    unsigned char *p = filled(100);
+    overflow_by_one(p, 100);
+    void *q = realloc(p, sz(0));
+    launder(q);
+}
+static void df_realloc_zero(void) {
+    /* realloc(p, 0) frees p (glibc semantics), so this free is the second one. */
+    unsigned char *p = filled(100);
+    void *q = realloc(p, sz(0));
+    launder(q);
+    free(launder(p));
+}
+static void df_same_size_churn(void) {
+    unsigned char *p = filled(24);
+    free(p);
+    /* Same-size traffic in between; every block is freed again, so p stays freed whatever
+     * addresses the allocator hands out. */
+    for (int i = 0; i < 1000; i++) {
+        void *q = malloc(sz(24));
+        memset(q, 1, 24);
+        free(q);
+    }
+    free(launder(p));
+}
+static void if_interior1(void) {
+    unsigned char *p = filled(64);
+    free(launder(p + 1));
+}
+
+/* Cross-thread cases: the block is allocated here and misused in another thread (or the
+ * reverse), so per-thread caches must not hide the misuse. */
+static void *free_in_thread(void *p) {
+    free(p);
+    return NULL;
+}
+static void *alloc_in_thread(void *arg) {
+    size_t n = *(size_t *)arg;
+    return filled(n);
+}
+static void run_thread(void *(*fn)(void *), void *arg, void **ret) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, arg)) {
+        fprintf(stderr, "FAIL: pthread_create\n");
+        exit(1);
+    }
+    pthread_join(t, ret);
+}
+static void df_cross_thread(void) {
+    unsigned char *p = filled(24);
+    run_thread(free_in_thread, p, NULL);
+    free(launder(p));
+}
+static void df_cross_thread_reverse(void) {
+    size_t n = 5000;
+    void *p;
+    run_thread(alloc_in_thread, &n, &p);
+    free(p);
+    run_thread(free_in_thread, launder(p), NULL);
+}
+static void ovf_cross_thread(void) {
+    size_t n = 100;
+    void *p;
+    run_thread(alloc_in_thread, &n, &p);
+    overflow_by_one(p, n);
+    run_thread(free_in_thread, p, NULL);
+}
+/* A misuse in a child of fork(): the child's report and abort; the parent dies the same way. */
+static void df_forked_child(void) {
+    unsigned char *p = filled(24);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "FAIL: fork\n");
+        exit(1);
+    }
+    if (pid == 0) {
+        free(p);
+        free(launder(p));
+        fprintf(stderr, "survived: double-free in the child\n");
+        _exit(3);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid) {
+        fprintf(stderr, "FAIL: waitpid\n");
+        exit(1);
+    }
+    if (WIFSIGNALED(st)) {
+        signal(WTERMSIG(st), SIG_DFL);
+        raise(WTERMSIG(st));
+    }
+    exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+}
+
+#define CASE_OVF(n) {"overflow-free-" #n, overflow_free_##n}, {"overflow-realloc-" #n, overflow_realloc_##n},
+
+static const struct misuse_case cases[] = {
+    {"none", none},
+    {"double-free-tiny", df_tiny},
+    {"double-free-small", df_small},
+    {"double-free-medium", df_medium},
+    {"double-free-large", df_large},
+    {"double-free-after-churn", df_churn},
+    {"double-free-calloc", df_calloc},
+    {"double-free-aligned", df_aligned},
+    {"double-free-realloc-moved", df_realloc_moved},
+    {"double-free-realloc", df_realloc},
+    {"invalid-free-interior8", if_interior8},
+    {"invalid-free-interior16", if_interior16},
+    {"invalid-free-interior-medium", if_interior_medium},
+    {"invalid-free-interior-large", if_interior_large},
+    {"invalid-free-stack", if_stack},
+    {"invalid-free-global", if_global},
+    {"invalid-free-wild", if_wild},
+    {"invalid-free-mmap", if_mmap},
+    {"invalid-realloc-interior8", ir_interior8},
+    {"invalid-realloc-interior16", ir_interior16},
+    {"invalid-realloc-stack", ir_stack},
+    {"invalid-realloc-global", ir_global},
+    {"invalid-realloc-wild", ir_wild},
+    {"invalid-realloc-mmap", ir_mmap},
+    {"invalid-usable-interior8", iu_interior8},
+    {"invalid-usable-interior16", iu_interior16},
+    {"invalid-usable-stack", iu_stack},
+    {"invalid-usable-global", iu_global},
+    {"invalid-usable-wild", iu_wild},
+    {"invalid-usable-mmap", iu_mmap},
+    SIZE_CASES(CASE_OVF)
+    {"overflow-free-0", overflow_free_0},
+    {"overflow-valloc", ovf_valloc},
+    {"overflow-realloc-zero", ovf_realloc_zero},
+    {"overflow-free-cross-thread", ovf_cross_thread},
+    {"double-free-realloc-zero", df_realloc_zero},
+    {"double-free-after-same-size-churn", df_same_size_churn},
+    {"double-free-cross-thread", df_cross_thread},
+    {"double-free-cross-thread-reverse", df_cross_thread_reverse},
+    {"double-free-in-forked-child", df_forked_child},
+    {"invalid-free-interior1", if_interior1},
+    {"overflow-calloc", ovf_calloc},
+    {"overflow-realloc-grown", ovf_realloc_grown},
+    {"overflow-realloc-shrunk", ovf_realloc_shrunk},
+    {"overflow-realloc-shrink-100", ovf_realloc_shrink_100},
+    {"overflow-realloc-shrink-5000", ovf_realloc_shrink_5000},
+    {"overflow-aligned-alloc", ovf_aligned_alloc},
+    {"overflow-posix-memalign", ovf_posix_memalign},
+    {"overflow-memalign", ovf_memalign},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+int main(int argc, char **argv) {
+    alarm(30);
+    if (argc != 2) {
+        fprintf(stderr, "usage: misuse <case> | --list\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < N_CASES; i++)
+            printf("%s\n", cases[i].name);
+        return 0;
+    }
+    for (size_t i = 0; i < N_CASES; i++)
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            warm_up();
+            cases[i].fn();
+            fprintf(stderr, "survived: %s\n", argv[1]);
+            return 3;
+        }
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+}

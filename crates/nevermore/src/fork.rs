@@ -83,8 +83,35 @@ fn copy_pool() -> i32 {
             off = hole;
         }
     } else {
-        // Our descriptor was closed by the program: copy everything ever handed out.
-        copy(0, used);
+        // The program closed or replaced our descriptor: find the populated pages with
+        // `mincore` (for a shared file mapping it reports the file's cached pages) and copy
+        // those. Pages of the pool that were swapped out are not seen this way; this is the
+        // one case where a child could miss data, and it needs both a closed descriptor and
+        // swap.
+        let mut vec = [0u8; 4096];
+        let mut off = 0;
+        let mut run: Option<usize> = None;
+        while off < used {
+            let len = (used - off).min(vec.len() << PAGE_SHIFT);
+            // SAFETY: the range lies inside the canonical view; `vec` has a byte per page.
+            let ok = unsafe { libc::mincore((l.base + off) as *mut libc::c_void, len, vec.as_mut_ptr()) } == 0;
+            for i in 0..len >> PAGE_SHIFT {
+                let page = off + (i << PAGE_SHIFT);
+                let resident = !ok || vec[i] & 1 != 0;
+                match (resident, run) {
+                    (true, None) => run = Some(page),
+                    (false, Some(from)) => {
+                        copy(from, page);
+                        run = None;
+                    }
+                    _ => {}
+                }
+            }
+            off += len;
+        }
+        if let Some(from) = run {
+            copy(from, used);
+        }
     }
     sys::unmap(dst, used);
     stats::add(&stats::FORKS, 1);
@@ -134,8 +161,12 @@ fn adopt_copy(fd: i32) -> bool {
     let (_, mut idx) = unsafe { POOL.fork_view() };
     while idx != pool::NONE {
         let s = POOL.span(idx);
-        if !sys::duplicate_view(POOL.page_addr(s.start) as *mut u8, s.view as *mut u8, s.view_len) {
-            return false;
+        // A view still being set up or torn down by another thread of the parent belongs to
+        // no live object here: that thread does not exist in the child.
+        if s.view_len != 0 && s.size.load(core::sync::atomic::Ordering::Acquire) != pool::DEAD {
+            if !sys::duplicate_view(POOL.page_addr(s.start) as *mut u8, s.view as *mut u8, s.view_len) {
+                return false;
+            }
         }
         idx = s.next;
     }

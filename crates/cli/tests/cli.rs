@@ -88,12 +88,12 @@ fn existing_ld_preload_comes_after_the_library() {
 fn options_reach_the_child() {
     assert_eq!(child_options(&[], None), "");
     assert_eq!(child_options(&["--stats"], None), "stats=1");
-    assert_eq!(child_options(&["--option", "mode=detect", "-o", "k=v"], None), "mode=detect:k=v");
+    assert_eq!(child_options(&["--option", "mode=detect", "-o", "verbose=0"], None), "mode=detect:verbose=0");
     let report = std::env::current_dir().unwrap().join("rep.txt");
     assert_eq!(child_options(&["--report", "rep.txt"], None), format!("report_path={}", report.display()));
     assert_eq!(
-        child_options(&["--stats", "--report", "/tmp/r.txt", "--option", "a=b"], None),
-        "stats=1:report_path=/tmp/r.txt:a=b"
+        child_options(&["--stats", "--report", "/tmp/r.txt", "--option", "exitcode=9"], None),
+        "stats=1:report_path=/tmp/r.txt:exitcode=9"
     );
 }
 
@@ -101,6 +101,16 @@ fn options_reach_the_child() {
 fn existing_options_are_kept_first() {
     assert_eq!(child_options(&[], Some("mode=prevent")), "mode=prevent");
     assert_eq!(child_options(&["--stats"], Some("mode=prevent")), "mode=prevent:stats=1");
+}
+
+/// The library rejects an option it does not know with one clear line and exit status 1.
+#[test]
+fn unknown_library_option_is_one_clear_error() {
+    let o = output(&mut nevermore(&["run", "--option", "colour=blue", "--", "true"]));
+    assert_eq!(o.status.code(), Some(1), "{:?}", o.status);
+    let err = common::stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("unknown option 'colour'") && err.contains("known: mode"), "{err}");
 }
 
 #[test]

@@ -359,3 +359,76 @@ delete!(
     _ZdlPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
     _ZdaPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
 );
+
+// ---- signals ----------------------------------------------------------------------------
+//
+// The allocator's SIGSEGV/SIGBUS handler must stay installed; see the `fault` module.
+
+/// # Safety
+/// The C contract of `sigaction`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    crate::ensure_init();
+    // SAFETY: forwarded under the same contract.
+    unsafe { crate::fault::sigaction(sig, act, old) }
+}
+
+/// `signal` with glibc's (BSD) semantics, through our `sigaction`.
+#[no_mangle]
+pub extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: plain structures passed to our sigaction.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        let mut old: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = handler;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaddset(&mut sa.sa_mask, sig);
+        if sigaction(sig, &sa, &mut old) != 0 {
+            return libc::SIG_ERR;
+        }
+        old.sa_sigaction
+    }
+}
+
+/// The mask change itself, as glibc does it: its two internal signals (cancellation and
+/// set-id broadcast, 32 and 33) are never blocked either.
+fn set_mask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int {
+    // SAFETY: an all-zero sigset is valid.
+    let mut copy: libc::sigset_t = unsafe { core::mem::zeroed() };
+    let mut set = crate::fault::unblockable(how, set, &mut copy);
+    let mut copy2: libc::sigset_t;
+    if !set.is_null() && how != libc::SIG_UNBLOCK {
+        // SAFETY: `set` is valid per the caller's contract.
+        unsafe {
+            copy2 = *set;
+            libc::sigdelset(&mut copy2, 32);
+            libc::sigdelset(&mut copy2, 33);
+        }
+        set = &copy2;
+    }
+    // SAFETY: rt_sigprocmask with valid (or null) pointers and the kernel's sigset size.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, set, old, 8usize) as c_int }
+}
+
+/// # Safety
+/// The C contract of `sigprocmask`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int {
+    if set_mask(how, set, old) == 0 {
+        0
+    } else {
+        -1
+    }
+}
+
+/// # Safety
+/// The C contract of `pthread_sigmask`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int {
+    if set_mask(how, set, old) == 0 {
+        0
+    } else {
+        sys::errno()
+    }
+}

@@ -1,15 +1,36 @@
-//! Per-thread caches of free small slots. A thread allocates and frees small objects through
-//! its own cache without locks; the cache refills from, and flushes to, the central per-class
-//! lists in batches. A slot freed by another thread simply joins that thread's cache, so
-//! cross-thread frees need no special path. Caches live in out-of-band metadata memory and are
-//! recycled when their thread exits.
+//! Per-thread caches. A thread allocates small objects from cursors over lanes issued to it
+//! (no lock, no atomic read-modify-write), and collects the alias pages that died into a
+//! revocation batch, which it revokes in one sorted, merged call once the batch is full or old
+//! (prevent mode); in detect mode, and for threads that are exiting, each death is revoked at
+//! once. A slot freed by another thread needs no special path: the lane's live count is atomic.
+//! Caches live in out-of-band metadata memory and are recycled when their thread exits.
 
 use core::ptr;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::alias::{self, Range};
 use crate::lock::Locked;
-use crate::slab::{self, Bin, CLASSES, NCLASS};
+use crate::pool::{self, POOL};
+use crate::slab::{self, Bin, Lane, CLASSES, NCLASS};
+use crate::sys::{PAGE, PAGE_SHIFT};
 use crate::{meta, stats, tls};
+
+/// Revocations a thread collects before it revokes them together.
+const BATCH: usize = 256;
+/// ... or once the oldest has waited this long.
+const MAX_DELAY_NS: u64 = 20_000_000;
+
+/// A dead alias unit waiting for revocation.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct Pending {
+    pub addr: usize,
+    pub npages: u32,
+    pub epoch: u32,
+    pub span: u32,
+    /// The lane (small objects) or null (a page object's run).
+    pub lane: *const Lane,
+}
 
 #[repr(C)]
 pub struct Cache {
@@ -19,6 +40,9 @@ pub struct Cache {
     pub frees: AtomicU64,
     pub alloc_bytes: AtomicU64,
     pub free_bytes: AtomicU64,
+    pending: [Pending; BATCH],
+    npending: usize,
+    oldest_ns: u64,
 }
 
 impl Cache {
@@ -62,8 +86,7 @@ impl Totals {
     }
 }
 
-/// Creates this thread's cache and registers it for thread exit. Returns null when out of
-/// metadata memory.
+/// Creates this thread's cache. Returns null when out of metadata memory.
 pub fn create() -> *mut Cache {
     let mut l = LIST.lock();
     let c = if !l.free.is_null() {
@@ -78,7 +101,7 @@ pub fn create() -> *mut Cache {
         }
         c
     };
-    // SAFETY: `c` is unused cache memory; every field is reset (zero is a valid empty cache).
+    // SAFETY: `c` is unused cache memory; all-zero is a valid empty cache.
     unsafe {
         ptr::write_bytes(c as *mut u8, 0, core::mem::size_of::<Cache>());
         (*c).next = l.live;
@@ -89,29 +112,137 @@ pub fn create() -> *mut Cache {
     c
 }
 
-/// Returns every cached slot to the central lists.
-///
-/// # Safety
-/// `c` must be a live cache not used concurrently (its thread is exiting, or it is the
-/// caller's own, or the process was just forked).
-pub unsafe fn drain(c: *mut Cache) {
-    for ci in 0..NCLASS {
-        // SAFETY: guaranteed by the caller.
-        let bin = unsafe { &mut (*c).bins[ci] };
-        if bin.n > 0 {
-            slab::release(ci, &bin.slots[..bin.n as usize]);
-            bin.n = 0;
+/// Takes the next slot of class `ci` from the bin, refilling it when empty; 0 when out of
+/// memory. The slot's size entry is set to `size`.
+#[inline]
+pub fn take(bin: &mut Bin, ci: usize, size: usize) -> usize {
+    if bin.n == 0 {
+        let got = slab::refill(ci, &mut bin.cur);
+        if got == 0 {
+            return 0;
         }
+        // Hand out the lowest addresses first: keep the first cursor on top.
+        bin.cur[..got].reverse();
+        bin.n = got as u32;
+    }
+    let c = &mut bin.cur[bin.n as usize - 1];
+    let p = c.next;
+    // SAFETY: `size_at` points at this slot's entry in its slab's size table.
+    unsafe { (*c.size_at).store(size as u16, Ordering::Release) };
+    c.next += CLASSES[ci].size as usize;
+    // SAFETY: the next slot's entry is `pages` entries further (or one past the lane's end,
+    // never dereferenced then).
+    c.size_at = unsafe { c.size_at.add(CLASSES[ci].pages as usize) };
+    if c.next == c.end {
+        bin.n -= 1;
+    }
+    p
+}
+
+/// Takes one slot without a cache (exiting threads): the rest of the lane dies at once.
+pub fn take_uncached(ci: usize, size: usize) -> usize {
+    let mut bin = Bin { n: 0, cur: [slab::Cursor::EMPTY; 16] };
+    let p = take(&mut bin, ci, size);
+    kill_bin(ptr::null_mut(), ci, &mut bin);
+    p
+}
+
+/// A dead alias unit: revoke it now (detect mode, no cache) or batch it.
+pub fn retire_unit(c: *mut Cache, u: Pending) {
+    if c.is_null() || crate::detect() {
+        let mut r = [Range { addr: u.addr, len: (u.npages as usize) << PAGE_SHIFT }];
+        alias::revoke(&mut r);
+        complete(&u);
+        return;
+    }
+    // SAFETY: `c` is the calling thread's own cache.
+    let cache = unsafe { &mut *c };
+    let now = if cache.npending == 0 || cache.npending % 16 == 0 { now_ns() } else { 0 };
+    if cache.npending == 0 {
+        cache.oldest_ns = now;
+    }
+    cache.pending[cache.npending] = u;
+    cache.npending += 1;
+    if cache.npending == BATCH || (now != 0 && now.wrapping_sub(cache.oldest_ns) > MAX_DELAY_NS) {
+        flush(cache);
     }
 }
 
-/// Thread-exit path: drain the cache, recycle it, and mark the thread as exited.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills `ts` (vDSO, no system call).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Revokes every pending unit of `cache` in one batch, then makes their memory reusable.
+pub fn flush(cache: &mut Cache) {
+    let n = cache.npending;
+    if n == 0 {
+        return;
+    }
+    let mut ranges = [Range::default(); BATCH];
+    for (r, p) in ranges.iter_mut().zip(&cache.pending[..n]) {
+        *r = Range { addr: p.addr, len: (p.npages as usize) << PAGE_SHIFT };
+    }
+    alias::revoke(&mut ranges[..n]);
+    cache.npending = 0;
+    for p in &cache.pending[..n] {
+        complete(p);
+    }
+}
+
+/// After revocation: the lane becomes ready, or the run goes back to the pool.
+fn complete(p: &Pending) {
+    if p.lane.is_null() {
+        POOL.free_run_deferred(p.span);
+    } else {
+        // SAFETY: lane records live as long as their slab's slot table, which is only
+        // recycled once every lane is ready again.
+        slab::lane_revoked(p.span, unsafe { &*p.lane });
+    }
+    alias::unit_revoked(p.epoch);
+}
+
+/// The unit for the lane that `addr` (an alias inside it) belongs to.
+fn lane_unit(addr: usize, lane: *const Lane) -> Pending {
+    let page_addr = addr & !(PAGE - 1);
+    let (e, page) = alias::decode(page_addr).unwrap_or((0, 0));
+    let span = POOL.span_at(POOL.page_addr(page)).map_or(pool::NONE, |(i, _)| i);
+    Pending { addr: page_addr, npages: 1, epoch: e, span, lane }
+}
+
+/// A dead slot's lane lost its last live slot.
+pub fn lane_died(c: *mut Cache, addr: usize, lane: *const Lane) {
+    retire_unit(c, lane_unit(addr, lane));
+}
+
+/// Drops the unallocated rest of every cursor of `bin` (their slots die unused).
+fn kill_bin(c: *mut Cache, ci: usize, bin: &mut Bin) {
+    let size = CLASSES[ci].size as usize;
+    for k in 0..bin.n as usize {
+        let cur = bin.cur[k];
+        let rest = ((cur.end - cur.next) / size) as u32;
+        // SAFETY: the cursor's lane record is valid while the lane is issued.
+        let lane = unsafe { &*cur.lane };
+        if rest > 0 && lane.live.fetch_sub(rest, Ordering::AcqRel) == rest {
+            lane_died(c, cur.next, cur.lane);
+        }
+    }
+    bin.n = 0;
+}
+
+/// Thread-exit path: drop the cursors, revoke what is pending, recycle the cache.
 ///
 /// # Safety
 /// `c` must be the exiting thread's own cache.
 pub unsafe fn retire(c: *mut Cache) {
+    for ci in 0..NCLASS {
+        // SAFETY: the caller's own cache.
+        kill_bin(c, ci, unsafe { &mut (*c).bins[ci] });
+    }
     // SAFETY: the caller's own cache.
-    unsafe { drain(c) };
+    flush(unsafe { &mut *c });
     tls::set(tls::EXITED);
     let mut l = LIST.lock();
     // SAFETY: `c` is on the live list, which the lock protects.
@@ -119,7 +250,7 @@ pub unsafe fn retire(c: *mut Cache) {
 }
 
 /// # Safety
-/// `l` locked (or all locks held across fork); `c` on its live list and drained.
+/// `l` locked (or all locks held across fork); `c` on its live list.
 unsafe fn unlink_locked(l: &mut List, c: *mut Cache) {
     let mut at: *mut *mut Cache = &mut l.live;
     // SAFETY: walking the list the lock protects.
@@ -152,59 +283,71 @@ pub fn totals() -> Totals {
     t
 }
 
-/// Frees up to half of a full bin back to the central lists.
-#[cold]
-pub fn flush(ci: usize, bin: &mut Bin) {
-    let keep = CLASSES[ci].cache_cap as usize / 2;
-    let n = bin.n as usize;
-    slab::release(ci, &bin.slots[keep..n]);
-    bin.n = keep as u32;
-    stats::add(&stats::FLUSHES, 1);
-}
-
-/// Refills an empty bin to half its capacity. Returns false when out of memory.
-#[cold]
-pub fn refill(ci: usize, bin: &mut Bin) -> bool {
-    let want = CLASSES[ci].cache_cap as usize / 2;
-    let mut tmp = [0usize; 64];
-    let got = slab::refill(ci, &mut tmp[..want]);
-    // Keep the lowest addresses on top so that they are handed out first.
-    for k in 0..got {
-        bin.slots[k] = tmp[got - 1 - k];
-    }
-    bin.n = got as u32;
-    got > 0
-}
-
 pub fn raw_lock() -> &'static crate::lock::RawMutex {
     LIST.raw()
 }
 
-/// In a forked child: every cache but `mine` belonged to a thread that does not exist here;
-/// return their slots and recycle them.
+/// In a forked child. Every cache but `mine` belonged to a thread that does not exist here:
+/// their unallocated slots die. Nothing pending is installed in the child (its mirrors are
+/// fresh mappings), so every pending unit, ours included, completes without a system call.
 ///
 /// # Safety
-/// Only in the fork child handler, with every allocator lock held by this (only) thread.
-pub unsafe fn adopt_orphans(mine: *mut Cache) {
-    // SAFETY: all locks are held by this thread, which is the only one.
-    let l = unsafe { LIST.get_unlocked() };
-    let mut c = l.live;
-    while !c.is_null() {
-        // SAFETY: walking the live list; unlinking the current node after reading `next`.
-        unsafe {
-            let next = (*c).next;
-            if c != mine {
-                for ci in 0..NCLASS {
-                    let bin = &mut (*c).bins[ci];
-                    if bin.n > 0 {
-                        let central = slab::CENTRAL[ci].get_unlocked();
-                        slab::release_locked(central, ci, &bin.slots[..bin.n as usize]);
-                        bin.n = 0;
-                    }
+/// Only in the fork child handler (single-threaded), after the locks were reset.
+pub unsafe fn fork_child(mine: *mut Cache) {
+    let mut orphans: *mut Cache = ptr::null_mut();
+    {
+        let mut l = LIST.lock();
+        let mut c = l.live;
+        l.live = ptr::null_mut();
+        while !c.is_null() {
+            // SAFETY: walking the (detached) live list, which only this thread can see.
+            unsafe {
+                let next = (*c).next;
+                if c == mine {
+                    (*c).next = l.live;
+                    l.live = c;
+                } else {
+                    l.retired.add(&*c);
+                    (*c).next = orphans;
+                    orphans = c;
                 }
-                unlink_locked(l, c);
+                c = next;
             }
-            c = next;
         }
+    }
+    let mut o = orphans;
+    while !o.is_null() {
+        // SAFETY: orphan caches are ours alone now.
+        unsafe {
+            for ci in 0..NCLASS {
+                kill_bin(o, ci, &mut (*o).bins[ci]);
+            }
+            complete_all(&mut *o);
+            o = (*o).next;
+        }
+    }
+    if !mine.is_null() && mine != tls::EXITED {
+        // SAFETY: our own cache.
+        complete_all(unsafe { &mut *mine });
+    }
+    let mut l = LIST.lock();
+    let mut o = orphans;
+    while !o.is_null() {
+        // SAFETY: as above.
+        unsafe {
+            let next = (*o).next;
+            (*o).next = l.free;
+            l.free = o;
+            o = next;
+        }
+    }
+}
+
+fn complete_all(cache: &mut Cache) {
+    let n = cache.npending;
+    cache.npending = 0;
+    for i in 0..n {
+        let p = cache.pending[i];
+        complete(&p);
     }
 }

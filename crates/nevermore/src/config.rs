@@ -3,10 +3,22 @@
 //! never allocates. A malformed option is a clear one-line error and exit status 1: running
 //! silently with a setting the user did not ask for would be worse.
 
+/// How use-after-free is handled (see the `alias` module).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every object has its own alias page, revoked before `free` returns: every later access
+    /// through a dangling pointer traps.
+    Detect,
+    /// Objects share alias pages in groups; revocations are batched. A dangling pointer can
+    /// never reach a newer object; late accesses trap.
+    Prevent,
+}
+
 /// Parsed options. `report_path` borrows the environment string, which lives as long as the
 /// process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
+    pub mode: Mode,
     /// Print counters when the process exits.
     pub stats: bool,
     /// Append reports (and stats) to this file instead of stderr.
@@ -18,11 +30,12 @@ pub struct Options {
 }
 
 impl Options {
-    pub const DEFAULT: Options = Options { stats: false, report_path: None, verbose: false, exitcode: None };
+    pub const DEFAULT: Options =
+        Options { mode: Mode::Prevent, stats: false, report_path: None, verbose: false, exitcode: None };
 }
 
 /// Every option, for the error message and the docs.
-pub const KNOWN: &str = "stats, report_path, verbose, exitcode";
+pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -44,6 +57,13 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
         };
         let (key, value) = (&item[..eq], &item[eq + 1..]);
         match key {
+            b"mode" => {
+                o.mode = match value {
+                    b"detect" => Mode::Detect,
+                    b"prevent" => Mode::Prevent,
+                    _ => return Err(ParseError::BadValue { key, value, expected: "detect or prevent" }),
+                }
+            }
             b"stats" => o.stats = parse_bool(key, value)?,
             b"verbose" => o.verbose = parse_bool(key, value)?,
             b"report_path" => {
@@ -95,7 +115,10 @@ mod tests {
     #[test]
     fn defaults_and_values() {
         assert_eq!(parse(b""), Ok(Options::DEFAULT));
-        let o = parse(b"stats=1:report_path=/tmp/x.log,verbose=true::exitcode=23").unwrap();
+        assert_eq!(Options::DEFAULT.mode, Mode::Prevent);
+        assert_eq!(parse(b"mode=detect").unwrap().mode, Mode::Detect);
+        let o = parse(b"stats=1:report_path=/tmp/x.log,verbose=true::exitcode=23:mode=prevent").unwrap();
+        assert_eq!(o.mode, Mode::Prevent);
         assert!(o.stats && o.verbose);
         assert_eq!(o.report_path, Some(&b"/tmp/x.log"[..]));
         assert_eq!(o.exitcode, Some(23));
@@ -110,6 +133,7 @@ mod tests {
         assert!(matches!(parse(b"exitcode=256"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"exitcode=-1"), Err(ParseError::BadValue { .. })));
         assert_eq!(parse(b"stats"), Err(ParseError::MissingValue(b"stats")));
+        assert!(matches!(parse(b"mode=fast"), Err(ParseError::BadValue { key: b"mode", .. })));
         assert!(matches!(parse(b"report_path="), Err(ParseError::BadValue { .. })));
     }
 }

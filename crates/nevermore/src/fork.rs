@@ -4,8 +4,11 @@
 //! - *prepare* (parent, before the fork): take every allocator lock, so no metadata is
 //!   mid-update, then copy the pool's populated pages into a fresh memfd (holes stay holes:
 //!   `SEEK_DATA`/`SEEK_HOLE` find the data);
-//! - *child*: map the copy over the canonical view and every large-object view (`MAP_FIXED`),
-//!   adopt the caches of threads that do not exist in the child, release the locks;
+//! - *child*: map the copy over the canonical view, every live mirror and every large-object
+//!   view (`MAP_FIXED`); open a userfaultfd of its own and register the mirrors with it;
+//!   release the locks; adopt the caches of threads that do not exist in the child; and install
+//!   every live alias again, so that the kernel, too, can access live objects at once (a
+//!   missing entry would make `read(2)` into a live buffer fail with EFAULT);
 //! - *parent*: drop the copy's descriptor and release the locks.
 //!
 //! The copy is taken before the fork while other threads may still be writing their own
@@ -17,7 +20,7 @@ use core::{ptr, slice};
 
 use crate::pool::{self, POOL};
 use crate::sys::{self, PAGE_SHIFT};
-use crate::{cache, large, meta, report, slab, stats, tls};
+use crate::{alias, cache, large, meta, report, slab, stats, tls};
 
 /// The copy made by *prepare*: its descriptor, or -1 when the copy failed.
 static COPY_FD: AtomicI32 = AtomicI32::new(-1);
@@ -27,6 +30,7 @@ fn all_locks(mut f: impl FnMut(&crate::lock::RawMutex)) {
     for c in slab::CENTRAL.iter() {
         f(c.raw());
     }
+    f(alias::raw_lock());
     f(POOL.raw_lock());
     f(large::raw_lock());
     f(meta::raw_lock());
@@ -135,7 +139,9 @@ pub extern "C" fn child() {
         return;
     }
     let fd = COPY_FD.swap(-1, Ordering::Relaxed);
-    if fd < 0 || !adopt_copy(fd) {
+    // SAFETY: this is the only thread of the child and it holds every lock.
+    let ok = fd >= 0 && adopt_copy(fd) && unsafe { alias::reopen_uffd_in_child() && alias::remap_in_child() };
+    if !ok {
         report::say(format_args!(
             "fork: could not give the child its own copy of the heap (errno {}); the child exits",
             sys::errno()
@@ -143,9 +149,10 @@ pub extern "C" fn child() {
         // SAFETY: ending the child before it can write memory it shares with its parent.
         unsafe { libc::_exit(127) };
     }
-    // SAFETY: this is the only thread of the child and it holds every lock.
-    unsafe { cache::adopt_orphans(tls::get()) };
     all_locks(|l| l.reset());
+    // SAFETY: single-threaded child, locks reset.
+    unsafe { cache::fork_child(tls::get()) };
+    alias::reinstall_live();
 }
 
 /// Maps the copy in place of the shared pool, in the canonical view and in every live large
@@ -163,7 +170,7 @@ fn adopt_copy(fd: i32) -> bool {
         let s = POOL.span(idx);
         // A view still being set up or torn down by another thread of the parent belongs to
         // no live object here: that thread does not exist in the child.
-        if s.view_len != 0 && s.size.load(core::sync::atomic::Ordering::Acquire) != pool::DEAD {
+        if s.view_len != 0 && s.size.load(core::sync::atomic::Ordering::Acquire) & pool::DEAD_BIT == 0 {
             if !sys::duplicate_view(POOL.page_addr(s.start) as *mut u8, s.view as *mut u8, s.view_len) {
                 return false;
             }

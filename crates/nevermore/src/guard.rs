@@ -40,7 +40,10 @@ pub fn canary_for(addr: usize) -> u64 {
     x ^= x >> 29;
     x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x ^= x >> 32;
-    x ^ K2.load(Ordering::Relaxed)
+    x ^= K2.load(Ordering::Relaxed);
+    // The first canary byte is never 0 nor ASCII: an off-by-one NUL (or text) written past
+    // the end can never leave the canary intact.
+    (x & !0xff) | 0x80 | (x & 0x7f)
 }
 
 /// Writes the canary for an object of `size` bytes at `obj`.
@@ -85,6 +88,14 @@ mod tests {
                 buf[size] ^= 1;
                 assert!(intact(base, size));
             }
+        }
+    }
+
+    #[test]
+    fn first_canary_byte_defeats_nul_and_text() {
+        for a in 0..4096usize {
+            let b = canary_for(0x7000_0000 + a * 8).to_le_bytes()[0];
+            assert!(b >= 0x80, "address {a}: byte {b:#x}");
         }
     }
 

@@ -1,17 +1,22 @@
 //! The allocator's front end: picks the tier for a request (small slot, page object, large
 //! object), resolves pointers given back to it, and checks every pointer and canary before
 //! changing anything — a rejected call leaves the heap exactly as it was.
+//!
+//! Every address handed out is an alias (see `alias`): small slots and page objects live in
+//! the mirrors of the current epoch, large objects in guarded views of their own. A pointer is
+//! resolved from its alias: (epoch, pool page) from the arena's chunk table, then the pool
+//! page's span; it is live only if the span's record for that epoch says so.
 
 use core::ptr;
 use core::sync::atomic::Ordering;
 
-use crate::cache::{self, Cache};
+use crate::cache::{self, Cache, Pending};
 use crate::guard::{self, CANARY};
 use crate::pool::{self, POOL};
 use crate::report::{self, Kind, Object, Report};
-use crate::slab::{self, Slot, CLASSES, FREE_SLOT};
+use crate::slab::{self, Slot, CLASSES, FREED};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
-use crate::{large, stats, tls};
+use crate::{alias, large, stats, tls};
 
 /// Objects whose size plus canary fit in this many bytes are page objects; bigger ones are
 /// large objects with their own guarded view.
@@ -80,32 +85,23 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
     let p = if !c.is_null() {
         // SAFETY: `c` is this thread's own cache; no other thread touches its bins.
         let cache = unsafe { &mut *c };
-        let bin = &mut cache.bins[ci];
-        if bin.n == 0 && !cache::refill(ci, bin) {
-            sys::set_errno(libc::ENOMEM);
-            return ptr::null_mut();
-        }
-        bin.n -= 1;
+        let p = cache::take(&mut cache.bins[ci], ci, size);
         Cache::count(&cache.mallocs, 1);
         Cache::count(&cache.alloc_bytes, size as u64);
-        bin.slots[bin.n as usize]
+        p
+    } else if crate::ensure_init() {
+        cache::take_uncached(ci, size)
     } else {
-        if !crate::ensure_init() {
-            sys::set_errno(libc::ENOMEM);
-            return ptr::null_mut();
-        }
-        let mut one = [0usize; 1];
-        if slab::refill(ci, &mut one) == 0 {
-            sys::set_errno(libc::ENOMEM);
-            return ptr::null_mut();
-        }
-        one[0]
+        0
     };
+    if p == 0 {
+        sys::set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    }
     if zero {
         // SAFETY: the slot is ours and holds at least size + CANARY bytes.
         unsafe { ptr::write_bytes(p as *mut u8, 0, size) };
     }
-    slab::mark_live(p, size);
     // SAFETY: the slot holds size + CANARY bytes.
     unsafe { guard::arm(p, size) };
     p as *mut u8
@@ -135,29 +131,90 @@ fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     p
 }
 
+/// A page object: a run of pool pages issued as one alias unit of the current epoch.
 fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
     let npages = (size + CANARY).div_ceil(PAGE) as u32;
+    // Memory freed during this epoch is reused from the next one: start it when enough waits.
+    let waiting = POOL.deferred_pages();
+    if waiting >= 64 && waiting as u64 * 8 >= POOL.stats().0.pages_in_use {
+        advance_epoch();
+    }
     let Some((idx, dirty)) = POOL.alloc_run(npages, pool::PAGES) else { return ptr::null_mut() };
+    if !POOL.populate(idx) {
+        POOL.free_run(idx);
+        return ptr::null_mut();
+    }
+    let start_page = POOL.span(idx).start;
+    let mut e = alias::pin_current();
+    if e != 0 && !(start_page..start_page + npages).all(|p| alias::issuable(e, p)) {
+        alias::unpin(e);
+        advance_epoch();
+        e = alias::pin_current();
+        if e != 0 && !(start_page..start_page + npages).all(|p| alias::issuable(e, p)) {
+            alias::unpin(e);
+            e = 0;
+        }
+    }
+    if e == 0 {
+        POOL.free_run(idx);
+        return ptr::null_mut();
+    }
+    alias::note_issue(e, start_page, npages);
+    let a = alias::alias(e, start_page);
+    if !alias::install(a, npages as usize) {
+        report::say(format_args!("installing aliases failed (errno {}); aborting", sys::errno()));
+        sys::die();
+    }
+    alias::unpin(e);
     let s = POOL.span_owned(idx);
-    let start = POOL.page_addr(s.start);
-    s.addr = start;
+    s.addr = a;
+    s.epoch.store(e, Ordering::Relaxed);
     if zero && dirty {
-        // SAFETY: the run is ours and spans at least size bytes.
-        unsafe { ptr::write_bytes(start as *mut u8, 0, size) };
+        // SAFETY: the run is ours, installed, and spans at least size bytes.
+        unsafe { ptr::write_bytes(a as *mut u8, 0, size) };
     }
     s.size.store(size, Ordering::Release);
     // SAFETY: the run holds size + CANARY bytes.
-    unsafe { guard::arm(start, size) };
+    unsafe { guard::arm(a, size) };
     stats::add(&stats::PAGE_OBJECTS, 1);
-    start as *mut u8
+    a as *mut u8
+}
+
+/// Starts the next epoch (covering the whole pool handed out so far) and releases the pages
+/// deferred during the last one. Returns the new epoch, or 0.
+fn advance_epoch() -> u32 {
+    match alias::advance(POOL.stats().1.max(1)) {
+        Some(e) => {
+            POOL.release_deferred();
+            e
+        }
+        None => 0,
+    }
 }
 
 /// A live heap object, resolved from a pointer to its start.
 #[derive(Clone, Copy)]
 pub enum Obj {
-    Small { idx: u32, slot: u32 },
-    Pages { idx: u32 },
-    Large { idx: u32 },
+    /// A slab slot: span, slot index, and the lane record it was issued in.
+    Small {
+        idx: u32,
+        slot: u32,
+        lane: *const slab::Lane,
+    },
+    Pages {
+        idx: u32,
+    },
+    Large {
+        idx: u32,
+    },
+}
+
+fn freed_kind(bad: Kind) -> Kind {
+    if bad == Kind::InvalidFree {
+        Kind::DoubleFree
+    } else {
+        bad
+    }
 }
 
 /// Resolves `p`, which must be the start of a live object; returns it with its size, or the
@@ -165,32 +222,41 @@ pub enum Obj {
 /// not (or no longer) objects: `invalid-free` for free/realloc, `invalid-pointer` for queries.
 pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Report> {
     let rep = |kind, what, object| Report { kind, addr: p, op, what, object };
-    let l = POOL.layout();
-    if p.wrapping_sub(l.base) < (l.pages as usize) << PAGE_SHIFT {
-        let Some((idx, s)) = POOL.span_at(p) else {
-            return Err(rep(
-                if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad },
-                "the memory at this address was already freed",
-                None,
-            ));
+    if alias::in_arena(p) {
+        let Some((e, page)) = alias::decode(p) else {
+            return Err(rep(bad, "the address was never returned by an allocation", None));
+        };
+        let Some((idx, s)) = POOL.span_at(POOL.page_addr(page)) else {
+            return Err(match alias::was_issued(e, page) {
+                Some(false) => rep(bad, "the address was never returned by an allocation", None),
+                _ => rep(freed_kind(bad), "the memory at this address was already freed", None),
+            });
         };
         match s.kind {
             pool::SLAB => {
                 let c = &CLASSES[s.class as usize];
-                match slab::locate(s, c, p) {
-                    Slot::Start(i) => {
+                let j = page - s.start;
+                match slab::locate(c, p & (PAGE - 1)) {
+                    Slot::Start(pos) => {
+                        let l = slab::lane(s, c, j, pos / slab::lane_slots(s, c));
+                        let i = slab::slot_index(c, j, pos);
                         // SAFETY: `i` < nslots.
-                        let size = unsafe { (*slab::sizes(s, c).add(i as usize)).load(Ordering::Acquire) };
-                        if size == FREE_SLOT {
-                            let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
-                            return Err(rep(kind, "the object was already freed", None));
+                        let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };
+                        if l.epoch.load(Ordering::Acquire) != e || size & FREED != 0 {
+                            return Err(match alias::was_issued(e, page) {
+                                Some(false) => rep(bad, "the address was never returned by an allocation", None),
+                                _ => rep(freed_kind(bad), "the object was already freed", None),
+                            });
                         }
-                        Ok((Obj::Small { idx, slot: i }, size as usize))
+                        Ok((Obj::Small { idx, slot: i, lane: l }, size as usize))
                     }
-                    Slot::Interior(i, off) => {
+                    Slot::Interior(pos, off) => {
+                        let l = slab::lane(s, c, j, pos / slab::lane_slots(s, c));
+                        let i = slab::slot_index(c, j, pos);
                         // SAFETY: `i` < nslots.
-                        let size = unsafe { (*slab::sizes(s, c).add(i as usize)).load(Ordering::Acquire) };
-                        let object = (size != FREE_SLOT).then_some(Object { start: p - off, size: size as usize });
+                        let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };
+                        let live = size & FREED == 0 && l.epoch.load(Ordering::Acquire) == e;
+                        let object = live.then_some(Object { start: p - off, size: size as usize });
                         Err(rep(bad, "the address points inside an object, not at its start", object))
                     }
                     Slot::Tail => Err(rep(bad, "the address was never returned by an allocation", None)),
@@ -198,37 +264,35 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
             }
             pool::PAGES => {
                 let size = s.size.load(Ordering::Acquire);
-                if p != s.addr {
-                    let object = (size != pool::DEAD).then_some(Object { start: s.addr, size });
+                let live = size & pool::DEAD_BIT == 0 && s.epoch.load(Ordering::Acquire) == e;
+                if p == s.addr && live {
+                    return Ok((Obj::Pages { idx }, size));
+                }
+                if live {
+                    let object = Some(Object { start: s.addr, size });
                     return Err(rep(bad, "the address points inside an object, not at its start", object));
                 }
-                if size == pool::DEAD {
-                    let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
-                    return Err(rep(kind, "the object was already freed", None));
-                }
-                Ok((Obj::Pages { idx }, size))
+                Err(match alias::was_issued(e, page) {
+                    Some(false) => rep(bad, "the address was never returned by an allocation", None),
+                    _ => rep(freed_kind(bad), "the memory at this address was already freed", None),
+                })
             }
-            // A canonical address of a large object is never handed out.
             _ => Err(rep(bad, "the address was never returned by an allocation", None)),
         }
     } else {
         match large::lookup(p) {
             0 => Err(rep(bad, "the address is not in the heap (stack, global, or foreign memory)", None)),
-            large::TOMBSTONE => {
-                let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
-                Err(rep(kind, "the object was already freed", None))
-            }
+            v if v & large::TOMB_BIT != 0 => Err(rep(freed_kind(bad), "the object was already freed", None)),
             idx => {
                 let s = POOL.span(idx);
                 let size = s.size.load(Ordering::Acquire);
                 if s.kind != pool::LARGE || s.addr != p {
                     let object =
-                        (s.kind == pool::LARGE && size != pool::DEAD).then_some(Object { start: s.addr, size });
+                        (s.kind == pool::LARGE && size & pool::DEAD_BIT == 0).then_some(Object { start: s.addr, size });
                     return Err(rep(bad, "the address points inside an object, not at its start", object));
                 }
-                if size == pool::DEAD {
-                    let kind = if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad };
-                    return Err(rep(kind, "the object was already freed", None));
+                if size & pool::DEAD_BIT != 0 {
+                    return Err(rep(freed_kind(bad), "the object was already freed", None));
                 }
                 Ok((Obj::Large { idx }, size))
             }
@@ -255,16 +319,17 @@ fn checked(p: usize, op: &'static str) -> (Obj, usize) {
 /// Flips a live object to dead; false if another thread freed it first.
 fn kill(obj: Obj, size: usize) -> bool {
     match obj {
-        Obj::Small { idx, slot } => {
+        Obj::Small { idx, slot, .. } => {
             let s = POOL.span(idx);
-            let c = &CLASSES[s.class as usize];
             // SAFETY: `slot` < nslots.
-            let e = unsafe { &*slab::sizes(s, c).add(slot as usize) };
-            e.compare_exchange(size as u16, FREE_SLOT, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            let e = unsafe { &*slab::sizes(s).add(slot as usize) };
+            e.compare_exchange(size as u16, size as u16 | FREED, Ordering::AcqRel, Ordering::Acquire).is_ok()
         }
-        Obj::Pages { idx } | Obj::Large { idx } => {
-            POOL.span(idx).size.compare_exchange(size, pool::DEAD, Ordering::AcqRel, Ordering::Acquire).is_ok()
-        }
+        Obj::Pages { idx } | Obj::Large { idx } => POOL
+            .span(idx)
+            .size
+            .compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok(),
     }
 }
 
@@ -288,30 +353,31 @@ pub fn free(p: *mut u8, op: &'static str) {
         });
     }
     let c = tls::get();
-    let cache = if c.is_null() || c == tls::EXITED { None } else { Some(c) };
-    if let Some(c) = cache {
+    let c = if c == tls::EXITED { ptr::null_mut() } else { c };
+    if !c.is_null() {
         // SAFETY: this thread's own cache.
         let cache = unsafe { &*c };
         Cache::count(&cache.frees, 1);
         Cache::count(&cache.free_bytes, size as u64);
     }
     match obj {
-        Obj::Small { idx, .. } => {
-            let ci = POOL.span(idx).class as usize;
-            match cache {
-                Some(c) => {
-                    // SAFETY: this thread's own cache.
-                    let bin = unsafe { &mut (*c).bins[ci] };
-                    if bin.n as usize >= CLASSES[ci].cache_cap as usize {
-                        cache::flush(ci, bin);
-                    }
-                    bin.slots[bin.n as usize] = p;
-                    bin.n += 1;
-                }
-                None => slab::release(ci, &[p]),
+        Obj::Small { lane, .. } => {
+            // SAFETY: the lane record of a live slot is valid.
+            if unsafe { &*lane }.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                cache::lane_died(c, p, lane);
             }
         }
-        Obj::Pages { idx } => POOL.free_run(idx),
+        Obj::Pages { idx } => {
+            let s = POOL.span(idx);
+            let unit = Pending {
+                addr: p,
+                npages: s.npages,
+                epoch: s.epoch.load(Ordering::Relaxed),
+                span: idx,
+                lane: ptr::null(),
+            };
+            cache::retire_unit(c, unit);
+        }
         Obj::Large { idx } => large::release(idx, p),
     }
 }
@@ -349,14 +415,14 @@ pub fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     let (obj, old) = checked(a, "realloc");
     // In place when the new size still fits the same slot / run / view.
     let in_place = match obj {
-        Obj::Small { idx, slot } => {
+        Obj::Small { idx, slot, .. } => {
             let s = POOL.span(idx);
             let ci = s.class as usize;
             let fits = slab::class_for(size).is_some_and(|n| n == ci)
                 || (size + CANARY <= CLASSES[ci].size as usize && size * 2 >= CLASSES[ci].size as usize);
             if fits {
                 // SAFETY: `slot` < nslots; this thread owns the live object.
-                let e = unsafe { &*slab::sizes(s, &CLASSES[ci]).add(slot as usize) };
+                let e = unsafe { &*slab::sizes(s).add(slot as usize) };
                 e.store(size as u16, Ordering::Release);
             }
             fits
@@ -392,3 +458,6 @@ pub fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     free(p, "realloc");
     q
 }
+
+/// Whether `PAGE_SHIFT` matches the page size the tables assume.
+const _: () = assert!(1 << PAGE_SHIFT == PAGE);

@@ -18,8 +18,8 @@ use crate::pool::{self, POOL};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
 use crate::{guard, stats};
 
-/// Table value left by a freed object.
-pub const TOMBSTONE: u32 = u32::MAX;
+/// Table values with this bit are left by freed objects; the rest holds their page count.
+pub const TOMB_BIT: u32 = 1 << 31;
 
 const LEAF_SHIFT: usize = 30;
 const LEAF_ENTRIES: usize = 1 << (LEAF_SHIFT - PAGE_SHIFT);
@@ -70,7 +70,7 @@ fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
     Some(unsafe { &*leaf.add((addr >> PAGE_SHIFT) & (LEAF_ENTRIES - 1)) })
 }
 
-/// The table entry for an object starting at `addr`: a descriptor, `TOMBSTONE`, or 0.
+/// The table entry for an object starting at `addr`: a descriptor, a tombstone, or 0.
 #[inline]
 pub fn lookup(addr: usize) -> u32 {
     slot(addr, false).map_or(0, |s| s.load(Ordering::Acquire))
@@ -148,7 +148,8 @@ pub fn release(idx: u32, start: usize) {
     let s = POOL.span(idx);
     let (view, len) = (s.view, s.view_len);
     if let Some(e) = slot(start, false) {
-        e.store(TOMBSTONE, Ordering::Release);
+        let pages = ((view + len - (start & !(PAGE - 1))) >> PAGE_SHIFT) as u32;
+        e.store(TOMB_BIT | pages.min(TOMB_BIT - 1), Ordering::Release);
     }
     sys::rereserve(view as *mut u8, len);
     POOL.free_run(idx);
@@ -156,4 +157,59 @@ pub fn release(idx: u32, start: usize) {
 
 pub fn raw_lock() -> &'static crate::lock::RawMutex {
     ARENA.raw()
+}
+
+/// What the large-object table says about an address near a fault.
+pub enum Owner {
+    Live { idx: u32 },
+    Freed { pages: usize },
+}
+
+/// The object whose start page is nearest below `addr` (or just above it, for an access in
+/// the guard page before a view), within 1 GiB. For fault reports only: a cold path.
+pub fn owner_near(addr: usize) -> Option<(usize, Owner)> {
+    const SCAN: usize = 1 << 18;
+    let page = addr & !(PAGE - 1);
+    let decode = |a: usize, v: u32| {
+        if v & TOMB_BIT != 0 {
+            Some((a, Owner::Freed { pages: (v & !TOMB_BIT) as usize }))
+        } else {
+            Some((a, Owner::Live { idx: v }))
+        }
+    };
+    for k in 0..SCAN {
+        let Some(a) = page.checked_sub(k * PAGE) else { break };
+        match slot(a, false) {
+            Some(e) => {
+                let v = e.load(Ordering::Acquire);
+                if v != 0 {
+                    return decode(a, v);
+                }
+            }
+            // No table for this gigabyte: skip to the one below.
+            None => {
+                if a < (1 << LEAF_SHIFT) {
+                    break;
+                }
+            }
+        }
+    }
+    let a = page + PAGE;
+    if let Some(e) = slot(a, false) {
+        let v = e.load(Ordering::Acquire);
+        if v != 0 && v & TOMB_BIT == 0 {
+            return decode(a, v);
+        }
+    }
+    // The object may start further into its view: look a little further up.
+    for k in 2..64 {
+        let a = page + k * PAGE;
+        if let Some(e) = slot(a, false) {
+            let v = e.load(Ordering::Acquire);
+            if v != 0 && v & TOMB_BIT == 0 {
+                return decode(a, v);
+            }
+        }
+    }
+    None
 }

@@ -2,6 +2,9 @@
 //!
 //! Layers (each a module):
 //! - `sys`: raw system calls (no allocation, async-signal-safe);
+//! - `alias`: the alias engine — mirrors (epochs) of the pool in a one-time address arena,
+//!   install with userfaultfd, batched revocation, retirement;
+//! - `fault`: the SIGSEGV/SIGBUS handler that turns traps into reports;
 //! - `lock`: a futex mutex;
 //! - `config`: `NEVERMORE_OPTIONS`;
 //! - `pool`: the physical pool (a memfd), its canonical view, span descriptors, page map;
@@ -14,14 +17,18 @@
 //! - `fork`: giving a forked child its own heap;
 //! - `api`: the exported C and C++ ABI.
 //!
-//! All metadata lives out of band (in private mappings the program never receives pointers
-//! into); every object is followed by a keyed canary.
+//! Every address handed to the program is an alias used once; physical memory is reused behind
+//! fresh aliases only after the old alias was revoked. All metadata lives out of band (in
+//! private mappings the program never receives pointers into); every object is followed by a
+//! keyed canary.
 
 #![cfg_attr(not(test), no_std)]
 #![cfg_attr(test, allow(dead_code))]
 
+mod alias;
 mod cache;
 mod config;
+mod fault;
 mod fork;
 mod guard;
 mod heap;
@@ -79,6 +86,12 @@ static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 
 pub fn options() -> &'static config::Options {
     OPTIONS.get()
+}
+
+/// Detect mode (one alias page per object, revoked at once)?
+#[inline]
+pub fn detect() -> bool {
+    options().mode == config::Mode::Detect
 }
 
 #[inline]
@@ -141,6 +154,12 @@ fn init() -> bool {
         report::say(format_args!("cannot set up the large-object table; aborting"));
         sys::die();
     }
+    // SAFETY: once, during initialisation, after the pool.
+    if !unsafe { alias::init() } {
+        report::say(format_args!("cannot reserve the alias arena (errno {}); aborting", sys::errno()));
+        sys::die();
+    }
+    fault::install();
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: plain pthread calls with valid arguments; neither allocates in glibc for the
     // first keys and handlers.
@@ -153,9 +172,13 @@ fn init() -> bool {
     if options().verbose {
         let l = pool::POOL.layout();
         report::say(format_args!(
-            "ready: pool of {} MiB at {:#x}, canaries {}",
+            "ready: mode {}, revocation by {}, pool of {} MiB, canaries {}",
+            if detect() { "detect" } else { "prevent" },
+            match alias::revoke_kind() {
+                alias::Revoke::Uffd => "userfaultfd",
+                alias::Revoke::Guard => "guard markers",
+            },
             (l.pages as usize * sys::PAGE) >> 20,
-            l.base,
             if keyed { "keyed with a random secret" } else { "NOT keyed (getrandom failed)" }
         ));
     }

@@ -26,8 +26,10 @@ pub const SLAB: u8 = 2;
 pub const PAGES: u8 = 3;
 pub const LARGE: u8 = 4;
 
-/// `Span::size` of an object that is not live.
+/// `Span::size` of a span that never held a live object.
 pub const DEAD: usize = usize::MAX;
+/// Set in `Span::size` once the object is freed (the rest keeps its size, for reports).
+pub const DEAD_BIT: usize = 1 << 63;
 
 /// Spans of at least this many pages are punched out as soon as they are freed.
 const PUNCH_PAGES: u32 = 32;
@@ -53,8 +55,13 @@ pub struct Span {
     /// LARGE: the object's own view and its length.
     pub view: usize,
     pub view_len: usize,
-    /// SLAB: slot table (free bitmap, then per-slot sizes).
+    /// SLAB: slot table (per-slot sizes, then lanes).
     pub meta: *mut u8,
+    /// SLAB: lanes per page in use; lanes ready to issue.
+    pub lanes: u32,
+    pub ready: u32,
+    /// PAGES: the epoch whose alias the object was handed out under.
+    pub epoch: AtomicU32,
 }
 
 struct State {
@@ -69,6 +76,10 @@ struct State {
     desc_bump: u32,
     /// Live LARGE spans (the fork handler remaps their views).
     large: u32,
+    /// Spans freed during the current epoch; returned to the free runs when the next epoch
+    /// starts, so that free runs only ever hold pages the issuing epoch has not issued.
+    deferred: u32,
+    deferred_pages: u32,
     pub stats: PoolStats,
 }
 
@@ -113,6 +124,8 @@ pub static POOL: Pool = Pool {
         free_desc: NONE,
         desc_bump: 1,
         large: NONE,
+        deferred: NONE,
+        deferred_pages: 0,
         stats: PoolStats { runs_allocated: 0, pages_in_use: 0, peak_pages_in_use: 0, punched_pages: 0 },
     }),
 };
@@ -242,6 +255,9 @@ impl Pool {
         s.view = 0;
         s.view_len = 0;
         s.meta = ptr::null_mut();
+        s.lanes = 0;
+        s.ready = 0;
+        s.epoch.store(0, Ordering::Relaxed);
         let dirty = s.dirty;
         s.dirty = false;
         for p in s.start..s.start + n {
@@ -351,6 +367,68 @@ impl Pool {
             self.punch(&mut st, idx);
         }
         self.bin(&mut st, idx);
+    }
+
+    /// Frees span `idx` once the next epoch begins (see `State::deferred`).
+    pub fn free_run_deferred(&self, idx: u32) {
+        let mut st = self.state.lock();
+        st.deferred_pages += self.span(idx).npages;
+        let mut head = st.deferred;
+        self.push_list(&mut head, idx);
+        st.deferred = head;
+    }
+
+    pub fn deferred_pages(&self) -> u32 {
+        self.state.lock().deferred_pages
+    }
+
+    /// Releases every deferred span (a new epoch has begun).
+    pub fn release_deferred(&self) {
+        loop {
+            let idx = {
+                let mut st = self.state.lock();
+                let idx = st.deferred;
+                if idx == NONE {
+                    st.deferred_pages = 0;
+                    return;
+                }
+                let mut head = idx;
+                self.unlink_list(&mut head, idx);
+                st.deferred = head;
+                idx
+            };
+            self.free_run(idx);
+        }
+    }
+
+    /// Makes sure the pool pages of span `idx` exist in the memfd (userfaultfd can only map
+    /// pages that exist). Returns false when the system is out of memory.
+    pub fn populate(&self, idx: u32) -> bool {
+        self.populate_pages(self.span(idx).start, self.span(idx).npages)
+    }
+
+    /// `populate` for pool pages `start..start+n`.
+    pub fn populate_pages(&self, start: u32, n: u32) -> bool {
+        let (start, n) = (start as usize, n as usize);
+        let l = self.layout();
+        let (off, len) = (start << PAGE_SHIFT, n << PAGE_SHIFT);
+        if sys::file_id(l.fd) == Some(l.file) {
+            // SAFETY: plain syscall on our pool descriptor.
+            if unsafe { libc::fallocate(l.fd, 0, off as libc::off_t, len as libc::off_t) } == 0 {
+                return true;
+            }
+            if sys::errno() == libc::ENOSPC || sys::errno() == libc::ENOMEM {
+                return false;
+            }
+        }
+        // No descriptor (the program closed it): touch the pages through the canonical view,
+        // then drop the canonical view's page-table entries again.
+        let addr = (l.base + off) as *mut u8;
+        if !sys::advise(addr, len, 23 /* MADV_POPULATE_WRITE */) {
+            return false;
+        }
+        sys::advise(addr, len, libc::MADV_DONTNEED);
+        true
     }
 
     fn free_run_at(&self, page: u32) -> Option<u32> {
@@ -494,6 +572,15 @@ impl Pool {
 
     pub fn raw_lock(&self) -> &crate::lock::RawMutex {
         self.state.raw()
+    }
+
+    /// Descriptors ever used (fork handling walks them).
+    ///
+    /// # Safety
+    /// The state lock must be held.
+    pub unsafe fn desc_count(&self) -> u32 {
+        // SAFETY: guaranteed by the caller.
+        unsafe { self.state.get_unlocked() }.desc_bump
     }
 
     /// Pages handed out so far and the live LARGE list head.

@@ -22,6 +22,8 @@ pub enum Kind {
     DoubleFree,
     InvalidFree,
     InvalidPointer,
+    HeapUseAfterFree,
+    WildAccess,
     OutOfMemory,
 }
 
@@ -32,6 +34,8 @@ impl Kind {
             Kind::DoubleFree => "double-free",
             Kind::InvalidFree => "invalid-free",
             Kind::InvalidPointer => "invalid-pointer",
+            Kind::HeapUseAfterFree => "heap-use-after-free",
+            Kind::WildAccess => "wild-access",
             Kind::OutOfMemory => "out-of-memory",
         }
     }

@@ -7,18 +7,27 @@
 //! each of k consecutive pages (a *striped* refill), which is the layout the alias engine
 //! installs with one `UFFDIO_CONTINUE` per refill.
 //!
-//! All slot state is out of band: a free bitmap (slots neither live nor cached) and a table of
-//! requested sizes, where `FREE_SLOT` marks a slot that is not live. `free` flips the size to
-//! `FREE_SLOT` with a compare-and-swap before anything else changes, which is what detects
-//! double frees (also concurrent ones) while the slot still sits in a cache.
+//! Slots are handed out through aliases (see `alias`), a *lane* at a time: the positions of a
+//! page are split into `lanes` equal lanes, and a lane is issued whole, under one alias page of
+//! the current epoch. Its slots are then allocated one after another from a thread's cache;
+//! a freed slot is not reused until every slot of its lane is dead and the lane's alias page
+//! has been revoked — after that the lane is ready again, to be issued under a newer alias.
+//! One lane per page (prevent mode) costs one install and one revocation per page of objects;
+//! one slot per lane (detect mode) gives every object its own alias page.
+//!
+//! All slot state is out of band: a table of requested sizes (`FREE_SLOT` for a slot never
+//! used, the `FREED` bit set once its object is freed) and the lane records (issuing epoch,
+//! slots not yet dead). `free` sets `FREED` with a compare-and-swap before anything else
+//! changes, which detects double frees (also concurrent ones); a pointer into a lane that was since revoked or
+//! reissued is recognised by the lane's epoch.
 
-use core::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use crate::guard::CANARY;
 use crate::lock::Locked;
 use crate::pool::{self, POOL};
 use crate::sys::PAGE;
-use crate::{meta, stats};
+use crate::{alias, meta, stats};
 
 /// Slot sizes. Multiples of 16 (the malloc alignment); above 256 they are chosen to fill a
 /// 4 KiB page with little waste.
@@ -32,8 +41,11 @@ pub const MAX_SLOT: usize = 2048;
 /// Requested sizes up to this fit a slot together with their canary.
 pub const MAX_SMALL: usize = MAX_SLOT - CANARY;
 
-/// Size table marker for a slot that is not live.
+/// Size table entry of a slot never allocated since its slab was made.
 pub const FREE_SLOT: u16 = u16::MAX;
+/// Set in a size table entry once the slot's object is freed (the rest keeps its size, for
+/// reports); a slot is live exactly when this bit is clear.
+pub const FREED: u16 = 0x8000;
 
 #[derive(Clone, Copy)]
 pub struct Class {
@@ -45,11 +57,8 @@ pub struct Class {
     pub nslots: u32,
     /// ceil(2^32 / size): position in page = (offset * inv) >> 32 for offsets < 4096.
     pub inv: u64,
-    /// Slot table bytes: bitmap words, then one u16 size per slot.
-    pub bitmap_words: u32,
-    pub meta_bytes: u32,
-    /// Thread cache capacity.
-    pub cache_cap: u32,
+    /// Offset of the lane records in the slot table (after one u16 size per slot).
+    pub lanes_at: u32,
 }
 
 const fn make_class(size: u32) -> Class {
@@ -62,24 +71,7 @@ const fn make_class(size: u32) -> Class {
         pages = 16;
     }
     let nslots = spp * pages;
-    let bitmap_words = nslots.div_ceil(64);
-    let cache_cap = if size <= 256 {
-        64
-    } else if size <= 1024 {
-        32
-    } else {
-        16
-    };
-    Class {
-        size,
-        spp,
-        pages,
-        nslots,
-        inv: (1u64 << 32).div_ceil(size as u64),
-        bitmap_words,
-        meta_bytes: bitmap_words * 8 + nslots * 2,
-        cache_cap,
-    }
+    Class { size, spp, pages, nslots, inv: (1u64 << 32).div_ceil(size as u64), lanes_at: (nslots * 2).div_ceil(8) * 8 }
 }
 
 pub static CLASSES: [Class; NCLASS] = {
@@ -123,19 +115,45 @@ pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
     (first..NCLASS).find(|&c| SIZES[c] as usize % align == 0)
 }
 
-/// The thread cache of one class: a stack of free slot addresses.
+/// Most lanes a page of any slab may be split into in prevent mode (detect mode uses one lane
+/// per slot).
+pub const MAX_PREVENT_LANES: u32 = 8;
+
+/// The lane record of one page lane.
+#[repr(C)]
+pub struct Lane {
+    /// The epoch the lane is issued in; 0 while it is ready.
+    pub epoch: AtomicU32,
+    /// Slots of the issued lane not yet dead (allocated-and-live or still in a cache).
+    pub live: AtomicU32,
+}
+
+/// A run of issued slots of one lane, allocated one after another by a thread cache.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct Cursor {
+    pub next: usize,
+    pub end: usize,
+    /// Size-table entry of the slot at `next`; the next slot's entry is `pages` further.
+    pub size_at: *const AtomicU16,
+    pub lane: *const Lane,
+}
+
+impl Cursor {
+    pub const EMPTY: Cursor = Cursor { next: 0, end: 0, size_at: core::ptr::null(), lane: core::ptr::null() };
+}
+
+/// The thread cache of one class: cursors over issued lanes.
 #[repr(C)]
 pub struct Bin {
     pub n: u32,
-    pub slots: [usize; 64],
+    pub cur: [Cursor; 16],
 }
 
 /// Per-class central state.
 pub struct Central {
-    /// Slabs with free slots in their bitmap.
+    /// Slabs with ready lanes.
     partial: u32,
-    /// How many slabs on `partial` are entirely free (one is kept; more are released).
-    empty: u32,
     /// Recycled slot tables of this class.
     free_meta: *mut u8,
     pub slabs: u64,
@@ -145,109 +163,220 @@ pub struct Central {
 unsafe impl Send for Central {}
 
 pub static CENTRAL: [Locked<Central>; NCLASS] =
-    [const { Locked::new(Central { partial: pool::NONE, empty: 0, free_meta: core::ptr::null_mut(), slabs: 0 }) };
-        NCLASS];
+    [const { Locked::new(Central { partial: pool::NONE, free_meta: core::ptr::null_mut(), slabs: 0 }) }; NCLASS];
 
+/// Lanes per page for new slabs: one slot per lane in detect mode, whole pages in prevent mode.
 #[inline]
-fn bitmap(s: &pool::Span) -> *const AtomicU64 {
-    s.meta as *const AtomicU64
+fn lanes_for(c: &Class) -> u32 {
+    if crate::detect() {
+        c.spp
+    } else {
+        1
+    }
+}
+
+/// Lane records each slab of class `c` has room for.
+#[inline]
+fn lane_capacity(c: &Class) -> u32 {
+    c.pages * if crate::detect() { c.spp } else { MAX_PREVENT_LANES.min(c.spp) }
 }
 
 #[inline]
-pub fn sizes(s: &pool::Span, c: &Class) -> *const AtomicU16 {
-    // SAFETY: the size table follows the bitmap inside the slot table.
-    unsafe { s.meta.add(c.bitmap_words as usize * 8) as *const AtomicU16 }
+fn meta_bytes(c: &Class) -> usize {
+    c.lanes_at as usize + lane_capacity(c) as usize * core::mem::size_of::<Lane>()
 }
 
-/// Where a pointer sits inside a slab.
+#[inline]
+pub fn sizes(s: &pool::Span) -> *const AtomicU16 {
+    s.meta as *const AtomicU16
+}
+
+/// Slots per lane of slab `s`.
+#[inline]
+pub fn lane_slots(s: &pool::Span, c: &Class) -> u32 {
+    c.spp.div_ceil(s.lanes)
+}
+
+/// The lane record of page `j` (of the slab), lane `r`.
+#[inline]
+pub fn lane(s: &pool::Span, c: &Class, j: u32, r: u32) -> &'static Lane {
+    let max = lane_capacity(c) / c.pages;
+    // SAFETY: j < pages and r < lanes <= max, so the record is inside the slot table.
+    unsafe { &*(s.meta.add(c.lanes_at as usize) as *const Lane).add((j * max + r) as usize) }
+}
+
+/// Where a pointer sits inside a page of a slab.
 pub enum Slot {
-    /// Exactly the start of slot `i`.
+    /// Exactly the start of position `pos`.
     Start(u32),
-    /// Inside slot `i`, `off` bytes past its start.
+    /// Inside position `pos`, `off` bytes past its start.
     Interior(u32, usize),
     /// In the unused tail of a page.
     Tail,
 }
 
+/// Position of the byte at `in_page` (offset inside a page) for class `c`.
 #[inline]
-pub fn locate(s: &pool::Span, c: &Class, p: usize) -> Slot {
-    let off = p - s.addr;
-    let page = (off / PAGE) as u32;
-    let in_page = off % PAGE;
+pub fn locate(c: &Class, in_page: usize) -> Slot {
     let pos = ((in_page as u64 * c.inv) >> 32) as u32;
     let pos = if pos * c.size > in_page as u32 { pos - 1 } else { pos };
     if pos >= c.spp {
         return Slot::Tail;
     }
-    let i = pos * c.pages + page;
     let delta = in_page - (pos * c.size) as usize;
     if delta == 0 {
-        Slot::Start(i)
+        Slot::Start(pos)
     } else {
-        Slot::Interior(i, delta)
+        Slot::Interior(pos, delta)
     }
 }
 
+/// Slot index (into the size table) of position `pos` on page `j` of a slab.
 #[inline]
-pub fn slot_addr(s: &pool::Span, c: &Class, i: u32) -> usize {
-    s.addr + (i % c.pages) as usize * PAGE + ((i / c.pages) * c.size) as usize
+pub fn slot_index(c: &Class, j: u32, pos: u32) -> u32 {
+    pos * c.pages + j
 }
 
-/// Marks slot `p` (taken from a cache or the central lists) live with `size` bytes.
-#[inline]
-pub fn mark_live(p: usize, size: usize) {
-    if let Some((_, s)) = POOL.span_at(p) {
-        let c = &CLASSES[s.class as usize];
-        if let Slot::Start(i) = locate(s, c, p) {
-            // SAFETY: `i` < nslots; the size table has nslots entries.
-            unsafe { (*sizes(s, c).add(i as usize)).store(size as u16, Ordering::Release) };
-        }
-    }
-}
-
-/// Moves up to `want` free slots of class `ci` into `out` (lowest indices first, so each
-/// batch is striped across the slab's pages). Returns how many were moved.
-pub fn refill(ci: usize, out: &mut [usize]) -> usize {
+/// Issues up to one lane from each page of one slab of class `ci` into `out`, installs their
+/// aliases, and returns how many cursors were filled (0: out of memory).
+pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
     let c = &CLASSES[ci];
     let mut central = CENTRAL[ci].lock();
-    let mut got = 0;
-    while got < out.len() {
-        let idx = if central.partial != pool::NONE {
-            central.partial
-        } else {
-            match new_slab(&mut central, ci) {
-                Some(i) => i,
-                None => break,
-            }
-        };
-        let s = POOL.span_owned(idx);
-        if s.nfree == c.nslots {
-            central.empty -= 1;
+    let mut advanced = false;
+    loop {
+        let e = alias::pin_current();
+        if e == 0 {
+            return 0;
         }
-        let bm = bitmap(s);
-        let mut w = 0;
-        while w < c.bitmap_words as usize && got < out.len() && s.nfree > 0 {
-            // SAFETY: `w` < bitmap_words.
-            let word = unsafe { &*bm.add(w) };
-            let mut bits = word.load(Ordering::Relaxed);
-            while bits != 0 && got < out.len() {
-                let b = bits.trailing_zeros();
-                bits &= bits - 1;
-                out[got] = slot_addr(s, c, w as u32 * 64 + b);
-                got += 1;
-                s.nfree -= 1;
+        // Look for a slab with a lane issuable in this epoch; move blocked ones to the back.
+        let mut tries = 0;
+        let mut blocked = false;
+        let mut idx = central.partial;
+        while idx != pool::NONE && tries < 8 {
+            let got = issue_from(idx, c, e, out);
+            if got > 0 {
+                let s = POOL.span_owned(idx);
+                if s.ready == 0 {
+                    let mut head = central.partial;
+                    POOL.unlink_list(&mut head, idx);
+                    central.partial = head;
+                }
+                drop(central);
+                install_cursors(c, &out[..got]);
+                alias::unpin(e);
+                stats::add(&stats::REFILLS, 1);
+                return got;
             }
-            word.store(bits, Ordering::Relaxed);
-            w += 1;
+            blocked = true;
+            let next = POOL.span(idx).next;
+            if next != pool::NONE {
+                let mut head = central.partial;
+                POOL.unlink_list(&mut head, idx);
+                push_back(&mut head, idx);
+                central.partial = head;
+            }
+            idx = next;
+            tries += 1;
         }
-        if s.nfree == 0 {
-            let mut head = central.partial;
-            POOL.unlink_list(&mut head, idx);
-            central.partial = head;
+        alias::unpin(e);
+        // Ready lanes exist but every one sits on a page this epoch already issued: start the
+        // next epoch when this one has issued enough, else take fresh pool pages.
+        if blocked && !advanced && alias::issued_now() >= 32 {
+            if alias::advance(POOL.stats().1.max(1)).is_some() {
+                POOL.release_deferred();
+                advanced = true;
+                continue;
+            }
+        }
+        match new_slab(&mut central, ci) {
+            Some(_) => continue,
+            None => {
+                if !advanced && alias::advance(POOL.stats().1.max(1)).is_some() {
+                    POOL.release_deferred();
+                    advanced = true;
+                    continue;
+                }
+                return 0;
+            }
         }
     }
-    stats::add(&stats::REFILLS, 1);
+}
+
+fn push_back(head: &mut u32, idx: u32) {
+    if *head == pool::NONE {
+        POOL.push_list(head, idx);
+        return;
+    }
+    let mut t = *head;
+    while POOL.span(t).next != pool::NONE {
+        t = POOL.span(t).next;
+    }
+    let s = POOL.span_owned(idx);
+    s.prev = t;
+    s.next = pool::NONE;
+    POOL.span_owned(t).next = idx;
+}
+
+/// Issues one ready lane per issuable page of slab `idx` in epoch `e` (class lock held).
+fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor; 16]) -> usize {
+    let s = POOL.span_owned(idx);
+    let per_lane = lane_slots(s, c);
+    let nlanes = c.spp.div_ceil(per_lane);
+    let mut got = 0;
+    for j in 0..c.pages {
+        if s.ready == 0 || got == out.len() {
+            break;
+        }
+        let page = s.start + j;
+        if !alias::issuable(e, page) {
+            continue;
+        }
+        for r in 0..nlanes {
+            let l = lane(s, c, j, r);
+            if l.epoch.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            let first = r * per_lane;
+            let last = (first + per_lane).min(c.spp);
+            l.live.store(last - first, Ordering::Relaxed);
+            l.epoch.store(e, Ordering::Release);
+            s.ready -= 1;
+            alias::note_issue(e, page, 1);
+            let base = alias::alias(e, page);
+            out[got] = Cursor {
+                next: base + (first * c.size) as usize,
+                end: base + (last * c.size) as usize,
+                // SAFETY: the slot index is below nslots.
+                size_at: unsafe { sizes(s).add(slot_index(c, j, first) as usize) },
+                lane: l,
+            };
+            got += 1;
+            break;
+        }
+    }
     got
+}
+
+/// Installs the alias pages of freshly issued cursors, one ioctl per contiguous run.
+fn install_cursors(_c: &Class, cur: &[Cursor]) {
+    let mut i = 0;
+    while i < cur.len() {
+        let start = cur[i].next & !(PAGE - 1);
+        let mut n = 1;
+        while i + n < cur.len() && (cur[i + n].next & !(PAGE - 1)) == start + n * PAGE {
+            n += 1;
+        }
+        if !alias::install(start, n) {
+            crate::report::say(format_args!(
+                "installing aliases at {:#x} ({} pages) failed (errno {}); aborting",
+                start,
+                n,
+                crate::sys::errno()
+            ));
+            crate::sys::die();
+        }
+        i += n;
+    }
 }
 
 fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
@@ -258,90 +387,91 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
         central.free_meta = unsafe { *(m as *mut *mut u8) };
         m
     } else {
-        let m = meta::alloc(c.meta_bytes as usize);
+        let m = meta::alloc(meta_bytes(c));
         if m.is_null() {
             return None;
         }
         m
     };
-    let (idx, _) = match POOL.alloc_run(c.pages, pool::SLAB) {
-        Some(r) => r,
-        None => {
-            // SAFETY: `meta` is an unused slot table of this class.
-            unsafe { *(meta as *mut *mut u8) = central.free_meta };
-            central.free_meta = meta;
-            return None;
-        }
+    let give_back = |central: &mut Central| {
+        // SAFETY: `meta` is an unused slot table of this class.
+        unsafe { *(meta as *mut *mut u8) = central.free_meta };
+        central.free_meta = meta;
     };
+    let Some((idx, _)) = POOL.alloc_run(c.pages, pool::SLAB) else {
+        give_back(central);
+        return None;
+    };
+    if !POOL.populate(idx) {
+        POOL.free_run(idx);
+        give_back(central);
+        return None;
+    }
     let s = POOL.span_owned(idx);
     s.class = ci as u8;
     s.addr = POOL.page_addr(s.start);
     s.meta = meta;
-    s.nfree = c.nslots;
-    // SAFETY: `meta` has meta_bytes bytes: bitmap_words words, then nslots sizes.
+    s.lanes = lanes_for(c);
+    let nlanes = c.spp.div_ceil(lane_slots(s, c));
+    s.ready = nlanes * c.pages;
+    // SAFETY: `meta` has meta_bytes(c) bytes: the sizes, then lane_capacity(c) lanes.
     unsafe {
-        let bm = meta as *mut u64;
-        for w in 0..c.bitmap_words as usize {
-            let left = c.nslots as usize - w * 64;
-            *bm.add(w) = if left >= 64 { u64::MAX } else { (1u64 << left) - 1 };
-        }
-        let sz = sizes(s, c) as *mut u16;
+        let sz = meta as *mut u16;
         for i in 0..c.nslots as usize {
             *sz.add(i) = FREE_SLOT;
         }
+        core::ptr::write_bytes(
+            meta.add(c.lanes_at as usize),
+            0,
+            lane_capacity(c) as usize * core::mem::size_of::<Lane>(),
+        );
     }
     let mut head = central.partial;
     POOL.push_list(&mut head, idx);
     central.partial = head;
-    central.empty += 1;
     central.slabs += 1;
     stats::add(&stats::SLABS_CREATED, 1);
     Some(idx)
 }
 
-/// Returns free slots (already marked `FREE_SLOT`) of class `ci` to their slabs.
-pub fn release(ci: usize, slots: &[usize]) {
-    let mut central = CENTRAL[ci].lock();
-    // SAFETY: the class lock is held.
-    unsafe { release_locked(&mut central, ci, slots) }
-}
-
-/// # Safety
-/// `central` must be class `ci`'s state with its lock held (or all locks held across fork).
-pub unsafe fn release_locked(central: &mut Central, ci: usize, slots: &[usize]) {
+/// A lane's alias page was revoked: its slots may be issued again (class lock taken here).
+pub fn lane_revoked(idx: u32, lane: &Lane) {
+    let s = POOL.span_owned(idx);
+    let ci = s.class as usize;
     let c = &CLASSES[ci];
-    for &p in slots {
-        let Some((idx, _)) = POOL.span_at(p) else { continue };
-        let s = POOL.span_owned(idx);
-        let Slot::Start(i) = locate(s, c, p) else { continue };
-        // SAFETY: i < nslots, so the word is inside the bitmap.
-        unsafe { (*bitmap(s).add(i as usize / 64)).fetch_or(1 << (i % 64), Ordering::Relaxed) };
-        s.nfree += 1;
-        if s.nfree == 1 {
-            let mut head = central.partial;
-            POOL.push_list(&mut head, idx);
-            central.partial = head;
-        }
-        if s.nfree == c.nslots {
-            if central.empty >= 1 {
-                let mut head = central.partial;
-                POOL.unlink_list(&mut head, idx);
-                central.partial = head;
-                let m = s.meta;
-                // SAFETY: the slab is entirely free, so its slot table is unused now.
-                unsafe { *(m as *mut *mut u8) = central.free_meta };
-                central.free_meta = m;
-                central.slabs -= 1;
-                POOL.free_run(idx);
-                stats::add(&stats::SLABS_RELEASED, 1);
-            } else {
-                central.empty += 1;
-            }
-        }
+    let mut central = CENTRAL[ci].lock();
+    lane.epoch.store(0, Ordering::Release);
+    s.ready += 1;
+    if s.ready == 1 {
+        let mut head = central.partial;
+        POOL.push_list(&mut head, idx);
+        central.partial = head;
+    }
+    let total = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
+    if s.ready == total && central.slabs > 1 && !is_head_only(&central, idx) {
+        // Entirely ready and not the only slab: give its pages back (after this epoch).
+        let mut head = central.partial;
+        POOL.unlink_list(&mut head, idx);
+        central.partial = head;
+        let m = s.meta;
+        // SAFETY: the slab is entirely free, so its slot table is unused now.
+        unsafe { *(m as *mut *mut u8) = central.free_meta };
+        central.free_meta = m;
+        central.slabs -= 1;
+        POOL.free_run_deferred(idx);
+        stats::add(&stats::SLABS_RELEASED, 1);
+    } else if s.ready == total && s.lanes != lanes_for(c) {
+        // Re-lane an idle slab when the policy changed.
+        s.lanes = lanes_for(c);
+        s.ready = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
     }
 }
 
-/// Bytes of pool held by slabs and their count, summed over classes.
+fn is_head_only(central: &Central, idx: u32) -> bool {
+    central.partial == idx && POOL.span(idx).next == pool::NONE
+}
+
+/// Slabs live, summed over classes.
 pub fn slab_count() -> u64 {
     CENTRAL.iter().map(|c| c.lock().slabs).sum()
 }
@@ -392,34 +522,22 @@ mod tests {
     }
 
     #[test]
-    fn locate_inverts_slot_addr() {
+    fn locate_finds_positions_and_indices_stripe() {
         for c in CLASSES.iter() {
-            let s = pool::Span {
-                start: 0,
-                npages: c.pages,
-                kind: pool::SLAB,
-                class: 0,
-                dirty: false,
-                nfree: 0,
-                next: 0,
-                prev: 0,
-                size: Default::default(),
-                addr: 0x10_0000,
-                view: 0,
-                view_len: 0,
-                meta: core::ptr::null_mut(),
-            };
-            for i in 0..c.nslots {
-                let a = slot_addr(&s, c, i);
-                assert!(matches!(locate(&s, c, a), Slot::Start(j) if j == i));
-                assert!(matches!(locate(&s, c, a + 8), Slot::Interior(j, 8) if j == i));
-                assert!(matches!(locate(&s, c, a + c.size as usize - 1), Slot::Interior(j, _) if j == i));
+            for pos in 0..c.spp {
+                let a = (pos * c.size) as usize;
+                assert!(matches!(locate(c, a), Slot::Start(p) if p == pos));
+                assert!(matches!(locate(c, a + 8), Slot::Interior(p, 8) if p == pos));
+                assert!(matches!(locate(c, a + c.size as usize - 1), Slot::Interior(p, _) if p == pos));
             }
-            // consecutive indices are on consecutive pages (striping)
-            assert_eq!(slot_addr(&s, c, 1) - slot_addr(&s, c, 0), PAGE);
             if c.spp * c.size < PAGE as u32 {
-                assert!(matches!(locate(&s, c, s.addr + PAGE - 1), Slot::Tail));
+                assert!(matches!(locate(c, PAGE - 1), Slot::Tail));
             }
+            // consecutive slot indices are on consecutive pages (striping), all distinct
+            assert_eq!(slot_index(c, 1, 0), slot_index(c, 0, 0) + 1);
+            assert_eq!(slot_index(c, c.pages - 1, c.spp - 1), c.nslots - 1);
+            // the lane records fit after the size table, 8-byte aligned
+            assert!(c.lanes_at >= c.nslots * 2 && c.lanes_at % 8 == 0);
         }
     }
 }

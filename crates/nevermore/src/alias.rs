@@ -1,0 +1,687 @@
+//! The alias engine: one-time virtual addresses over reused physical memory, on a stock kernel.
+//!
+//! The pool's pages are seen by the program only through *aliases*. Aliases live in *mirrors*:
+//! shared mappings of the pool's first `npages` pages, placed one after another in a reserved
+//! *alias arena* and registered with userfaultfd in MISSING|MINOR mode. Mirror `e` is *epoch*
+//! `e`: in it, pool page `p` has exactly one alias, `base(e) + p * 4096`, so a pool page can be
+//! issued at most once per epoch (`LAST[p]` records the newest epoch that issued it). Only the
+//! newest epoch issues; when what it may still issue runs short, the next mirror is made.
+//!
+//! - **Install**: an issued alias page gets its page-table entry from `UFFDIO_CONTINUE` (one
+//!   ioctl per run of contiguous alias pages) before any pointer into it is returned.
+//! - **Revoke**: `MADV_DONTNEED` drops the entry. The mirror being MINOR-registered, the next
+//!   user access raises SIGBUS (the `fault` module reports it) and a kernel access fails with
+//!   EFAULT: a dangling pointer can never reach the page's newer contents. Revocations are
+//!   sorted and merged and issued in batches (`process_madvise`), or one by one in detect mode.
+//! - **Retire**: once an old mirror has no live alias left it is overlaid with one no-access
+//!   reservation; the range stays reserved and is never handed out again.
+//!
+//! When userfaultfd is refused (seccomp, old kernel), revocation installs guard markers
+//! (`MADV_GUARD_INSTALL`) on the mirror instead: dangling accesses still trap; a live alias
+//! simply faults in on first touch. The choice is said once on stderr.
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::lock::Locked;
+use crate::pool::POOL;
+use crate::report;
+use crate::sys::{self, PAGE, PAGE_SHIFT};
+
+/// Mirrors are multiples of this, and the epoch of an address is looked up per chunk.
+const CHUNK_SHIFT: usize = 21;
+const CHUNK: usize = 1 << CHUNK_SHIFT;
+/// Most epochs the tables can describe.
+const MAX_EPOCHS: usize = 1 << 22;
+
+// userfaultfd ABI (linux/userfaultfd.h).
+const UFFD_API: u64 = 0xAA;
+const UFFD_USER_MODE_ONLY: i32 = 1;
+const UFFD_FEATURE_MISSING_SHMEM: u64 = 1 << 5;
+const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
+const UFFD_FEATURE_MINOR_SHMEM: u64 = 1 << 10;
+const UFFDIO_API: u64 = 0xC018_AA3F;
+const UFFDIO_REGISTER: u64 = 0xC020_AA00;
+const UFFDIO_CONTINUE: u64 = 0xC020_AA07;
+const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+const UFFDIO_REGISTER_MODE_MINOR: u64 = 4;
+const MADV_GUARD_INSTALL: i32 = 102;
+
+#[repr(C)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioRegister {
+    start: u64,
+    len: u64,
+    mode: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioContinue {
+    start: u64,
+    len: u64,
+    mode: u64,
+    mapped: i64,
+}
+
+/// How revoked aliases are made to trap.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Revoke {
+    /// userfaultfd MINOR mode: `MADV_DONTNEED` drops the entry; access raises SIGBUS.
+    Uffd,
+    /// `MADV_GUARD_INSTALL` markers: access raises SIGSEGV.
+    Guard,
+}
+
+/// One epoch's mirror.
+#[repr(C)]
+pub struct Mirror {
+    pub base: AtomicUsize,
+    pub npages: AtomicU32,
+    /// Alias units (lanes, page objects) issued in this epoch and not yet revoked, plus pins
+    /// held by threads about to issue; `RETIRED_BIT` once retired.
+    pub live: AtomicU32,
+    /// 1 once retired.
+    pub retired: AtomicU32,
+    /// One bit per pool page: issued in this epoch (for reports). Null once retired.
+    pub issued: AtomicPtr<AtomicU64>,
+}
+
+struct Fixed {
+    arena: usize,
+    arena_len: usize,
+    uffd: i32,
+    /// (device, inode) of our userfaultfd, to notice when the program closed or replaced it.
+    uffd_id: (u64, u64),
+    revoke: Revoke,
+    pidfd: i32,
+    mirrors: *mut Mirror,
+    /// Per 2 MiB chunk of the arena: epoch + 1, or 0.
+    chunks: *mut AtomicU32,
+    /// Per pool page: the newest epoch that issued it.
+    last: *mut AtomicU32,
+}
+
+static FIXED: crate::GlobalCell<Fixed> = crate::GlobalCell::new(Fixed {
+    arena: 0,
+    arena_len: 0,
+    uffd: -1,
+    uffd_id: (0, 0),
+    revoke: Revoke::Uffd,
+    pidfd: -1,
+    mirrors: ptr::null_mut(),
+    chunks: ptr::null_mut(),
+    last: ptr::null_mut(),
+});
+
+/// The issuing epoch (0 until the first mirror exists).
+static CURRENT: AtomicU32 = AtomicU32::new(0);
+
+struct State {
+    /// Next free address in the arena.
+    cursor: usize,
+    /// Alias units issued in the current epoch.
+    issued_now: u32,
+    live_mirrors: u32,
+}
+
+static STATE: Locked<State> = Locked::new(State { cursor: 0, issued_now: 0, live_mirrors: 0 });
+
+pub static MIRRORS_MADE: AtomicU64 = AtomicU64::new(0);
+pub static MIRRORS_RETIRED: AtomicU64 = AtomicU64::new(0);
+pub static PEAK_MIRRORS: AtomicU64 = AtomicU64::new(0);
+pub static INSTALL_RUNS: AtomicU64 = AtomicU64::new(0);
+pub static INSTALL_PAGES: AtomicU64 = AtomicU64::new(0);
+pub static REVOKE_CALLS: AtomicU64 = AtomicU64::new(0);
+pub static REVOKE_PAGES: AtomicU64 = AtomicU64::new(0);
+pub static REVOKE_BATCHES: AtomicU64 = AtomicU64::new(0);
+pub static ALIASES: AtomicU64 = AtomicU64::new(0);
+
+fn fixed() -> &'static Fixed {
+    FIXED.get()
+}
+
+pub fn revoke_kind() -> Revoke {
+    fixed().revoke
+}
+
+/// Opens userfaultfd (or picks the fallback), reserves the arena and its tables.
+///
+/// # Safety
+/// Once, during initialisation, after the pool exists.
+pub unsafe fn init() -> bool {
+    // SAFETY: single-threaded initialisation.
+    let f = unsafe { FIXED.get_mut() };
+    f.uffd = open_uffd();
+    f.uffd_id = sys::file_id(f.uffd).unwrap_or((0, 0));
+    f.revoke = if f.uffd >= 0 { Revoke::Uffd } else { Revoke::Guard };
+    // SAFETY: plain syscall.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
+    f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
+    let mut len: usize = 32 << 40;
+    let arena = loop {
+        let p = sys::reserve(len + CHUNK);
+        if !p.is_null() {
+            break p as usize;
+        }
+        if len <= 1 << 30 {
+            return false;
+        }
+        len /= 2;
+    };
+    f.arena = sys::round_up(arena, CHUNK);
+    f.arena_len = len;
+    f.mirrors = sys::map_meta(MAX_EPOCHS * core::mem::size_of::<Mirror>()) as *mut Mirror;
+    f.chunks = sys::map_meta((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
+    f.last = sys::map_meta(POOL.layout().pages as usize * 4) as *mut AtomicU32;
+    if f.mirrors.is_null() || f.chunks.is_null() || f.last.is_null() {
+        return false;
+    }
+    STATE.lock().cursor = f.arena;
+    if f.revoke == Revoke::Guard {
+        report::say(format_args!(
+            "userfaultfd is not available (errno {}); revoked addresses trap through guard markers instead",
+            sys::errno()
+        ));
+    }
+    true
+}
+
+fn open_uffd() -> i32 {
+    // SAFETY: plain syscall.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) }
+        as i32;
+    if fd < 0 {
+        return -1;
+    }
+    let mut api = UffdioApi {
+        api: UFFD_API,
+        features: UFFD_FEATURE_SIGBUS | UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_MISSING_SHMEM,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_API with a valid struct.
+    if unsafe { libc::ioctl(fd, UFFDIO_API as _, &mut api) } != 0 {
+        sys::close(fd);
+        return -1;
+    }
+    sys::move_fd_high(fd)
+}
+
+/// Re-opens userfaultfd in a forked child (the parent's registrations do not carry over).
+///
+/// # Safety
+/// Only in the fork child handler.
+pub unsafe fn reopen_uffd_in_child() -> bool {
+    // SAFETY: the child is single-threaded here.
+    let f = unsafe { FIXED.get_mut() };
+    if f.revoke != Revoke::Uffd {
+        return true;
+    }
+    if sys::file_id(f.uffd) == Some(f.uffd_id) {
+        sys::close(f.uffd);
+    }
+    f.uffd = open_uffd();
+    f.uffd_id = sys::file_id(f.uffd).unwrap_or((0, 0));
+    if f.pidfd >= 0 {
+        sys::close(f.pidfd);
+        // SAFETY: plain syscall.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
+        f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
+    }
+    f.uffd >= 0
+}
+
+#[inline]
+pub fn current() -> u32 {
+    CURRENT.load(Ordering::Acquire)
+}
+
+#[inline]
+pub fn mirror(e: u32) -> &'static Mirror {
+    // SAFETY: the table holds MAX_EPOCHS entries and epochs never exceed it.
+    unsafe { &*fixed().mirrors.add(e as usize) }
+}
+
+#[inline]
+pub fn last(page: u32) -> &'static AtomicU32 {
+    // SAFETY: one entry per pool page.
+    unsafe { &*fixed().last.add(page as usize) }
+}
+
+/// The alias of pool page `page` in epoch `e`.
+#[inline]
+pub fn alias(e: u32, page: u32) -> usize {
+    mirror(e).base.load(Ordering::Relaxed) + ((page as usize) << PAGE_SHIFT)
+}
+
+/// Whether `addr` lies in the alias arena.
+#[inline]
+pub fn in_arena(addr: usize) -> bool {
+    let f = fixed();
+    addr.wrapping_sub(f.arena) < f.arena_len
+}
+
+/// (epoch, pool page) of an alias address, if it lies in a mirror.
+#[inline]
+pub fn decode(addr: usize) -> Option<(u32, u32)> {
+    let f = fixed();
+    let off = addr.wrapping_sub(f.arena);
+    if off >= f.arena_len {
+        return None;
+    }
+    // SAFETY: one entry per chunk of the arena.
+    let e = unsafe { (*f.chunks.add(off >> CHUNK_SHIFT)).load(Ordering::Acquire) };
+    if e == 0 {
+        return None;
+    }
+    let e = e - 1;
+    let m = mirror(e);
+    let page = (addr - m.base.load(Ordering::Relaxed)) >> PAGE_SHIFT;
+    if page >= m.npages.load(Ordering::Relaxed) as usize {
+        return None;
+    }
+    Some((e, page as u32))
+}
+
+/// Set in `Mirror::live` when the mirror is retired: no pin can be taken any more.
+const RETIRED_BIT: u32 = 1 << 31;
+
+/// Pins the current epoch for issuing (so that it cannot be retired meanwhile), making the
+/// first mirror if there is none. Returns the pinned epoch, or 0 when none can be had.
+pub fn pin_current() -> u32 {
+    loop {
+        let e = current();
+        if e == 0 {
+            if advance(POOL.layout().pages.min(1024)).is_none() && current() == 0 {
+                return 0;
+            }
+            continue;
+        }
+        if mirror(e).live.fetch_add(1, Ordering::AcqRel) & RETIRED_BIT == 0 {
+            return e;
+        }
+        mirror(e).live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Drops a pin taken by `pin_current`.
+pub fn unpin(e: u32) {
+    unit_revoked(e);
+}
+
+/// Whether pool page `page` may be issued in the pinned epoch `e`.
+#[inline]
+pub fn issuable(e: u32, page: u32) -> bool {
+    e != 0 && page < mirror(e).npages.load(Ordering::Relaxed) && last(page).load(Ordering::Relaxed) < e
+}
+
+/// Records the issue of one alias unit covering pool pages `page..page+n` in the pinned
+/// epoch `e`.
+pub fn note_issue(e: u32, page: u32, n: u32) {
+    let m = mirror(e);
+    let bits = m.issued.load(Ordering::Relaxed);
+    for p in page..page + n {
+        last(p).store(e, Ordering::Relaxed);
+        if !bits.is_null() {
+            // SAFETY: p < npages, and the bitmap has npages bits.
+            unsafe { (*bits.add(p as usize / 64)).fetch_or(1 << (p % 64), Ordering::Relaxed) };
+        }
+    }
+    m.live.fetch_add(1, Ordering::AcqRel);
+    ALIASES.fetch_add(1, Ordering::Relaxed);
+    if e == current() {
+        STATE.lock().issued_now += 1;
+    }
+}
+
+/// Was pool page `page` ever issued in epoch `e`? (None: the epoch was retired.)
+pub fn was_issued(e: u32, page: u32) -> Option<bool> {
+    let bits = mirror(e).issued.load(Ordering::Acquire);
+    if bits.is_null() {
+        return None;
+    }
+    // SAFETY: page < npages (callers decode first).
+    Some(unsafe { (*bits.add(page as usize / 64)).load(Ordering::Relaxed) } & (1 << (page % 64)) != 0)
+}
+
+/// Alias units issued in the current epoch so far.
+pub fn issued_now() -> u32 {
+    STATE.lock().issued_now
+}
+
+/// Makes a new mirror covering at least `min_pages` pool pages and makes it the issuing
+/// epoch. Returns it, or None when out of address space or mappings.
+pub fn advance(min_pages: u32) -> Option<u32> {
+    let f = fixed();
+    let mut st = STATE.lock();
+    let e = current() + 1;
+    if e as usize >= MAX_EPOCHS {
+        return None;
+    }
+    // Slack: room for the pool to grow by a quarter (at least 2 MiB) within this epoch.
+    let want = (min_pages as usize).max(1);
+    let want = want + (want / 4).max(CHUNK >> PAGE_SHIFT);
+    let npages = (sys::round_up(want << PAGE_SHIFT, CHUNK) >> PAGE_SHIFT).min(POOL.layout().pages as usize);
+    let len = npages << PAGE_SHIFT;
+    if st.cursor + len > f.arena + f.arena_len {
+        return None;
+    }
+    let base = st.cursor;
+    if !sys::duplicate_view(POOL.layout().base as *mut u8, base as *mut u8, len) {
+        return None;
+    }
+    if f.revoke == Revoke::Uffd && !register(base, len) {
+        sys::rereserve(base as *mut u8, len);
+        return None;
+    }
+    let bits = crate::meta::alloc(npages.div_ceil(64) * 8) as *mut AtomicU64;
+    let m = mirror(e);
+    m.base.store(base, Ordering::Relaxed);
+    m.npages.store(npages as u32, Ordering::Relaxed);
+    m.live.store(0, Ordering::Relaxed);
+    m.retired.store(0, Ordering::Relaxed);
+    m.issued.store(bits, Ordering::Relaxed);
+    for c in 0..len >> CHUNK_SHIFT {
+        // SAFETY: the chunk index is inside the arena.
+        unsafe { (*f.chunks.add(((base - f.arena) >> CHUNK_SHIFT) + c)).store(e + 1, Ordering::Release) };
+    }
+    st.cursor += len;
+    st.issued_now = 0;
+    st.live_mirrors += 1;
+    PEAK_MIRRORS.fetch_max(st.live_mirrors as u64, Ordering::Relaxed);
+    MIRRORS_MADE.fetch_add(1, Ordering::Relaxed);
+    let prev = current();
+    CURRENT.store(e, Ordering::Release);
+    drop(st);
+    if prev != 0 {
+        maybe_retire(prev);
+    }
+    Some(e)
+}
+
+fn register(base: usize, len: usize) -> bool {
+    let mut r = UffdioRegister {
+        start: base as u64,
+        len: len as u64,
+        mode: UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_MINOR,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_REGISTER over our own mirror.
+    unsafe { libc::ioctl(fixed().uffd, UFFDIO_REGISTER as _, &mut r) == 0 }
+}
+
+/// Maps `n` issued alias pages at `addr`. Pool pages must hold data (see `pool::populate`).
+pub fn install(addr: usize, n: usize) -> bool {
+    let f = fixed();
+    if f.revoke != Revoke::Uffd || n == 0 {
+        return true;
+    }
+    INSTALL_RUNS.fetch_add(1, Ordering::Relaxed);
+    INSTALL_PAGES.fetch_add(n as u64, Ordering::Relaxed);
+    let mut done = 0usize;
+    let mut populated = false;
+    while done < n << PAGE_SHIFT {
+        let mut c =
+            UffdioContinue { start: (addr + done) as u64, len: ((n << PAGE_SHIFT) - done) as u64, mode: 0, mapped: 0 };
+        // SAFETY: UFFDIO_CONTINUE over issued pages of our own registered mirror.
+        let r = unsafe { libc::ioctl(f.uffd, UFFDIO_CONTINUE as _, &mut c) };
+        if r == 0 {
+            return true;
+        }
+        let err = sys::errno();
+        if c.mapped > 0 {
+            done += c.mapped as usize;
+            continue;
+        }
+        match err {
+            libc::EAGAIN | libc::EINTR => continue,
+            // Already mapped (e.g. a racing fault handler did it): skip that page.
+            libc::EEXIST => done += PAGE,
+            // The pool page is a hole: pages that were allocated but never written are holes
+            // in a forked child's copy. Give them memory and go on.
+            libc::EFAULT if !populated => {
+                populated = true;
+                let Some((_, page)) = decode(addr + done) else { return false };
+                let left = ((n << PAGE_SHIFT) - done) >> PAGE_SHIFT;
+                if !POOL.populate_pages(page, left as u32) {
+                    return false;
+                }
+            }
+            _ if sys::file_id(f.uffd) != Some(f.uffd_id) => {
+                if !recover() {
+                    return false;
+                }
+                return install(addr, n);
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The program closed or replaced our userfaultfd (daemons close every descriptor): its
+/// registrations are gone, so revoked aliases would no longer trap. Open a new one, map every
+/// live mirror afresh (dropping stale entries and any old registration), register it, and
+/// install the live aliases again. Returns false if userfaultfd cannot be had any more.
+#[cold]
+fn recover() -> bool {
+    let _st = STATE.lock();
+    // SAFETY: FIXED's uffd fields change only here, under the state lock, or in a forked
+    // child; readers tolerate either value (a stale one fails and comes here).
+    let f = unsafe { FIXED.get_mut() };
+    if sys::file_id(f.uffd) == Some(f.uffd_id) {
+        return true; // another thread recovered first
+    }
+    let fd = open_uffd();
+    if fd < 0 {
+        return false;
+    }
+    f.uffd = fd;
+    f.uffd_id = sys::file_id(fd).unwrap_or((0, 0));
+    let canon = POOL.layout().base;
+    let mut ok = true;
+    for_each_live_mirror(|_, m| {
+        let base = m.base.load(Ordering::Relaxed);
+        let len = (m.npages.load(Ordering::Relaxed) as usize) << PAGE_SHIFT;
+        ok &= sys::duplicate_view(canon as *mut u8, base as *mut u8, len) && register(base, len);
+    });
+    RECOVERIES.fetch_add(1, Ordering::Relaxed);
+    if crate::options().verbose {
+        report::say(format_args!("the program closed the allocator's userfaultfd; reopened it and re-registered"));
+    }
+    ok && {
+        reinstall_live();
+        true
+    }
+}
+
+pub static RECOVERIES: AtomicU64 = AtomicU64::new(0);
+
+/// Installs every live alias of the small and page objects again (a forked child, or after
+/// the mirrors had to be mapped afresh).
+pub fn reinstall_live() {
+    if revoke_kind() != Revoke::Uffd {
+        return;
+    }
+    // SAFETY: a racy read of a counter that only grows is enough here.
+    let n = unsafe { POOL.desc_count() };
+    for idx in 1..n {
+        let s = POOL.span(idx);
+        match s.kind {
+            crate::pool::SLAB => {
+                let c = &crate::slab::CLASSES[s.class as usize];
+                let per = crate::slab::lane_slots(s, c);
+                for j in 0..c.pages {
+                    for r in 0..c.spp.div_ceil(per) {
+                        let l = crate::slab::lane(s, c, j, r);
+                        let e = l.epoch.load(Ordering::Relaxed);
+                        if e != 0 && l.live.load(Ordering::Relaxed) > 0 {
+                            install(alias(e, s.start + j), 1);
+                        }
+                    }
+                }
+            }
+            crate::pool::PAGES => {
+                let size = s.size.load(Ordering::Relaxed);
+                let e = s.epoch.load(Ordering::Relaxed);
+                if size & crate::pool::DEAD_BIT == 0 && e != 0 {
+                    install(s.addr, s.npages as usize);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A range of alias pages to revoke.
+#[derive(Clone, Copy, Default)]
+pub struct Range {
+    pub addr: usize,
+    pub len: usize,
+}
+
+/// Revokes `ranges` (sorted and merged by the caller or not; adjacent ones are merged here).
+/// Returns when every range is revoked.
+pub fn revoke(ranges: &mut [Range]) {
+    if ranges.is_empty() {
+        return;
+    }
+    ranges.sort_unstable_by_key(|r| r.addr);
+    let mut n = 0;
+    for i in 0..ranges.len() {
+        if n > 0 && ranges[n - 1].addr + ranges[n - 1].len == ranges[i].addr {
+            ranges[n - 1].len += ranges[i].len;
+        } else {
+            ranges[n] = ranges[i];
+            n += 1;
+        }
+    }
+    let f = fixed();
+    REVOKE_BATCHES.fetch_add(1, Ordering::Relaxed);
+    let pages: usize = ranges[..n].iter().map(|r| r.len >> PAGE_SHIFT).sum();
+    REVOKE_PAGES.fetch_add(pages as u64, Ordering::Relaxed);
+    let advice = if f.revoke == Revoke::Uffd { libc::MADV_DONTNEED } else { MADV_GUARD_INSTALL };
+    if n > 1 && f.pidfd >= 0 {
+        // One call for the whole batch. iovec and Range have the same layout.
+        let mut i = 0;
+        while i < n {
+            let cnt = (n - i).min(1024);
+            let total: usize = ranges[i..i + cnt].iter().map(|r| r.len).sum();
+            REVOKE_CALLS.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: `Range` is two usizes like `iovec`; the ranges are our own aliases.
+            let r = unsafe { libc::syscall(libc::SYS_process_madvise, f.pidfd, ranges[i..].as_ptr(), cnt, advice, 0) };
+            if r as usize != total {
+                // Partial or refused: finish one by one.
+                for rg in &ranges[i..i + cnt] {
+                    revoke_one(rg, advice);
+                }
+            }
+            i += cnt;
+        }
+    } else {
+        for rg in &ranges[..n] {
+            REVOKE_CALLS.fetch_add(1, Ordering::Relaxed);
+            revoke_one(rg, advice);
+        }
+    }
+}
+
+fn revoke_one(r: &Range, advice: i32) {
+    while !sys::advise(r.addr as *mut u8, r.len, advice) {
+        if sys::errno() != libc::EINTR && sys::errno() != libc::EAGAIN {
+            report::say(format_args!("revoking {:#x}+{} failed (errno {}); aborting", r.addr, r.len, sys::errno()));
+            sys::die();
+        }
+    }
+}
+
+/// One alias unit (or pin) of epoch `e` is gone: retire the mirror when it was the last.
+pub fn unit_revoked(e: u32) {
+    if mirror(e).live.fetch_sub(1, Ordering::AcqRel) == 1 && e != current() {
+        maybe_retire(e);
+    }
+}
+
+fn maybe_retire(e: u32) {
+    let m = mirror(e);
+    if e == current() || m.live.compare_exchange(0, RETIRED_BIT, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return;
+    }
+    m.retired.store(1, Ordering::Release);
+    let base = m.base.load(Ordering::Relaxed);
+    let len = (m.npages.load(Ordering::Relaxed) as usize) << PAGE_SHIFT;
+    sys::rereserve(base as *mut u8, len);
+    m.issued.store(ptr::null_mut(), Ordering::Release);
+    MIRRORS_RETIRED.fetch_add(1, Ordering::Relaxed);
+    STATE.lock().live_mirrors -= 1;
+}
+
+pub fn live_mirrors() -> u32 {
+    STATE.lock().live_mirrors
+}
+
+pub fn raw_lock() -> &'static crate::lock::RawMutex {
+    STATE.raw()
+}
+
+/// Every mirror not yet retired, oldest first (fork handling). Callers hold every lock.
+pub fn for_each_live_mirror(mut f: impl FnMut(u32, &Mirror)) {
+    for e in 1..=current() {
+        let m = mirror(e);
+        if m.retired.load(Ordering::Relaxed) == 0 && m.npages.load(Ordering::Relaxed) != 0 {
+            f(e, m);
+        }
+    }
+}
+
+/// In a forked child: map every live mirror onto the child's pool copy and register it.
+///
+/// # Safety
+/// Fork child handler only, after the canonical view was replaced.
+pub unsafe fn remap_in_child() -> bool {
+    let mut ok = true;
+    let canon = POOL.layout().base;
+    for_each_live_mirror(|_, m| {
+        let base = m.base.load(Ordering::Relaxed);
+        let len = (m.npages.load(Ordering::Relaxed) as usize) << PAGE_SHIFT;
+        if !sys::duplicate_view(canon as *mut u8, base as *mut u8, len) {
+            ok = false;
+        } else if revoke_kind() == Revoke::Uffd && !register(base, len) {
+            ok = false;
+        }
+    });
+    ok
+}
+
+pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
+    let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let _ = writeln!(
+        b,
+        "=={pid}==   aliases issued     {}   install runs {} ({} pages)",
+        g(&ALIASES),
+        g(&INSTALL_RUNS),
+        g(&INSTALL_PAGES)
+    );
+    let _ = writeln!(
+        b,
+        "=={pid}==   revocations        {} pages in {} batches, {} calls",
+        g(&REVOKE_PAGES),
+        g(&REVOKE_BATCHES),
+        g(&REVOKE_CALLS)
+    );
+    let _ = writeln!(
+        b,
+        "=={pid}==   mirrors            {} live, {} peak, {} made, {} retired (epoch {})",
+        live_mirrors(),
+        g(&PEAK_MIRRORS),
+        g(&MIRRORS_MADE),
+        g(&MIRRORS_RETIRED),
+        current()
+    );
+}

@@ -1,0 +1,274 @@
+//! The SIGSEGV/SIGBUS handler. A fault at an address the allocator owns is one of:
+//!
+//! - a live alias that lost its page-table entry (swapped out, or the program dropped it with
+//!   `madvise`): it is installed again and the access retried;
+//! - a revoked alias: **heap-use-after-free**, reported with the object's address, size and
+//!   the offset into it, READ or WRITE;
+//! - a guard page next to a large object: **heap-buffer-overflow**;
+//! - an alias never issued: **wild-access**.
+//!
+//! Anything else belongs to the program: the fault goes to the handler the program installed
+//! (before or after us: `sigaction` and `signal` are interposed so that the program's handler
+//! for these two signals is recorded instead of replacing ours), or to the default action.
+//! `sigprocmask`/`pthread_sigmask` never block these two signals: a synchronous fault in a
+//! thread that blocked them would otherwise kill the process without a report.
+//!
+//! The handler reads allocator metadata without locks and allocates nothing.
+
+use core::ffi::{c_int, c_void};
+use core::mem::MaybeUninit;
+use core::ptr;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use crate::pool::{self, POOL};
+use crate::report::{self, Kind, Object, Report};
+use crate::slab::{self, Slot, CLASSES, FREED};
+use crate::sys::PAGE;
+use crate::{alias, large};
+
+extern "C" {
+    /// glibc's own `sigaction` (we export `sigaction` ourselves).
+    fn __sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
+}
+
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// The program's actions for SIGSEGV (0) and SIGBUS (1).
+static PROGRAM: crate::GlobalCell<[MaybeUninit<libc::sigaction>; 2]> =
+    crate::GlobalCell::new([MaybeUninit::zeroed(), MaybeUninit::zeroed()]);
+static PROGRAM_LOCK: crate::lock::RawMutex = crate::lock::RawMutex::new();
+
+fn slot_of(sig: c_int) -> Option<usize> {
+    match sig {
+        libc::SIGSEGV => Some(0),
+        libc::SIGBUS => Some(1),
+        _ => None,
+    }
+}
+
+/// Installs the handler for SIGSEGV and SIGBUS, keeping what was there for chaining.
+pub fn install() {
+    // SAFETY: sigaction with valid structures; `PROGRAM` is written before INSTALLED is set.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
+        libc::sigemptyset(&mut sa.sa_mask);
+        let prog = PROGRAM.get_mut();
+        for (i, sig) in [libc::SIGSEGV, libc::SIGBUS].into_iter().enumerate() {
+            __sigaction(sig, &sa, prog[i].as_mut_ptr());
+        }
+    }
+    INSTALLED.store(true, Ordering::Release);
+}
+
+extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: the kernel passes a valid siginfo.
+    let (addr, code) = unsafe { ((*info).si_addr() as usize, (*info).si_code) };
+    // Only faults raised by the hardware/kernel (positive si_code) can be ours.
+    if code > 0 && crate::is_ready() {
+        let write = is_write(ctx);
+        if alias::in_arena(addr) {
+            on_alias_fault(addr, write);
+            return;
+        }
+        if let Some(r) = large_fault(addr, write) {
+            report::fatal(r);
+        }
+    }
+    chain(sig, info, ctx);
+}
+
+/// x86-64: bit 1 of the page-fault error code says the access was a write.
+fn is_write(ctx: *mut c_void) -> Option<bool> {
+    if ctx.is_null() {
+        return None;
+    }
+    // SAFETY: for SA_SIGINFO handlers the third argument is a ucontext_t.
+    let err = unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_ERR as usize] };
+    Some(err & 2 != 0)
+}
+
+fn access(write: Option<bool>) -> &'static str {
+    match write {
+        Some(true) => "WRITE",
+        Some(false) => "READ",
+        None => "access",
+    }
+}
+
+fn on_alias_fault(addr: usize, write: Option<bool>) {
+    let op = access(write);
+    let rep = |kind, what, object| Report { kind, addr, op, what, object };
+    let Some((e, page)) = alias::decode(addr) else {
+        report::fatal(rep(Kind::WildAccess, "the address is in the allocator's alias arena but in no mirror", None));
+    };
+    let retired = alias::mirror(e).retired.load(Ordering::Acquire) != 0;
+    if let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) {
+        match s.kind {
+            pool::SLAB => {
+                let c = &CLASSES[s.class as usize];
+                let j = page - s.start;
+                let in_page = addr & (PAGE - 1);
+                let pos = match slab::locate(c, in_page) {
+                    Slot::Start(p) | Slot::Interior(p, _) => Some(p),
+                    Slot::Tail => None,
+                };
+                if let Some(pos) = pos {
+                    let l = slab::lane(s, c, j, pos / slab::lane_slots(s, c));
+                    let start = (addr & !(PAGE - 1)) + (pos * c.size) as usize;
+                    if !retired && l.epoch.load(Ordering::Acquire) == e {
+                        if l.live.load(Ordering::Acquire) > 0 && reinstall(addr) {
+                            return;
+                        }
+                        // SAFETY: slot index < nslots.
+                        let v = unsafe {
+                            (*slab::sizes(s).add(slab::slot_index(c, j, pos) as usize)).load(Ordering::Acquire)
+                        };
+                        if v & FREED != 0 && v != slab::FREE_SLOT {
+                            let object = Some(Object { start, size: (v & !FREED) as usize });
+                            report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+                        }
+                    }
+                    if retired || alias::was_issued(e, page) == Some(true) {
+                        let object = Some(Object { start, size: c.size as usize - crate::guard::CANARY });
+                        report::fatal(rep(
+                            Kind::HeapUseAfterFree,
+                            "the object at this address was freed (its size is at most the size shown)",
+                            object,
+                        ));
+                    }
+                }
+            }
+            pool::PAGES => {
+                let size = s.size.load(Ordering::Acquire);
+                if !retired && s.epoch.load(Ordering::Acquire) == e {
+                    if size & pool::DEAD_BIT == 0 && reinstall(addr) {
+                        return;
+                    }
+                    if size != pool::DEAD {
+                        let object = Some(Object { start: s.addr, size: size & !pool::DEAD_BIT });
+                        report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if retired || alias::was_issued(e, page) == Some(true) {
+        report::fatal(rep(Kind::HeapUseAfterFree, "the memory at this address was freed", None));
+    }
+    report::fatal(rep(Kind::WildAccess, "the address was never handed out by the allocator", None));
+}
+
+/// Maps the faulting page again (a live alias without its page-table entry).
+fn reinstall(addr: usize) -> bool {
+    alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1)
+}
+
+fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
+    let (start, entry) = large::owner_near(addr)?;
+    let op = access(write);
+    match entry {
+        large::Owner::Freed { pages } => (addr < start + pages * PAGE + PAGE).then_some(Report {
+            kind: Kind::HeapUseAfterFree,
+            addr,
+            op,
+            what: "the large object at this address was freed",
+            object: None,
+        }),
+        large::Owner::Live { idx } => {
+            let s = POOL.span(idx);
+            let size = s.size.load(Ordering::Acquire) & !pool::DEAD_BIT;
+            let view_end = s.view + s.view_len;
+            let (what, near) = if addr >= view_end {
+                ("the access is past the end of a large object (guard page)", addr < view_end + PAGE)
+            } else if addr < s.view {
+                ("the access is before the start of a large object (guard page)", addr + PAGE >= s.view)
+            } else {
+                return None;
+            };
+            near.then_some(Report {
+                kind: Kind::HeapBufferOverflow,
+                addr,
+                op,
+                what,
+                object: Some(Object { start: s.addr, size }),
+            })
+        }
+    }
+}
+
+fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    let Some(i) = slot_of(sig) else { return };
+    // SAFETY: the stored action was written under PROGRAM_LOCK; a torn read cannot happen for
+    // a signal raised synchronously by this very thread's fault while nobody changes it.
+    let act = unsafe { PROGRAM.get()[i].assume_init_read() };
+    let h = act.sa_sigaction;
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        // Restore the default action and return: the fault repeats and the kernel applies it.
+        // SAFETY: resetting a signal's action.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = libc::SIG_DFL;
+            __sigaction(sig, &sa, ptr::null_mut());
+        }
+        // A signal sent by kill() would not repeat: send it again.
+        // SAFETY: reading si_code of a valid siginfo.
+        if unsafe { (*info).si_code } <= 0 {
+            // SAFETY: raising a signal on ourselves.
+            unsafe { libc::raise(sig) };
+        }
+        return;
+    }
+    // SAFETY: calling the program's handler the way the kernel would have.
+    unsafe {
+        if act.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = core::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(c_int) = core::mem::transmute(h);
+            f(sig);
+        }
+    }
+}
+
+/// `sigaction` for SIGSEGV/SIGBUS once our handler is in: record, don't replace.
+///
+/// # Safety
+/// The C contract of `sigaction`.
+pub unsafe fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    match slot_of(sig) {
+        Some(i) if INSTALLED.load(Ordering::Acquire) => {
+            PROGRAM_LOCK.lock();
+            // SAFETY: writes under PROGRAM_LOCK; pointers per the C contract.
+            unsafe {
+                let prog = PROGRAM.get_mut();
+                if !old.is_null() {
+                    *old = prog[i].assume_init_read();
+                }
+                if !act.is_null() {
+                    prog[i].write(*act);
+                }
+            }
+            PROGRAM_LOCK.unlock();
+            0
+        }
+        // SAFETY: forwarding to glibc.
+        _ => unsafe { __sigaction(sig, act, old) },
+    }
+}
+
+/// Removes SIGSEGV and SIGBUS from a set the program wants to block.
+pub fn unblockable(how: c_int, set: *const libc::sigset_t, copy: &mut libc::sigset_t) -> *const libc::sigset_t {
+    if set.is_null() || how == libc::SIG_UNBLOCK || !INSTALLED.load(Ordering::Acquire) {
+        return set;
+    }
+    // SAFETY: `set` is a valid sigset per the C contract.
+    unsafe {
+        *copy = *set;
+        libc::sigdelset(copy, libc::SIGSEGV);
+        libc::sigdelset(copy, libc::SIGBUS);
+    }
+    copy
+}

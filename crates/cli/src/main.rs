@@ -13,6 +13,8 @@ use std::process::{Command, ExitStatus};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+mod audit;
+
 /// The allocator library, built by `build.rs`.
 static LIB: &[u8] = include_bytes!(env!("NEVERMORE_LIB_PATH"));
 /// Hex hash of `LIB`, computed by `build.rs`.
@@ -48,6 +50,8 @@ Examples:
   LD_PRELOAD=$(nevermore lib) ./myprog
   cp \"$(nevermore lib)\" /opt/lib/")]
     Lib,
+    /// Run the exploit corpus under glibc, its debug mode, peer allocators and nevermore; print the table
+    Audit(audit::AuditArgs),
 }
 
 #[derive(clap::Args)]
@@ -83,6 +87,7 @@ fn main() {
             Ok(())
         }),
         Cmd::Run(args) => run(args),
+        Cmd::Audit(args) => extract().and_then(|lib| audit::run(args, &lib)),
     };
     if let Err(e) = result {
         eprintln!("nevermore: {e:#}");

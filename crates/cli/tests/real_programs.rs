@@ -65,6 +65,15 @@ fn assert_same_output(under: &Output, plain: &Output, what: &str) {
     }
 }
 
+/// Runs under the library in the given mode (`prevent` is the default, `detect` gives every
+/// object its own alias page).
+fn run_mode(mode: &str, prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let opt = format!("mode={mode}");
+    let mut env = env.to_vec();
+    env.push(("NEVERMORE_OPTIONS", opt.as_str()));
+    run_preloaded(prog, args, &env)
+}
+
 fn head(s: &str, n: usize) -> String {
     s.lines().take(n).collect::<Vec<_>>().join("\n")
 }
@@ -116,11 +125,10 @@ fn preloaded_library_provides_malloc() {
     assert_binds_to_lib(&o, "/bin/ls", lib.to_str().unwrap());
 }
 
-#[test]
-fn ls_la_root() {
+fn ls_la_root_in(mode: &str) {
     let ls = require("/bin/ls", "coreutils");
     let env = [("LC_ALL", "C")];
-    let o = run_preloaded(&ls, &["-la", "/"], &env);
+    let o = run_mode(mode, &ls, &["-la", "/"], &env);
     assert_ok_preloaded(&o);
     let out = stdout(&o);
     assert!(out.starts_with("total "), "`ls -la /` output should start with `total`:\n{out}");
@@ -138,13 +146,22 @@ fn ls_la_root() {
 }
 
 #[test]
-fn python_threads_json_sqlite_hashlib() {
+fn ls_la_root() {
+    ls_la_root_in("prevent");
+}
+
+#[test]
+fn ls_la_root_detect_mode() {
+    ls_la_root_in("detect");
+}
+
+fn python_threads_json_sqlite_hashlib_in(mode: &str) {
     let py = python();
     let script = repo_root().join("tests/py/threaded.py");
     let script = script.to_str().unwrap();
     // pymalloc would serve small objects itself and hide the allocator.
     let env = [("PYTHONMALLOC", "malloc"), ("PYTHONHASHSEED", "0")];
-    let o = run_preloaded(&py, &[script], &env);
+    let o = run_mode(mode, &py, &[script], &env);
     assert_ok_preloaded(&o);
     let out = stdout(&o);
     // Known constants (FIPS 180-2 and RFC 1321 test vectors).
@@ -169,7 +186,16 @@ fn python_threads_json_sqlite_hashlib() {
 }
 
 #[test]
-fn sqlite3_shell_on_a_database_file() {
+fn python_threads_json_sqlite_hashlib() {
+    python_threads_json_sqlite_hashlib_in("prevent");
+}
+
+#[test]
+fn python_threads_json_sqlite_hashlib_detect_mode() {
+    python_threads_json_sqlite_hashlib_in("detect");
+}
+
+fn sqlite3_shell_on_a_database_file_in(mode: &str) {
     const N: u64 = 20_000;
     let sqlite = require("sqlite3", "sqlite3");
     let dir = scratch("sqlite3-shell");
@@ -189,7 +215,7 @@ fn sqlite3_shell_on_a_database_file() {
     );
     let mut args: Vec<&str> = opts.to_vec();
     args.extend([db, create.as_str()]);
-    let o = run_preloaded(&sqlite, &args, &[]);
+    let o = run_mode(mode, &sqlite, &args, &[]);
     assert_ok_preloaded(&o);
     assert_eq!(stdout(&o), "", "creating the database printed something");
 
@@ -203,7 +229,7 @@ fn sqlite3_shell_on_a_database_file() {
          PRAGMA integrity_check;";
     let mut args: Vec<&str> = opts.to_vec();
     args.extend([db, query]);
-    let o = run_preloaded(&sqlite, &args, &[]);
+    let o = run_mode(mode, &sqlite, &args, &[]);
     assert_ok_preloaded(&o);
 
     // The expected output, computed independently.
@@ -222,6 +248,16 @@ fn sqlite3_shell_on_a_database_file() {
     want += &format!("{count}|{sum}\n");
     want += "ok\n";
     assert_eq!(stdout(&o), want, "sqlite3 query output");
+}
+
+#[test]
+fn sqlite3_shell_on_a_database_file() {
+    sqlite3_shell_on_a_database_file_in("prevent");
+}
+
+#[test]
+fn sqlite3_shell_on_a_database_file_detect_mode() {
+    sqlite3_shell_on_a_database_file_in("detect");
 }
 
 const GCC_INPUT: &str = r#"
@@ -262,15 +298,15 @@ int main(void) {
 }
 "#;
 
-#[test]
-fn gcc_compiles_a_program() {
+fn gcc_compiles_a_program_in(mode: &str) {
     let gcc = require("gcc", "gcc");
     let dir = scratch("gcc");
     let src = dir.join("input.c");
     std::fs::write(&src, GCC_INPUT).unwrap();
     let exe = dir.join("input");
     // The driver runs cc1, as, collect2 and ld as children, which inherit LD_PRELOAD.
-    let o = run_preloaded(
+    let o = run_mode(
+        mode,
         &gcc,
         &["-O2", "-Wall", "-Werror", "-o", exe.to_str().unwrap(), src.to_str().unwrap()],
         &[("LC_ALL", "C")],
@@ -301,13 +337,22 @@ fn gcc_compiles_a_program() {
     let plain = run_plain(&exe, &[], &[]);
     assert_ok(&plain);
     assert_eq!(stdout(&plain), want, "output of the program gcc built under nevermore");
-    let under = run_preloaded(&exe, &[], &[]);
+    let under = run_mode(mode, &exe, &[], &[]);
     assert_ok_preloaded(&under);
     assert_eq!(stdout(&under), want, "output of the built program, itself run under nevermore");
 }
 
 #[test]
-fn sort_generated_lines() {
+fn gcc_compiles_a_program() {
+    gcc_compiles_a_program_in("prevent");
+}
+
+#[test]
+fn gcc_compiles_a_program_detect_mode() {
+    gcc_compiles_a_program_in("detect");
+}
+
+fn sort_generated_lines_in(mode: &str) {
     const LINES: usize = 300_000;
     let sort = require("sort", "coreutils");
     let dir = scratch("sort");
@@ -329,7 +374,7 @@ fn sort_generated_lines() {
 
     // In memory, with sort's worker threads.
     let args = ["--parallel=2", "-S", "64M", "-T", tmp, input];
-    let o = run_preloaded(&sort, &args, &env);
+    let o = run_mode(mode, &sort, &args, &env);
     assert_ok_preloaded(&o);
     lines.sort();
     let mut want = lines.join("\n");
@@ -339,7 +384,7 @@ fn sort_generated_lines() {
 
     // Numeric, with a 1 MiB buffer: runs spill to temporary files and are merged.
     let args = ["-n", "-S", "1M", "-T", tmp, input];
-    let o = run_preloaded(&sort, &args, &env);
+    let o = run_mode(mode, &sort, &args, &env);
     assert_ok_preloaded(&o);
     lines.sort_by_key(|l| l.parse::<u64>().unwrap());
     let mut want = lines.join("\n");
@@ -349,15 +394,34 @@ fn sort_generated_lines() {
 }
 
 #[test]
-fn cxx_standard_containers() {
+fn sort_generated_lines() {
+    sort_generated_lines_in("prevent");
+}
+
+#[test]
+fn sort_generated_lines_detect_mode() {
+    sort_generated_lines_in("detect");
+}
+
+fn cxx_standard_containers_in(mode: &str) {
     require("c++", "g++");
     let exe = compile("containers.cc", &[]);
-    let o = run_preloaded(&exe, &[], &[]);
+    let o = run_mode(mode, &exe, &[], &[]);
     assert_ok_preloaded(&o);
     let out = stdout(&o);
     assert_eq!(out.lines().count(), 4 * 5 + 1, "{out}");
     assert!(out.lines().last().unwrap_or("").starts_with("checksum "), "{out}");
     assert_same_output(&o, &run_plain(&exe, &[], &[]), "tests/c/containers.cc");
+}
+
+#[test]
+fn cxx_standard_containers() {
+    cxx_standard_containers_in("prevent");
+}
+
+#[test]
+fn cxx_standard_containers_detect_mode() {
+    cxx_standard_containers_in("detect");
 }
 
 #[test]

@@ -130,6 +130,10 @@ fn on_alias_fault(addr: usize, write: Option<bool>) {
                             report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
                         }
                     }
+                    if let Some((start, size, _)) = crate::history::find(addr) {
+                        let object = Some(Object { start, size });
+                        report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+                    }
                     if retired || alias::was_issued(e, page) == Some(true) {
                         let object = Some(Object { start, size: c.size as usize - crate::guard::CANARY });
                         report::fatal(rep(
@@ -155,6 +159,10 @@ fn on_alias_fault(addr: usize, write: Option<bool>) {
             _ => {}
         }
     }
+    if let Some((start, size, _tid)) = crate::history::find(addr) {
+        let object = Some(Object { start, size });
+        report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+    }
     if retired || alias::was_issued(e, page) == Some(true) {
         report::fatal(rep(Kind::HeapUseAfterFree, "the memory at this address was freed", None));
     }
@@ -170,12 +178,12 @@ fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
     let (start, entry) = large::owner_near(addr)?;
     let op = access(write);
     match entry {
-        large::Owner::Freed { pages } => (addr < start + pages * PAGE + PAGE).then_some(Report {
+        large::Owner::Freed { pages } => (addr < start + pages * PAGE + PAGE).then(|| Report {
             kind: Kind::HeapUseAfterFree,
             addr,
             op,
             what: "the large object at this address was freed",
-            object: None,
+            object: crate::history::find(addr).map(|(start, size, _)| Object { start, size }),
         }),
         large::Owner::Live { idx } => {
             let s = POOL.span(idx);

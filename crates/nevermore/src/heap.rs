@@ -352,6 +352,7 @@ pub fn free(p: *mut u8, op: &'static str) {
             object: Some(Object { start: p, size }),
         });
     }
+    crate::history::record(p, size);
     let c = tls::get();
     let c = if c == tls::EXITED { ptr::null_mut() } else { c };
     if !c.is_null() {

@@ -32,6 +32,7 @@ mod fault;
 mod fork;
 mod guard;
 mod heap;
+mod history;
 mod large;
 mod lock;
 mod meta;
@@ -158,6 +159,9 @@ fn init() -> bool {
     if !unsafe { alias::init() } {
         report::say(format_args!("cannot reserve the alias arena (errno {}); aborting", sys::errno()));
         sys::die();
+    }
+    if detect() && !history::init() {
+        report::say(format_args!("cannot map the free history; reports will name fewer objects"));
     }
     fault::install();
     let mut key: libc::pthread_key_t = 0;

@@ -42,14 +42,23 @@ pub fn compile(file: &str, extra: &[&str]) -> PathBuf {
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     let cxx = file.ends_with(".cc");
     let compiler = if cxx { "c++" } else { "cc" };
+    // Compile to a private name, then rename: tests running in parallel may compile the same
+    // program, and writing over an executable another test is running fails (ETXTBSY).
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let tmp = out.with_extension(format!(
+        "tmp{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let mut cmd = Command::new(compiler);
     cmd.args(["-O1", "-g", "-pthread", "-fno-builtin", "-Wno-free-nonheap-object", "-Wno-use-after-free"])
         .arg("-o")
-        .arg(&out)
+        .arg(&tmp)
         .arg(&src)
         .args(extra);
     let o = cmd.output().expect("run the C compiler");
     assert!(o.status.success(), "compiling {file} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::rename(&tmp, &out).unwrap();
     out
 }
 

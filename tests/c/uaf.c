@@ -1,0 +1,181 @@
+/* Use-after-free, revocation and signal-handling cases for the alias engine.
+ * Usage: uaf <case> [size]
+ *   read|write SIZE      free an object, then read/write it through the dangling pointer.
+ *                        Before the access, 2000 newer objects of the same size are filled
+ *                        with 0x5A; if the access does not trap, every newer object must
+ *                        still hold the pattern: prints INTACT (exit 0) or CORRUPTED (exit 1).
+ *   kernel-read SIZE     free an object, force revocation (free 600 other objects), then
+ *                        read(2) into the dangling pointer: prints "errno=N".
+ *   double-free SIZE     free an object, churn until its memory was reused, free it again.
+ *   own-segv             the program's own SIGSEGV handler (sigaction) must run for a fault
+ *                        that is not the allocator's.
+ *   own-segv-signal      the same with signal().
+ *   own-handler-uaf      the program has SIGSEGV/SIGBUS handlers; a use-after-free must
+ *                        still be reported by the allocator.
+ *   blocked-uaf          a thread that blocked every signal reads freed memory.
+ *   unique N             N allocations of random sizes (mixed with frees): no address is
+ *                        ever returned twice (prints UNIQUE).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile char sink;
+
+static void churn_and_check(size_t size, char *dangling, int write) {
+    enum { N = 2000 };
+    static char *newer[N];
+    for (int i = 0; i < N; i++) {
+        newer[i] = malloc(size);
+        memset(newer[i], 0x5A, size);
+    }
+    if (write)
+        memset(dangling, 0xEE, size);
+    else
+        for (size_t i = 0; i < size; i += 64) sink = dangling[i];
+    for (int i = 0; i < N; i++)
+        for (size_t j = 0; j < size; j++)
+            if (newer[i][j] != 0x5A) {
+                printf("CORRUPTED: newer object %d byte %zu\n", i, j);
+                return;
+            }
+    printf("INTACT\n");
+}
+
+static sigjmp_buf jb;
+static void on_segv(int sig) {
+    (void)sig;
+    siglongjmp(jb, 1);
+}
+static void on_segv_info(int sig, siginfo_t *si, void *ctx) {
+    (void)si;
+    (void)ctx;
+    printf("PROGRAM HANDLER %d\n", sig);
+    fflush(stdout);
+    _exit(3);
+}
+
+static char *freed_for_thread;
+static void *blocked_reader(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    sink = freed_for_thread[8];
+    printf("no trap\n");
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *c = argv[1];
+    size_t size = argc > 2 ? strtoul(argv[2], NULL, 0) : 24;
+    if (!strcmp(c, "read") || !strcmp(c, "write")) {
+        char *p = malloc(size);
+        memset(p, 0x11, size);
+        free(p);
+        churn_and_check(size, p, c[0] == 'w');
+        return 0;
+    }
+    if (!strcmp(c, "kernel-read")) {
+        char *p = malloc(size);
+        memset(p, 0x11, size);
+        free(p);
+        for (int i = 0; i < 600; i++) free(malloc(6000)); /* fills and flushes a revocation batch */
+        int fd[2];
+        if (pipe(fd)) return 2;
+        if (write(fd[1], "abcdefgh", 8) != 8) return 2;
+        errno = 0;
+        long r = read(fd[0], p, 8);
+        printf("read=%ld errno=%d\n", r, r < 0 ? errno : 0);
+        return 0;
+    }
+    if (!strcmp(c, "double-free")) {
+        char *p = malloc(size);
+        free(p);
+        for (int round = 0; round < 50; round++) {
+            char *q[300];
+            for (int i = 0; i < 300; i++) q[i] = malloc(size);
+            for (int i = 0; i < 300; i++) free(q[i]);
+        }
+        char *keep = malloc(size); /* very likely reuses p's memory under a new address */
+        free(p);
+        printf("second free returned (keep=%p)\n", (void *)keep);
+        return 0;
+    }
+    if (!strcmp(c, "own-segv") || !strcmp(c, "own-segv-signal")) {
+        if (c[8] == '-')
+            signal(SIGSEGV, on_segv);
+        else {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_segv;
+            sigaction(SIGSEGV, &sa, NULL);
+        }
+        char *p = malloc(100); /* the allocator is up and its handler installed */
+        free(p);
+        if (!sigsetjmp(jb, 1)) {
+            sink = *(volatile char *)16;
+            printf("no fault\n");
+            return 1;
+        }
+        printf("HANDLED\n");
+        return 0;
+    }
+    if (!strcmp(c, "own-handler-uaf")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_segv_info;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGSEGV, &sa, NULL);
+        sigaction(SIGBUS, &sa, NULL);
+        char *p = malloc(size);
+        free(p);
+        sink = p[1];
+        printf("no trap\n");
+        return 0;
+    }
+    if (!strcmp(c, "blocked-uaf")) {
+        freed_for_thread = malloc(size);
+        free(freed_for_thread);
+        pthread_t t;
+        pthread_create(&t, NULL, blocked_reader, NULL);
+        pthread_join(t, NULL);
+        return 0;
+    }
+    if (!strcmp(c, "unique")) {
+        long n = argc > 2 ? atol(argv[2]) : 100000;
+        uintptr_t *seen = calloc((size_t)n, sizeof *seen);
+        char *live[64] = {0};
+        unsigned s = 7;
+        for (long i = 0; i < n; i++) {
+            s = s * 1103515245u + 12345u;
+            int k = (s >> 8) & 63;
+            free(live[k]);
+            size_t sz = (s >> 4) % 4 == 0 ? (s >> 12) % 200000 : (s >> 12) % 1500;
+            live[k] = malloc(sz);
+            seen[i] = (uintptr_t)live[k];
+        }
+        /* sort and look for repeats */
+        int cmp(const void *a, const void *b) {
+            uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+            return x < y ? -1 : x > y;
+        }
+        qsort(seen, (size_t)n, sizeof *seen, cmp);
+        for (long i = 1; i < n; i++)
+            if (seen[i] == seen[i - 1]) {
+                printf("REPEATED %#lx\n", (unsigned long)seen[i]);
+                return 1;
+            }
+        printf("UNIQUE %ld\n", n);
+        return 0;
+    }
+    return 2;
+}

@@ -14,6 +14,12 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 mod audit;
+mod demo;
+mod symbolize;
+
+/// Exit status of `nevermore run` (and `demo`) when the allocator detected an error: the
+/// library's `exitcode=23`, added unless the user chose an `exitcode` of their own.
+pub const DETECTED_STATUS: u8 = 23;
 
 /// The allocator library, built by `build.rs`.
 static LIB: &[u8] = include_bytes!(env!("NEVERMORE_LIB_PATH"));
@@ -38,8 +44,19 @@ enum Cmd {
     #[command(after_help = "\
 Examples:
   nevermore run -- ./server --port 8080
+  nevermore run --mode detect -- ./test-suite            # every use-after-free traps at once
+  nevermore run --mode detect --json --report r.json -- ./prog
   nevermore run --stats --report nm-report.txt -- make -j8
   NEVERMORE_OPTIONS=mode=detect nevermore run --option stats=1 -- python3 script.py
+
+Exit status: PROGRAM's own (a death by signal is passed on as the same signal); 23 when
+nevermore detected an error (it adds exitcode=23 unless an exitcode option is given; under plain
+LD_PRELOAD a detection ends the program with SIGABRT instead); 127/126 when PROGRAM cannot be
+found/run; 1 for an error of nevermore itself.
+
+Reports (also those of forked and exec'd children, which inherit LD_PRELOAD and
+NEVERMORE_OPTIONS) are written by the library as raw frames (module+offset) to a private file,
+and printed here symbolized (function file:line) on stderr, or to --report FILE.
 
 Options reach the allocator as the colon-separated list NEVERMORE_OPTIONS; those already in
 the environment are kept, the ones given here come after them.")]
@@ -52,16 +69,34 @@ Examples:
     Lib,
     /// Run the exploit corpus under glibc, its debug mode, peer allocators and nevermore; print the table
     Audit(audit::AuditArgs),
+    /// Compile and run a use-after-free exploit under glibc and under nevermore; show the reports
+    #[command(after_help = "\
+Needs a C compiler (cc, or $CC). Example:
+  nevermore demo")]
+    Demo,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Detect,
+    Prevent,
 }
 
 #[derive(clap::Args)]
 struct RunArgs {
+    /// Allocator mode: detect (every use-after-free traps at once; records allocation and free
+    /// stacks) or prevent (the default: dangling pointers never reach newer objects)
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
     /// Print allocator statistics when the program exits (adds stats=1)
     #[arg(long)]
     stats: bool,
-    /// Write error reports and statistics to FILE (adds report_path=<absolute FILE>)
+    /// Write the (symbolized) reports and statistics to FILE instead of stderr
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Reports as JSON, one object per line (adds report_format=json; schema in docs/report-schema.json)
+    #[arg(long)]
+    json: bool,
     /// Pass an allocator option (repeatable)
     #[arg(long = "option", short = 'o', value_name = "KEY=VALUE", value_parser = parse_option)]
     options: Vec<String>,
@@ -88,6 +123,7 @@ fn main() {
         }),
         Cmd::Run(args) => run(args),
         Cmd::Audit(args) => extract().and_then(|lib| audit::run(args, &lib)),
+        Cmd::Demo => extract().and_then(|lib| demo::run(&lib)),
     };
     if let Err(e) = result {
         eprintln!("nevermore: {e:#}");
@@ -165,23 +201,138 @@ fn colon_list(first: Option<OsString>, rest: &[OsString]) -> OsString {
     out
 }
 
+/// Whether a colon-separated option list sets `key`.
+fn sets(list: &OsStr, key: &str) -> bool {
+    list.as_bytes().split(|&b| b == b':' || b == b',').any(|item| item.starts_with(format!("{key}=").as_bytes()))
+}
+
+/// A private directory for the raw report file of one run.
+fn private_dir() -> Result<PathBuf> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut base = std::env::temp_dir();
+    if base.as_os_str().as_bytes().iter().any(|&b| b == b':' || b == b',') {
+        base = PathBuf::from("/tmp");
+    }
+    let dir = base.join(format!("nevermore-run-{}-{nanos}", std::process::id()));
+    fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// A file created on the first write (so `--report FILE` appears only when there is a report).
+struct LazyFile {
+    path: PathBuf,
+    file: Option<fs::File>,
+}
+
+impl Write for LazyFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.file.is_none() {
+            match fs::OpenOptions::new().create(true).append(true).open(&self.path) {
+                Ok(f) => self.file = Some(f),
+                Err(e) => {
+                    eprintln!("nevermore: cannot open {}: {e}", self.path.display());
+                    return Err(e);
+                }
+            }
+        }
+        self.file.as_mut().expect("opened above").write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_mut().map_or(Ok(()), |f| f.flush())
+    }
+}
+
+/// Follows the raw report file while the program runs and prints what it gets, symbolized.
+struct Follower {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Follower {
+    fn start(raw: PathBuf, mut out: Box<dyn Write + Send>) -> Follower {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut sym = symbolize::Symbolizer::new();
+            let mut pos = 0usize;
+            let mut pending = Vec::new();
+            loop {
+                let last = flag.load(Ordering::Acquire);
+                if let Ok(bytes) = fs::read(&raw) {
+                    if bytes.len() > pos {
+                        pending.extend_from_slice(&bytes[pos..]);
+                        pos = bytes.len();
+                    }
+                }
+                while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=nl).collect();
+                    let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+                    let _ = writeln!(out, "{}", sym.line(&text));
+                }
+                let _ = out.flush();
+                if last {
+                    if !pending.is_empty() {
+                        let _ = out.write_all(&pending);
+                        let _ = out.flush();
+                    }
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        Follower { stop, thread }
+    }
+
+    fn finish(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.thread.join();
+    }
+}
+
 fn run(args: RunArgs) -> Result<()> {
     let lib = extract()?;
+    let env_options = std::env::var_os("NEVERMORE_OPTIONS").unwrap_or_default();
 
     let mut options: Vec<OsString> = Vec::new();
+    if let Some(m) = args.mode {
+        options.push(match m {
+            ModeArg::Detect => "mode=detect".into(),
+            ModeArg::Prevent => "mode=prevent".into(),
+        });
+    }
     if args.stats {
         options.push("stats=1".into());
     }
-    if let Some(file) = &args.report {
-        let abs = std::path::absolute(file).with_context(|| format!("resolve {}", file.display()))?;
-        if abs.as_os_str().as_bytes().contains(&b':') {
-            bail!("report path {} contains ':', which NEVERMORE_OPTIONS cannot carry", abs.display());
-        }
-        let mut opt = OsString::from("report_path=");
-        opt.push(abs);
-        options.push(opt);
+    if args.json {
+        options.push("report_format=json".into());
     }
     options.extend(args.options.iter().map(OsString::from));
+    let user = colon_list(Some(env_options.clone()), &options);
+
+    // Reports go to a private raw file, followed and symbolized here, unless the user routed
+    // them somewhere themselves with report_path.
+    let mut follow = None;
+    let mut raw_dir = None;
+    if !sets(&user, "report_path") {
+        let out: Box<dyn Write + Send> = match &args.report {
+            Some(file) => Box::new(LazyFile { path: file.clone(), file: None }),
+            None => Box::new(io::stderr()),
+        };
+        let dir = private_dir()?;
+        let raw = dir.join("report.raw");
+        fs::File::create(&raw).with_context(|| format!("create {}", raw.display()))?;
+        let mut opt = OsString::from("report_path=");
+        opt.push(&raw);
+        options.push(opt);
+        follow = Some((raw, out));
+        raw_dir = Some(dir);
+    } else if args.report.is_some() {
+        bail!("--report cannot be combined with a report_path option");
+    }
+    if !sets(&user, "exitcode") {
+        options.push(format!("exitcode={DETECTED_STATUS}").into());
+    }
 
     let (program, program_args) = args.program.split_first().expect("clap requires PROGRAM");
     let mut cmd = Command::new(program);
@@ -189,11 +340,17 @@ fn run(args: RunArgs) -> Result<()> {
     // The library goes first, so it wins over any other preloaded allocator.
     let existing_preload: Vec<OsString> = std::env::var_os("LD_PRELOAD").into_iter().collect();
     cmd.env("LD_PRELOAD", colon_list(Some(lib.into_os_string()), &existing_preload));
-    if !options.is_empty() {
-        cmd.env("NEVERMORE_OPTIONS", colon_list(std::env::var_os("NEVERMORE_OPTIONS"), &options));
-    }
+    cmd.env("NEVERMORE_OPTIONS", colon_list(Some(env_options), &options));
 
-    let status = spawn_and_wait(&mut cmd, program)?;
+    let follower = follow.map(|(raw, out)| Follower::start(raw, out));
+    let status = spawn_and_wait(&mut cmd, program);
+    if let Some(f) = follower {
+        f.finish();
+    }
+    if let Some(dir) = raw_dir {
+        let _ = fs::remove_dir_all(dir);
+    }
+    let status = status?;
     if let Some(code) = status.code() {
         std::process::exit(code);
     }
@@ -201,7 +358,7 @@ fn run(args: RunArgs) -> Result<()> {
     die_by_signal(sig)
 }
 
-/// Spawns `cmd` and waits for it, forwarding `FORWARDED` signals to it. Exits 127/126 like a
+/// Spawns `cmd` and waits for it, forwarding `FORWARDED` signals to it. Returns status 127/126 like a
 /// shell when the program cannot be found or run.
 fn spawn_and_wait(cmd: &mut Command, program: &OsStr) -> Result<ExitStatus> {
     // The forwarded signals and SIGCHLD are blocked and taken synchronously with sigwaitinfo:
@@ -243,7 +400,8 @@ fn spawn_and_wait(cmd: &mut Command, program: &OsStr) -> Result<ExitStatus> {
                 eprintln!("nevermore: {name}: cannot run: {e}");
                 126
             };
-            std::process::exit(code);
+            // As if the program had exited with `code` (a wait status), so the caller cleans up.
+            return Ok(ExitStatus::from_raw(code << 8));
         }
     };
     let pid = child.id() as libc::pid_t;

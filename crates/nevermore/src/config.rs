@@ -27,15 +27,26 @@ pub struct Options {
     pub verbose: bool,
     /// Exit with this status after a report instead of dying of SIGABRT.
     pub exitcode: Option<u8>,
+    /// Reports as one JSON object per line (`report_format=json`) instead of text.
+    pub json: bool,
+    /// Detect mode: record allocation and free stacks (`stacks=0` turns it off).
+    pub stacks: bool,
 }
 
 impl Options {
-    pub const DEFAULT: Options =
-        Options { mode: Mode::Prevent, stats: false, report_path: None, verbose: false, exitcode: None };
+    pub const DEFAULT: Options = Options {
+        mode: Mode::Prevent,
+        stats: false,
+        report_path: None,
+        verbose: false,
+        exitcode: None,
+        json: false,
+        stacks: true,
+    };
 }
 
 /// Every option, for the error message and the docs.
-pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode";
+pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode, report_format, stacks";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -65,6 +76,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 }
             }
             b"stats" => o.stats = parse_bool(key, value)?,
+            b"stacks" => o.stacks = parse_bool(key, value)?,
+            b"report_format" => {
+                o.json = match value {
+                    b"text" => false,
+                    b"json" => true,
+                    _ => return Err(ParseError::BadValue { key, value, expected: "text or json" }),
+                }
+            }
             b"verbose" => o.verbose = parse_bool(key, value)?,
             b"report_path" => {
                 if value.is_empty() {
@@ -123,6 +142,10 @@ mod tests {
         assert_eq!(o.report_path, Some(&b"/tmp/x.log"[..]));
         assert_eq!(o.exitcode, Some(23));
         assert!(!parse(b"stats=0").unwrap().stats);
+        assert!(parse(b"report_format=json").unwrap().json);
+        assert!(!parse(b"report_format=text").unwrap().json);
+        assert!(Options::DEFAULT.stacks && !parse(b"stacks=0").unwrap().stacks);
+        assert!(matches!(parse(b"report_format=xml"), Err(ParseError::BadValue { .. })));
     }
 
     #[test]

@@ -23,6 +23,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use crate::pool::{self, POOL};
 use crate::report::{self, Kind, Object, Report};
 use crate::slab::{self, Slot, CLASSES, FREED};
+use crate::stack::Regs;
 use crate::sys::PAGE;
 use crate::{alias, large};
 
@@ -68,15 +69,30 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
     // Only faults raised by the hardware/kernel (positive si_code) can be ours.
     if code > 0 && crate::is_ready() {
         let write = is_write(ctx);
+        let regs = regs_of(ctx);
         if alias::in_arena(addr) {
-            on_alias_fault(addr, write);
+            on_alias_fault(addr, write, regs);
             return;
         }
         if let Some(r) = large_fault(addr, write) {
-            report::fatal(r);
+            report::fatal_at(regs, r);
         }
     }
     chain(sig, info, ctx);
+}
+
+/// The interrupted registers, where the reported stack starts.
+fn regs_of(ctx: *mut c_void) -> Option<Regs> {
+    if ctx.is_null() {
+        return None;
+    }
+    // SAFETY: for SA_SIGINFO handlers the third argument is a ucontext_t.
+    let g = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs };
+    Some(Regs {
+        pc: g[libc::REG_RIP as usize] as usize,
+        sp: g[libc::REG_RSP as usize] as usize,
+        bp: g[libc::REG_RBP as usize] as usize,
+    })
 }
 
 /// x86-64: bit 1 of the page-fault error code says the access was a write.
@@ -97,11 +113,14 @@ fn access(write: Option<bool>) -> &'static str {
     }
 }
 
-fn on_alias_fault(addr: usize, write: Option<bool>) {
+fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
     let op = access(write);
     let rep = |kind, what, object| Report { kind, addr, op, what, object };
     let Some((e, page)) = alias::decode(addr) else {
-        report::fatal(rep(Kind::WildAccess, "the address is in the allocator's alias arena but in no mirror", None));
+        report::fatal_at(
+            regs,
+            rep(Kind::WildAccess, "the address is in the allocator's alias arena but in no mirror", None),
+        );
     };
     let retired = alias::mirror(e).retired.load(Ordering::Acquire) != 0;
     if let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) {
@@ -127,20 +146,29 @@ fn on_alias_fault(addr: usize, write: Option<bool>) {
                         };
                         if v & FREED != 0 && v != slab::FREE_SLOT {
                             let object = Some(Object { start, size: (v & !FREED) as usize });
-                            report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+                            report::fatal_at(
+                                regs,
+                                rep(Kind::HeapUseAfterFree, "the object at this address was freed", object),
+                            );
                         }
                     }
                     if let Some((start, size, _)) = crate::history::find(addr) {
                         let object = Some(Object { start, size });
-                        report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+                        report::fatal_at(
+                            regs,
+                            rep(Kind::HeapUseAfterFree, "the object at this address was freed", object),
+                        );
                     }
                     if retired || alias::was_issued(e, page) == Some(true) {
                         let object = Some(Object { start, size: c.size as usize - crate::guard::CANARY });
-                        report::fatal(rep(
-                            Kind::HeapUseAfterFree,
-                            "the object at this address was freed (its size is at most the size shown)",
-                            object,
-                        ));
+                        report::fatal_at(
+                            regs,
+                            rep(
+                                Kind::HeapUseAfterFree,
+                                "the object at this address was freed (its size is at most the size shown)",
+                                object,
+                            ),
+                        );
                     }
                 }
             }
@@ -152,7 +180,10 @@ fn on_alias_fault(addr: usize, write: Option<bool>) {
                     }
                     if size != pool::DEAD {
                         let object = Some(Object { start: s.addr, size: size & !pool::DEAD_BIT });
-                        report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+                        report::fatal_at(
+                            regs,
+                            rep(Kind::HeapUseAfterFree, "the object at this address was freed", object),
+                        );
                     }
                 }
             }
@@ -161,12 +192,12 @@ fn on_alias_fault(addr: usize, write: Option<bool>) {
     }
     if let Some((start, size, _tid)) = crate::history::find(addr) {
         let object = Some(Object { start, size });
-        report::fatal(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+        report::fatal_at(regs, rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
     }
     if retired || alias::was_issued(e, page) == Some(true) {
-        report::fatal(rep(Kind::HeapUseAfterFree, "the memory at this address was freed", None));
+        report::fatal_at(regs, rep(Kind::HeapUseAfterFree, "the memory at this address was freed", None));
     }
-    report::fatal(rep(Kind::WildAccess, "the address was never handed out by the allocator", None));
+    report::fatal_at(regs, rep(Kind::WildAccess, "the address was never handed out by the allocator", None));
 }
 
 /// Maps the faulting page again (a live alias without its page-table entry).

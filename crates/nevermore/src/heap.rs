@@ -16,7 +16,7 @@ use crate::pool::{self, POOL};
 use crate::report::{self, Kind, Object, Report};
 use crate::slab::{self, Slot, CLASSES, FREED};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
-use crate::{alias, large, stats, tls};
+use crate::{alias, large, stack, stats, tls};
 
 /// Objects whose size plus canary fit in this many bytes are page objects; bigger ones are
 /// large objects with their own guarded view.
@@ -104,7 +104,63 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
     }
     // SAFETY: the slot holds size + CANARY bytes.
     unsafe { guard::arm(p, size) };
+    if stack::enabled() {
+        note_alloc(p);
+    }
     p as *mut u8
+}
+
+/// Detect mode: records the allocation stack of the small object at `p`.
+#[inline(never)]
+fn note_alloc(p: usize) {
+    if let Some((t, e)) = trace_slot(p) {
+        t.set_alloc(stack::record(), sys::gettid(), e);
+    }
+}
+
+/// Detect mode: the trace record of the heap object holding `addr` (live or not), with the
+/// epoch of `addr`'s alias (0 for large objects).
+fn trace_slot(addr: usize) -> Option<(&'static stack::Trace, u32)> {
+    if !crate::detect() {
+        return None;
+    }
+    if alias::in_arena(addr) {
+        let (e, page) = alias::decode(addr)?;
+        let (_, s) = POOL.span_at(POOL.page_addr(page))?;
+        match s.kind {
+            pool::SLAB => {
+                let c = &CLASSES[s.class as usize];
+                let pos = match slab::locate(c, addr & (PAGE - 1)) {
+                    Slot::Start(p) | Slot::Interior(p, _) => p,
+                    Slot::Tail => return None,
+                };
+                Some((slab::trace(s, c, slab::slot_index(c, page - s.start, pos)), e))
+            }
+            pool::PAGES => Some((&s.trace, e)),
+            _ => None,
+        }
+    } else {
+        match large::lookup(addr) {
+            0 => None,
+            v if v & large::TOMB_BIT != 0 => None,
+            idx => Some((&POOL.span(idx).trace, 0)),
+        }
+    }
+}
+
+/// For reports: (allocation stack, its thread, free stack, its thread) of the object at
+/// `addr`, if it was recorded under the alias `addr` belongs to. Thread 0: not freed.
+pub fn trace_of(addr: usize) -> Option<(u32, u32, u32, u32)> {
+    let (t, e) = trace_slot(addr)?;
+    if t.epoch.load(Ordering::Acquire) != e || t.alloc_tid.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    Some((
+        t.alloc.load(Ordering::Relaxed),
+        t.alloc_tid.load(Ordering::Relaxed),
+        t.free.load(Ordering::Relaxed),
+        t.free_tid.load(Ordering::Acquire),
+    ))
 }
 
 fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
@@ -174,6 +230,9 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
         unsafe { ptr::write_bytes(a as *mut u8, 0, size) };
     }
     s.size.store(size, Ordering::Release);
+    if stack::enabled() {
+        s.trace.set_alloc(stack::record(), sys::gettid(), e);
+    }
     // SAFETY: the run holds size + CANARY bytes.
     unsafe { guard::arm(a, size) };
     stats::add(&stats::PAGE_OBJECTS, 1);
@@ -333,6 +392,19 @@ fn kill(obj: Obj, size: usize) -> bool {
     }
 }
 
+/// Detect mode: records the free stack of `obj` (before its alias is revoked).
+#[inline(never)]
+fn note_free(obj: Obj) {
+    let t = match obj {
+        Obj::Small { idx, slot, .. } => {
+            let s = POOL.span(idx);
+            slab::trace(s, &CLASSES[s.class as usize], slot)
+        }
+        Obj::Pages { idx } | Obj::Large { idx } => &POOL.span(idx).trace,
+    };
+    t.set_free(stack::record(), sys::gettid());
+}
+
 /// `free` (and every `operator delete`); `op` names the call in reports.
 pub fn free(p: *mut u8, op: &'static str) {
     if p.is_null() {
@@ -353,6 +425,9 @@ pub fn free(p: *mut u8, op: &'static str) {
         });
     }
     crate::history::record(p, size);
+    if stack::enabled() {
+        note_free(obj);
+    }
     let c = tls::get();
     let c = if c == tls::EXITED { ptr::null_mut() } else { c };
     if !c.is_null() {

@@ -134,6 +134,9 @@ pub fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         unsafe { ptr::write_bytes(start as *mut u8, 0, size) };
     }
     s.size.store(size, Ordering::Release);
+    if crate::stack::enabled() {
+        s.trace.set_alloc(crate::stack::record(), sys::gettid(), 0);
+    }
     // SAFETY: the canary fits between the object's end and the view's end.
     unsafe { guard::arm(start, size) };
     if let Some(e) = entry {

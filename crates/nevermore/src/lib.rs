@@ -14,6 +14,7 @@
 //! - `guard`: the per-process secret and the keyed canaries;
 //! - `heap`: the front end that ties the tiers together and checks every pointer;
 //! - `report` / `stats`: error reports and counters;
+//! - `stack`: call-stack capture (`.eh_frame` and frame pointers), module table, stack depot;
 //! - `fork`: giving a forked child its own heap;
 //! - `api`: the exported C and C++ ABI.
 //!
@@ -39,6 +40,7 @@ mod meta;
 mod pool;
 mod report;
 mod slab;
+mod stack;
 mod stats;
 mod sys;
 mod tls;
@@ -164,6 +166,7 @@ fn init() -> bool {
         report::say(format_args!("cannot map the free history; reports will name fewer objects"));
     }
     fault::install();
+    stack::init(detect() && options().stacks);
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: plain pthread calls with valid arguments; neither allocates in glibc for the
     // first keys and handlers.

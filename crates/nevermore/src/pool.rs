@@ -62,6 +62,8 @@ pub struct Span {
     pub ready: u32,
     /// PAGES: the epoch whose alias the object was handed out under.
     pub epoch: AtomicU32,
+    /// PAGES/LARGE in detect mode: allocation and free stacks (depot ids) and threads.
+    pub trace: crate::stack::Trace,
 }
 
 struct State {
@@ -258,6 +260,7 @@ impl Pool {
         s.lanes = 0;
         s.ready = 0;
         s.epoch.store(0, Ordering::Relaxed);
+        s.trace.set_alloc(0, 0, 0);
         let dirty = s.dirty;
         s.dirty = false;
         for p in s.start..s.start + n {

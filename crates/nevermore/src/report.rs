@@ -4,11 +4,19 @@
 //! ==PID== nevermore: ERROR: <kind> on address 0x<addr> (thread <tid>)
 //! ==PID==   <operation> of 0x<addr>: <what is wrong>
 //! ==PID==   object 0x<start> of <size> bytes, address is at offset <off>   (when known)
+//! ==PID==     #0 0x<pc> <module>+0x<offset>       (the faulting or calling stack)
+//! ==PID==   freed by thread <tid> here:           (detect mode, when recorded)
+//! ==PID==     #0 ...
+//! ==PID==   previously allocated by thread <tid> here:
+//! ==PID==     #0 ...
 //! ==PID== nevermore: aborting                      (or: exiting with status N)
 //! ```
 //!
-//! Reports are formatted into a stack buffer and written with one `write(2)`, so they never
-//! allocate and lines of concurrent reports never interleave.
+//! Offsets are those of the call instruction for return addresses (so `addr2line` on
+//! `module` at `offset` names the calling line). With `report_format=json` a report is one JSON
+//! object on one line instead (schema: `docs/report-schema.json`). Reports are formatted into
+//! a static buffer owned by the reporting thread and written with one `write(2)`, so they never
+//! allocate and concurrent reports never interleave.
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicI32, Ordering};
@@ -130,8 +138,112 @@ pub fn out_fd() -> i32 {
     }
 }
 
+/// The stacks of a report: where it happened, and (detect mode) who freed and allocated the
+/// object. Frames are raw PCs; they are printed as `module+offset` for later symbolization.
+#[derive(Clone, Copy, Default)]
+pub struct Stacks<'a> {
+    /// The faulting or calling stack (innermost first).
+    pub here: &'a [usize],
+    /// `here[0]` is the address of the faulting instruction (not a return address).
+    pub exact_first: bool,
+    /// (thread, frames) of the free and of the allocation, when recorded.
+    pub freed: Option<(u32, &'a [u64])>,
+    pub allocated: Option<(u32, &'a [u64])>,
+    /// Why the free/allocation stacks are missing, when they are.
+    pub note: Option<&'static str>,
+}
+
+/// A frame as (module path, offset to symbolize). Return addresses are moved back by one byte,
+/// into the call instruction, so that the offset names the calling line.
+fn frame_site(pc: usize, ret: bool) -> Option<(&'static [u8], usize)> {
+    let m = crate::stack::module_of(pc)?;
+    Some((m.name(), pc.wrapping_sub(m.base).wrapping_sub(ret as usize)))
+}
+
+fn text_frames(b: &mut impl Write, pid: u32, frames: impl Iterator<Item = usize>, exact_first: bool) {
+    let mut any = false;
+    for (i, pc) in frames.enumerate() {
+        any = true;
+        let _ = write!(b, "=={pid}==     #{i} {pc:#018x} ");
+        match frame_site(pc, !(i == 0 && exact_first)) {
+            Some((name, off)) => {
+                let _ = write!(b, "{}+{off:#x}", Bytes(name));
+            }
+            None => {
+                let _ = write!(b, "<unknown module>");
+            }
+        }
+        let _ = writeln!(b);
+    }
+    if !any {
+        let _ = writeln!(b, "=={pid}==     (stack not recorded)");
+    }
+}
+
+/// Writes bytes as text, lossily.
+struct Bytes<'a>(&'a [u8]);
+
+impl fmt::Display for Bytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            f.write_str(chunk.valid())?;
+            if !chunk.invalid().is_empty() {
+                f.write_str("\u{fffd}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes a JSON string literal.
+struct Json<'a>(&'a [u8]);
+
+impl fmt::Display for Json<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"")?;
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '"' => f.write_str("\\\"")?,
+                    '\\' => f.write_str("\\\\")?,
+                    c if (c as u32) < 0x20 => write!(f, "\\u{:04x}", c as u32)?,
+                    c => f.write_char(c)?,
+                }
+            }
+            if !chunk.invalid().is_empty() {
+                f.write_str("\\ufffd")?;
+            }
+        }
+        f.write_str("\"")
+    }
+}
+
+fn json_frames(b: &mut impl Write, frames: impl Iterator<Item = usize>, exact_first: bool) {
+    let _ = write!(b, "[");
+    for (i, pc) in frames.enumerate() {
+        if i > 0 {
+            let _ = write!(b, ",");
+        }
+        let _ = write!(b, "{{\"pc\":\"{pc:#x}\",");
+        match frame_site(pc, !(i == 0 && exact_first)) {
+            Some((name, off)) => {
+                let _ = write!(b, "\"module\":{},\"offset\":\"{off:#x}\"}}", Json(name));
+            }
+            None => {
+                let _ = write!(b, "\"module\":null,\"offset\":null}}");
+            }
+        }
+    }
+    let _ = write!(b, "]");
+}
+
 /// Formats a report into `b` (the exact text the process prints).
 pub fn format(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option<u8>) {
+    format_with(b, r, pid, tid, action, &Stacks::default())
+}
+
+/// Formats a report with its stacks (plain text).
+pub fn format_with(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option<u8>, st: &Stacks<'_>) {
     let _ = writeln!(b, "=={pid}== nevermore: ERROR: {} on address {:#x} (thread {tid})", r.kind.name(), r.addr);
     let _ = writeln!(b, "=={pid}==   {} of {:#x}: {}", r.op, r.addr, r.what);
     if let Some(o) = r.object {
@@ -143,6 +255,20 @@ pub fn format(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option
             r.addr.wrapping_sub(o.start) as isize
         );
     }
+    if !st.here.is_empty() {
+        text_frames(b, pid, st.here.iter().copied(), st.exact_first);
+    }
+    if let Some((t, f)) = st.freed {
+        let _ = writeln!(b, "=={pid}==   freed by thread {t} here:");
+        text_frames(b, pid, f.iter().map(|&x| x as usize), false);
+    }
+    if let Some((t, f)) = st.allocated {
+        let _ = writeln!(b, "=={pid}==   previously allocated by thread {t} here:");
+        text_frames(b, pid, f.iter().map(|&x| x as usize), false);
+    }
+    if let Some(n) = st.note {
+        let _ = writeln!(b, "=={pid}==   {n}");
+    }
     match action {
         None => {
             let _ = writeln!(b, "=={pid}== nevermore: aborting");
@@ -153,13 +279,139 @@ pub fn format(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option
     }
 }
 
+/// Formats a report as one JSON object on one line (schema: docs/report-schema.json).
+pub fn format_json(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option<u8>, st: &Stacks<'_>) {
+    let _ = write!(
+        b,
+        "{{\"nevermore_report\":1,\"pid\":{pid},\"thread\":{tid},\"kind\":\"{}\",\"address\":\"{:#x}\",\"operation\":{},\"description\":{},\"mode\":\"{}\",\"object\":",
+        r.kind.name(),
+        r.addr,
+        Json(r.op.as_bytes()),
+        Json(r.what.as_bytes()),
+        if crate::detect() { "detect" } else { "prevent" }
+    );
+    match r.object {
+        Some(o) => {
+            let _ = write!(
+                b,
+                "{{\"start\":\"{:#x}\",\"size\":{},\"offset\":{}}}",
+                o.start,
+                o.size,
+                r.addr.wrapping_sub(o.start) as isize
+            );
+        }
+        None => {
+            let _ = write!(b, "null");
+        }
+    }
+    let _ = write!(b, ",\"stack\":");
+    json_frames(b, st.here.iter().copied(), st.exact_first);
+    for (key, v) in [("freed", st.freed), ("allocated", st.allocated)] {
+        let _ = write!(b, ",\"{key}\":");
+        match v {
+            Some((t, f)) => {
+                let _ = write!(b, "{{\"thread\":{t},\"stack\":");
+                json_frames(b, f.iter().map(|&x| x as usize), false);
+                let _ = write!(b, "}}");
+            }
+            None => {
+                let _ = write!(b, "null");
+            }
+        }
+    }
+    let _ = write!(b, ",\"note\":");
+    match st.note {
+        Some(n) => {
+            let _ = write!(b, "{}", Json(n.as_bytes()));
+        }
+        None => {
+            let _ = write!(b, "null");
+        }
+    }
+    match action {
+        None => {
+            let _ = writeln!(b, ",\"action\":\"abort\",\"exit_status\":null}}");
+        }
+        Some(code) => {
+            let _ = writeln!(b, ",\"action\":\"exit\",\"exit_status\":{code}}}");
+        }
+    }
+}
+
+/// The report buffer: too big for a signal stack, so one static buffer, claimed by the first
+/// reporting thread (reports are fatal; a second reporter waits for the first to finish).
+struct ReportBuf(core::cell::UnsafeCell<Buf<32768>>);
+// SAFETY: only the thread that owns `REPORT_OWNER` touches the buffer.
+unsafe impl Sync for ReportBuf {}
+static REPORT_BUF: ReportBuf = ReportBuf(core::cell::UnsafeCell::new(Buf::new()));
+static REPORT_OWNER: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
 /// Prints the report and ends the process with the configured action (SIGABRT by default).
 #[cold]
 #[inline(never)]
 pub fn fatal(r: Report) -> ! {
+    fatal_at(None, r)
+}
+
+/// `fatal` for a fault: `regs` is the interrupted context (its stack is the one reported).
+#[cold]
+#[inline(never)]
+pub fn fatal_at(regs: Option<crate::stack::Regs>, r: Report) -> ! {
     let action = crate::options().exitcode;
-    let mut b = Buf::<2048>::new();
-    format(&mut b, &r, sys::getpid(), sys::gettid(), action);
+    let tid = sys::gettid();
+    loop {
+        match REPORT_OWNER.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(owner) if owner == tid => {
+                // A fault while reporting: print the bare report and go.
+                let mut b = Buf::<1024>::new();
+                format(&mut b, &r, sys::getpid(), tid, action);
+                sys::write_all(out_fd(), b.as_bytes());
+                sys::die();
+            }
+            Err(_) => core::hint::spin_loop(),
+        }
+    }
+    let mut here = [0usize; crate::stack::MAX_FRAMES];
+    let n = if crate::is_ready() {
+        match regs {
+            Some(regs) => crate::stack::walk(regs, true, &mut here),
+            None => crate::stack::capture(&mut here),
+        }
+    } else {
+        0
+    };
+    let mut st = Stacks { here: &here[..n], exact_first: regs.is_some(), ..Stacks::default() };
+    if crate::is_ready() {
+        if !crate::detect() {
+            st.note = Some("allocation and free stacks not recorded (prevent mode; run with mode=detect)");
+        } else if !crate::stack::enabled() {
+            st.note = Some("allocation and free stacks not recorded (stacks=0)");
+        } else {
+            let at = r.object.map_or(r.addr, |o| o.start);
+            match crate::heap::trace_of(at) {
+                Some((alloc, alloc_tid, free, free_tid)) => {
+                    let d = &crate::stack::DEPOT;
+                    st.allocated = Some((alloc_tid, d.get(alloc)));
+                    if free_tid != 0 {
+                        st.freed = Some((free_tid, d.get(free)));
+                    }
+                }
+                None if r.kind != Kind::WildAccess && r.kind != Kind::OutOfMemory => {
+                    st.note = Some("allocation and free stacks not known for this address")
+                }
+                None => {}
+            }
+        }
+    }
+    // SAFETY: this thread owns REPORT_OWNER, hence the buffer.
+    let b = unsafe { &mut *REPORT_BUF.0.get() };
+    b.len = 0;
+    if crate::options().json {
+        format_json(b, &r, sys::getpid(), tid, action, &st);
+    } else {
+        format_with(b, &r, sys::getpid(), tid, action, &st);
+    }
     sys::write_all(out_fd(), b.as_bytes());
     match action {
         // SAFETY: `_exit` ends the process without running anything else.

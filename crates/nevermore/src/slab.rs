@@ -183,7 +183,20 @@ fn lane_capacity(c: &Class) -> u32 {
 
 #[inline]
 fn meta_bytes(c: &Class) -> usize {
+    traces_at(c) + if crate::detect() { c.nslots as usize * core::mem::size_of::<crate::stack::Trace>() } else { 0 }
+}
+
+/// Offset of the per-slot allocation/free traces (detect mode only), after the lane records.
+#[inline]
+fn traces_at(c: &Class) -> usize {
     c.lanes_at as usize + lane_capacity(c) as usize * core::mem::size_of::<Lane>()
+}
+
+/// Detect mode: the trace of slot `i` of slab `s` (class `c`); `i` < nslots.
+#[inline]
+pub fn trace(s: &pool::Span, c: &Class, i: u32) -> &'static crate::stack::Trace {
+    // SAFETY: in detect mode the slot table has nslots traces at `traces_at` (see meta_bytes).
+    unsafe { &*(s.meta.add(traces_at(c)) as *const crate::stack::Trace).add(i as usize) }
 }
 
 #[inline]

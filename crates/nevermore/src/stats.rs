@@ -97,6 +97,14 @@ pub fn print() {
     let _ =
         writeln!(b, "=={pid}==   forks              {} ({} KiB copied)", get(&FORKS), get(&FORK_COPIED_BYTES) / 1024);
     crate::alias::print_stats(&mut b, pid);
+    if crate::stack::enabled() {
+        let (n, bytes, dropped) = crate::stack::DEPOT.usage();
+        let _ = writeln!(
+            b,
+            "=={pid}==   stack depot        {n} stacks, {} KiB, {dropped} not recorded (depot full)",
+            bytes / 1024
+        );
+    }
     let rss = proc_status_kb(b"VmRSS").unwrap_or(0);
     let hwm = proc_status_kb(b"VmHWM").unwrap_or(0);
     let _ = writeln!(b, "=={pid}==   RSS                {rss} KiB (peak {hwm} KiB)");

@@ -1,0 +1,183 @@
+//! Symbolization of reports, outside the process that wrote them: the library prints raw
+//! frames as `module+0xoffset` (text) or `{"module": ..., "offset": ...}` (JSON); here each
+//! frame gets `function file:line` from the module's DWARF (falling back to its symbol table,
+//! then to `module+offset`).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// One source location of a frame (an inlined call chain yields several, innermost first).
+#[derive(Clone, Debug, Default)]
+pub struct Site {
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+#[derive(Default)]
+pub struct Symbolizer {
+    loaders: HashMap<String, Option<addr2line::Loader>>,
+}
+
+impl Symbolizer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The source sites of `offset` in `module` (innermost first); empty when unknown.
+    pub fn sites(&mut self, module: &str, offset: u64) -> Vec<Site> {
+        let loader = self.loaders.entry(module.to_string()).or_insert_with(|| addr2line::Loader::new(module).ok());
+        let Some(l) = loader else { return Vec::new() };
+        let mut out = Vec::new();
+        if let Ok(mut frames) = l.find_frames(offset) {
+            while let Ok(Some(f)) = frames.next() {
+                let function = f.function.as_ref().and_then(|n| n.demangle().ok().map(|s| s.into_owned()));
+                let (file, line) = f.location.map_or((None, None), |loc| (loc.file.map(str::to_string), loc.line));
+                out.push(Site { function, file, line });
+            }
+        }
+        if out.iter().all(|s| s.function.is_none()) {
+            if let Some(name) = l.find_symbol(offset) {
+                let name = addr2line::demangle_auto(name.into(), None).into_owned();
+                match out.first_mut() {
+                    Some(s) => s.function = Some(name),
+                    None => out.push(Site { function: Some(name), file: None, line: None }),
+                }
+            }
+        }
+        out
+    }
+
+    /// Rewrites one line of a text report; other lines come back unchanged.
+    pub fn text_line(&mut self, line: &str) -> String {
+        let Some((prefix, module, offset)) = parse_frame_line(line) else { return line.to_string() };
+        let sites = self.sites(module, offset);
+        if sites.is_empty() {
+            return line.to_string();
+        }
+        let mut out = String::new();
+        for (i, s) in sites.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(prefix);
+            out.push_str("in ");
+            out.push_str(s.function.as_deref().unwrap_or("??"));
+            if let Some(f) = &s.file {
+                out.push(' ');
+                out.push_str(f);
+                if let Some(l) = s.line {
+                    out.push_str(&format!(":{l}"));
+                }
+            }
+            if i == 0 {
+                out.push_str(&format!(" ({module}+{offset:#x})"));
+            } else {
+                out.push_str(" (inlined)");
+            }
+        }
+        out
+    }
+
+    /// Adds `function`, `file`, `line` (and `inlined`, the outer sites of an inlined call) to
+    /// every frame of a JSON report line; other lines come back unchanged.
+    pub fn json_line(&mut self, line: &str) -> String {
+        let Ok(mut v) = serde_json::from_str::<Value>(line) else { return line.to_string() };
+        if v.get("nevermore_report").is_none() {
+            return line.to_string();
+        }
+        let mut stacks: Vec<&mut Value> = Vec::new();
+        let obj = v.as_object_mut().expect("a report is an object");
+        let mut rest: Vec<&mut Value> = Vec::new();
+        for (k, val) in obj.iter_mut() {
+            match k.as_str() {
+                "stack" => stacks.push(val),
+                "freed" | "allocated" => rest.push(val),
+                _ => {}
+            }
+        }
+        for r in rest {
+            if let Some(s) = r.get_mut("stack") {
+                stacks.push(s);
+            }
+        }
+        for stack in stacks {
+            let Some(frames) = stack.as_array_mut() else { continue };
+            for f in frames {
+                let module = f.get("module").and_then(Value::as_str).map(str::to_string);
+                let offset = f.get("offset").and_then(Value::as_str).and_then(parse_hex);
+                let sites = match (module, offset) {
+                    (Some(m), Some(o)) => self.sites(&m, o),
+                    _ => Vec::new(),
+                };
+                let first = sites.first().cloned().unwrap_or_default();
+                let fo = f.as_object_mut().expect("a frame is an object");
+                fo.insert("function".into(), first.function.map_or(Value::Null, Value::from));
+                fo.insert("file".into(), first.file.map_or(Value::Null, Value::from));
+                fo.insert("line".into(), first.line.map_or(Value::Null, Value::from));
+                let inlined: Vec<Value> = sites
+                    .iter()
+                    .skip(1)
+                    .map(|s| serde_json::json!({"function": s.function, "file": s.file, "line": s.line}))
+                    .collect();
+                fo.insert("inlined".into(), Value::Array(inlined));
+            }
+        }
+        serde_json::to_string(&v).unwrap_or_else(|_| line.to_string())
+    }
+
+    /// Symbolizes a whole line, text or JSON.
+    pub fn line(&mut self, line: &str) -> String {
+        if line.starts_with('{') {
+            self.json_line(line)
+        } else {
+            self.text_line(line)
+        }
+    }
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+/// Splits `==PID==     #N 0xPC module+0xOFF` into (`==PID==     #N 0xPC `, module, offset).
+pub fn parse_frame_line(line: &str) -> Option<(&str, &str, u64)> {
+    let rest = line.strip_prefix("==")?;
+    let close = rest.find("==")?;
+    if !rest[..close].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let body = &rest[close + 2..];
+    let trimmed = body.trim_start();
+    let after_hash = trimmed.strip_prefix('#')?;
+    let sp = after_hash.find(' ')?;
+    if !after_hash[..sp].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let after_num = &after_hash[sp + 1..];
+    let pc_end = after_num.find(' ')?;
+    parse_hex(&after_num[..pc_end])?;
+    let site = &after_num[pc_end + 1..];
+    let plus = site.rfind("+0x")?;
+    let offset = parse_hex(&site[plus + 1..])?;
+    let prefix_len = line.len() - site.len();
+    Some((&line[..prefix_len], &site[..plus], offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_lines_parse() {
+        let l = "==12==     #3 0x00007f00 /lib/x86_64-linux-gnu/libc.so.6+0x27249";
+        let (p, m, o) = parse_frame_line(l).unwrap();
+        assert_eq!(p, "==12==     #3 0x00007f00 ");
+        assert_eq!(m, "/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!(o, 0x27249);
+        assert!(parse_frame_line("==12==   freed by thread 3 here:").is_none());
+        assert!(parse_frame_line("hello +0x12").is_none());
+        assert!(parse_frame_line("==12==     #0 0x1 <unknown module>").is_none());
+    }
+}

@@ -1,0 +1,305 @@
+//! Reports as people see them: `nevermore run --mode detect` prints, for every kind of error,
+//! the stack of the bad access (or call), the free and the allocation, symbolized as
+//! `function file:line`, for code with and without frame pointers; JSON reports parse and
+//! follow `docs/report-schema.json`; exit statuses; forked-and-exec'd children; `nevermore demo`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::*;
+use serde_json::Value;
+
+/// The same program built with frame pointers at -O0, and without them at -O2 (the unwinder
+/// must then use `.eh_frame`).
+fn bins() -> &'static [PathBuf; 2] {
+    static BINS: OnceLock<[PathBuf; 2]> = OnceLock::new();
+    BINS.get_or_init(|| {
+        [
+            compile("reports.c", &["-O0", "-fno-omit-frame-pointer", "-ldl"]),
+            compile("reports.c", &["-O2", "-fomit-frame-pointer", "-ldl"]),
+        ]
+    })
+}
+
+/// The line of `tests/c/reports.c` carrying the marker `AT:<tag>`.
+fn line_of(tag: &str) -> usize {
+    let src = std::fs::read_to_string(repo_root().join("tests/c/reports.c")).unwrap();
+    let needle = format!("AT:{tag} ");
+    src.lines().position(|l| l.contains(&needle)).unwrap_or_else(|| panic!("no marker {tag}")) + 1
+}
+
+fn nevermore(args: &[&str]) -> Command {
+    let mut cmd = Command::new(nevermore_bin());
+    cmd.args(args)
+        .env_remove("NEVERMORE_OPTIONS")
+        .env_remove("LD_PRELOAD")
+        .env("XDG_CACHE_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("reports-cache"));
+    cmd
+}
+
+fn run_detect(bin: &Path, args: &[&str], extra: &[&str]) -> Output {
+    let mut a = vec!["run", "--mode", "detect"];
+    a.extend_from_slice(extra);
+    a.push("--");
+    a.push(bin.to_str().unwrap());
+    a.extend_from_slice(args);
+    nevermore(&a).output().unwrap()
+}
+
+/// The report's sections: (access stack, free stack, allocation stack).
+fn sections(err: &str) -> (String, String, String) {
+    let start = err.find("nevermore: ERROR:").expect("a report");
+    let rep = &err[start..];
+    let freed = rep.find("freed by thread");
+    let alloc = rep.find("previously allocated by thread");
+    let end_access = freed.or(alloc).unwrap_or(rep.len());
+    let access = rep[..end_access].to_string();
+    let free = freed.map_or(String::new(), |f| rep[f..alloc.unwrap_or(rep.len())].to_string());
+    let allocated = alloc.map_or(String::new(), |a| rep[a..].to_string());
+    (access, free, allocated)
+}
+
+/// Asserts a symbolized frame `in <func> .../reports.c:<line>` in `section`.
+fn assert_frame(section: &str, func: &str, tag: &str, what: &str, err: &str) {
+    let line = line_of(tag);
+    let ok = section.lines().any(|l| l.contains(&format!(" in {func} ")) && l.contains(&format!("reports.c:{line} ")));
+    assert!(ok, "{what}: expected `in {func} ...reports.c:{line}` in:\n{section}\nfull stderr:\n{err}");
+}
+
+struct Case {
+    arg: &'static str,
+    kind: &'static str,
+    access: (&'static str, &'static str),
+    free: Option<(&'static str, &'static str)>,
+    alloc: Option<(&'static str, &'static str)>,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        arg: "uaf",
+        kind: "heap-use-after-free",
+        access: ("touch_record", "uaf-access"),
+        free: Some(("drop_record", "drop")),
+        alloc: Some(("make_record", "make")),
+    },
+    Case {
+        arg: "double-free",
+        kind: "double-free",
+        access: ("drop_again", "double-free"),
+        free: Some(("drop_record", "drop")),
+        alloc: Some(("make_record", "make")),
+    },
+    Case {
+        arg: "invalid-free",
+        kind: "invalid-free",
+        access: ("free_inside", "invalid-free"),
+        free: None,
+        alloc: Some(("make_record", "make")),
+    },
+    Case {
+        arg: "invalid-pointer",
+        kind: "invalid-pointer",
+        access: ("ask_size_inside", "invalid-pointer"),
+        free: None,
+        alloc: Some(("make_record", "make")),
+    },
+    Case {
+        arg: "overflow",
+        kind: "heap-buffer-overflow",
+        access: ("write_past", "overflow"),
+        free: None,
+        alloc: Some(("make_big", "make-big")),
+    },
+    Case { arg: "wild", kind: "wild-access", access: ("touch_wild", "wild"), free: None, alloc: None },
+    Case { arg: "oom", kind: "out-of-memory", access: ("huge_new", "oom"), free: None, alloc: None },
+];
+
+fn check_case(bin: &Path, c: &Case) {
+    let o = run_detect(bin, &[c.arg], &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(23), "{}: status {:?}\n{err}", c.arg, o.status);
+    let first = err.lines().find(|l| l.contains("nevermore:")).unwrap_or_default();
+    assert!(first.contains(&format!("nevermore: ERROR: {} on address 0x", c.kind)), "{}: first line {first}", c.arg);
+    assert!(!stdout(&o).contains("survived"));
+    let (access, free, alloc) = sections(&err);
+    assert_frame(&access, c.access.0, c.access.1, "access/call stack", &err);
+    match c.free {
+        Some((f, t)) => assert_frame(&free, f, t, "free stack", &err),
+        None => assert!(free.is_empty(), "{}: unexpected free stack\n{err}", c.arg),
+    }
+    match c.alloc {
+        Some((f, t)) => assert_frame(&alloc, f, t, "allocation stack", &err),
+        None => assert!(alloc.is_empty(), "{}: unexpected allocation stack\n{err}", c.arg),
+    }
+}
+
+#[test]
+fn every_kind_names_function_and_line_with_frame_pointers() {
+    for c in CASES {
+        check_case(&bins()[0], c);
+    }
+}
+
+#[test]
+fn every_kind_names_function_and_line_without_frame_pointers() {
+    for c in CASES {
+        check_case(&bins()[1], c);
+    }
+}
+
+#[test]
+fn prevent_mode_says_stacks_are_not_recorded() {
+    let o = nevermore(&["run", "--", bins()[0].to_str().unwrap(), "double-free"]).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(23), "{err}");
+    assert!(err.contains("nevermore: ERROR: double-free "), "{err}");
+    assert!(err.contains("not recorded (prevent mode"), "{err}");
+    let (access, _, _) = sections(&err);
+    assert_frame(&access, "drop_again", "double-free", "call stack", &err);
+}
+
+/// Checks `v` against the required fields and types of the schema's `properties`.
+fn check_schema(v: &Value, schema: &Value, path: &str) {
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    if !types.is_empty() {
+        let actual = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        assert!(
+            types.contains(&actual) || (actual == "integer" && types.contains(&"number")),
+            "{path}: {actual} is not one of {types:?}: {v}"
+        );
+    }
+    if let Some(e) = schema["enum"].as_array() {
+        assert!(e.contains(v), "{path}: {v} not in {e:?}");
+    }
+    if let (Value::Object(o), Some(req)) = (v, schema["required"].as_array()) {
+        for k in req {
+            assert!(o.contains_key(k.as_str().unwrap()), "{path}: missing {k}");
+        }
+    }
+    if let (Value::Object(o), Some(props)) = (v, schema["properties"].as_object()) {
+        for (k, s) in props {
+            if let Some(x) = o.get(k) {
+                check_schema(x, resolve(s), &format!("{path}.{k}"));
+            }
+        }
+    }
+    if let (Value::Array(a), Some(items)) = (v, schema.get("items")) {
+        for (i, x) in a.iter().enumerate() {
+            check_schema(x, resolve(items), &format!("{path}[{i}]"));
+        }
+    }
+}
+
+fn schema() -> &'static Value {
+    static S: OnceLock<Value> = OnceLock::new();
+    S.get_or_init(|| {
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("docs/report-schema.json")).unwrap()).unwrap()
+    })
+}
+
+/// Follows a local `$ref` (`#/$defs/NAME`).
+fn resolve(s: &Value) -> &Value {
+    match s["$ref"].as_str() {
+        Some(r) => &schema()["$defs"][r.trim_start_matches("#/$defs/")],
+        None => s,
+    }
+}
+
+#[test]
+fn json_reports_parse_and_follow_the_schema() {
+    for (case, kind, func) in [
+        ("uaf", "heap-use-after-free", "touch_record"),
+        ("double-free", "double-free", "drop_again"),
+        ("wild", "wild-access", "touch_wild"),
+    ] {
+        for bin in bins() {
+            let o = run_detect(bin, &[case], &["--json"]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(23), "{err}");
+            let reports: Vec<Value> =
+                err.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert_eq!(reports.len(), 1, "{err}");
+            let r = &reports[0];
+            check_schema(r, schema(), "report");
+            assert_eq!(r["kind"], kind);
+            assert_eq!(r["action"], "exit");
+            assert_eq!(r["exit_status"], 23);
+            assert_eq!(r["stack"][0]["function"], func, "{r:#}");
+            assert!(r["stack"][0]["file"].as_str().unwrap().ends_with("reports.c"));
+            if case != "wild" {
+                assert_eq!(r["allocated"]["stack"][0]["function"], "make_record", "{r:#}");
+                assert_eq!(r["allocated"]["stack"][0]["line"], line_of("make"));
+                assert_eq!(r["freed"]["stack"][0]["function"], "drop_record", "{r:#}");
+            }
+        }
+    }
+}
+
+#[test]
+fn exit_statuses() {
+    let o = nevermore(&["run", "--", bins()[0].to_str().unwrap(), "exit", "7"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(7));
+    let o = run_detect(&bins()[0], &["exit", "0"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    // A detection: 23 by default, the user's exitcode when given.
+    let o = run_detect(&bins()[0], &["uaf"], &[]);
+    assert_eq!(o.status.code(), Some(23));
+    let o = run_detect(&bins()[0], &["uaf"], &["-o", "exitcode=99"]);
+    assert_eq!(o.status.code(), Some(99));
+    // Plain LD_PRELOAD: SIGABRT.
+    let o = run_preloaded(&bins()[0], &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect")]);
+    assert_report(&o, "heap-use-after-free");
+}
+
+#[test]
+fn report_of_a_forked_and_execd_child_is_shown() {
+    let o = run_detect(&bins()[0], &["forkexec"], &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(stdout(&o).contains("child exited 23"), "{}", stdout(&o));
+    let (access, free, alloc) = sections(&err);
+    assert!(err.contains("nevermore: ERROR: heap-use-after-free "), "{err}");
+    assert_frame(&access, "touch_record", "uaf-access", "child access", &err);
+    assert_frame(&free, "drop_record", "drop", "child free", &err);
+    assert_frame(&alloc, "make_record", "make", "child allocation", &err);
+}
+
+#[test]
+fn report_file_gets_the_symbolized_report() {
+    let dir = scratch("report-file");
+    let file = dir.join("r.txt");
+    let o = run_detect(&bins()[1], &["uaf"], &["--report", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(23));
+    assert!(!stderr(&o).contains("nevermore: ERROR"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (access, _, _) = sections(&text);
+    assert_frame(&access, "touch_record", "uaf-access", "report file", &text);
+}
+
+#[test]
+fn demo_shows_glibc_exploited_and_nevermore_stopping_it() {
+    let o = nevermore(&["demo"]).output().unwrap();
+    assert_ok(&o);
+    let out = stdout(&o);
+    let row = |name: &str| out.lines().rev().find(|l| l.starts_with(name)).unwrap_or_default().to_string();
+    assert!(row("glibc malloc").contains("EXPLOITED"), "{out}");
+    assert!(row("nevermore detect").contains("stopped: heap-use-after-free reported (exit 23)"), "{out}");
+    assert!(row("nevermore prevent").contains("stopped"), "{out}");
+    assert!(out.contains("WIN: attacker_wins() ran"), "{out}");
+    assert!(out.contains(" in rename_user ") && out.contains(" in logout ") && out.contains(" in login "), "{out}");
+}

@@ -1,0 +1,988 @@
+//! Call stacks for reports: capture, the module table, and the stack depot.
+//!
+//! **Capture** walks the stack from the current registers (or, in the fault handler, from the
+//! interrupted context) with the `.eh_frame` call-frame information of each module, so that code
+//! built without frame pointers (all of Debian) unwinds correctly; code without CFI falls back to
+//! the frame-pointer chain. Only the rules x86-64 code uses are interpreted: the CFA as a register
+//! plus offset, and where the return address and `rbp` were saved. The rule found for a PC is
+//! kept in a small direct-mapped cache, so a repeated stack costs a few loads per frame.
+//! Capture allocates nothing, takes no lock, and reads only the stack and the modules'
+//! `.eh_frame_hdr`/`.eh_frame` sections.
+//!
+//! **Modules** (load bias, executable range, `.eh_frame_hdr`, path) are collected with
+//! `dl_iterate_phdr` at initialisation, outside the hot path, into a table in private memory;
+//! a PC outside every known module (code from `dlopen`) triggers a rebuild, at most once per
+//! 100 ms and at most `MAX_REFRESH` times. Old tables are never freed (a reader may hold one).
+//!
+//! **The depot** deduplicates stacks: a lock-free open-addressing hash table maps a stack to a
+//! `u32` id, the index of its record in a bounded store of words (header, then the PCs). When
+//! the store or the table is full, new stacks get id 0 ("not recorded").
+
+use core::arch::asm;
+use core::ffi::{c_char, c_int, c_void};
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::sys;
+
+/// Most frames kept per stack.
+pub const MAX_FRAMES: usize = 20;
+
+/// Per-object record: who allocated and freed it (depot ids and thread ids), and the epoch of
+/// the alias it was handed out under (slab slots), so a stale pointer is matched to its object.
+#[repr(C)]
+pub struct Trace {
+    pub alloc: AtomicU32,
+    pub alloc_tid: AtomicU32,
+    pub free: AtomicU32,
+    pub free_tid: AtomicU32,
+    pub epoch: AtomicU32,
+}
+
+impl Trace {
+    /// Records an allocation (the free half is cleared).
+    #[inline]
+    pub fn set_alloc(&self, id: u32, tid: u32, epoch: u32) {
+        self.free.store(0, Ordering::Relaxed);
+        self.free_tid.store(0, Ordering::Relaxed);
+        self.alloc.store(id, Ordering::Relaxed);
+        self.alloc_tid.store(tid, Ordering::Relaxed);
+        self.epoch.store(epoch, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn set_free(&self, id: u32, tid: u32) {
+        self.free.store(id, Ordering::Relaxed);
+        self.free_tid.store(tid, Ordering::Release);
+    }
+}
+
+/// Whether stacks are being recorded (detect mode with `stacks=1`, once the depot exists).
+#[inline]
+pub fn enabled() -> bool {
+    !DEPOT.table.load(Ordering::Relaxed).is_null()
+}
+
+/// Sets up the module table and (when recording) the depot. Called once from `init`.
+pub fn init(record: bool) {
+    refresh_modules();
+    if record {
+        DEPOT.init();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modules
+
+const MAX_MODULES: usize = 384;
+const NAME_MAX: usize = 230;
+const MAX_REFRESH: u32 = 64;
+
+#[repr(C)]
+pub struct Module {
+    /// Load bias (`dlpi_addr`): an address minus `base` is the ELF virtual address.
+    pub base: usize,
+    /// The executable segments' range.
+    pub lo: usize,
+    pub hi: usize,
+    /// `.eh_frame_hdr` in memory, or 0.
+    pub hdr: usize,
+    pub name_len: u16,
+    pub name: [u8; NAME_MAX],
+}
+
+impl Module {
+    pub fn name(&self) -> &[u8] {
+        &self.name[..self.name_len as usize]
+    }
+}
+
+#[repr(C)]
+struct Modules {
+    n: usize,
+    m: [Module; MAX_MODULES],
+}
+
+static MODULES: AtomicPtr<Modules> = AtomicPtr::new(ptr::null_mut());
+static REFRESHES: AtomicU32 = AtomicU32::new(0);
+static LAST_REFRESH_MS: AtomicU64 = AtomicU64::new(0);
+/// Our own executable range: frames in it are skipped.
+static SELF_LO: AtomicUsize = AtomicUsize::new(0);
+static SELF_HI: AtomicUsize = AtomicUsize::new(0);
+
+#[repr(C)]
+struct DlPhdrInfo {
+    addr: usize,
+    name: *const c_char,
+    phdr: *const Phdr,
+    phnum: u16,
+}
+
+#[repr(C)]
+struct Phdr {
+    p_type: u32,
+    p_flags: u32,
+    p_offset: u64,
+    p_vaddr: u64,
+    p_paddr: u64,
+    p_filesz: u64,
+    p_memsz: u64,
+    p_align: u64,
+}
+
+extern "C" {
+    fn dl_iterate_phdr(cb: extern "C" fn(*mut DlPhdrInfo, usize, *mut c_void) -> c_int, data: *mut c_void) -> c_int;
+}
+
+const PT_LOAD: u32 = 1;
+const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
+const PF_X: u32 = 1;
+
+extern "C" fn add_module(info: *mut DlPhdrInfo, _size: usize, data: *mut c_void) -> c_int {
+    // SAFETY: `data` is the table being built by `refresh_modules`; `info` is valid for the
+    // duration of the callback (dl_iterate_phdr's contract).
+    let (t, info) = unsafe { (&mut *(data as *mut Modules), &*info) };
+    if t.n == MAX_MODULES {
+        return 1;
+    }
+    let m = &mut t.m[t.n];
+    m.base = info.addr;
+    m.lo = usize::MAX;
+    m.hi = 0;
+    m.hdr = 0;
+    for i in 0..info.phnum as usize {
+        // SAFETY: phdr has phnum entries.
+        let ph = unsafe { &*info.phdr.add(i) };
+        if ph.p_type == PT_LOAD && ph.p_flags & PF_X != 0 {
+            m.lo = m.lo.min(info.addr.wrapping_add(ph.p_vaddr as usize));
+            m.hi = m.hi.max(info.addr.wrapping_add((ph.p_vaddr + ph.p_memsz) as usize));
+        } else if ph.p_type == PT_GNU_EH_FRAME {
+            m.hdr = info.addr.wrapping_add(ph.p_vaddr as usize);
+        }
+    }
+    if m.lo >= m.hi {
+        return 0;
+    }
+    m.name_len = 0;
+    if !info.name.is_null() {
+        // SAFETY: dlpi_name is a NUL-terminated string.
+        let name = unsafe { core::ffi::CStr::from_ptr(info.name) }.to_bytes();
+        let n = name.len().min(NAME_MAX);
+        m.name[..n].copy_from_slice(&name[..n]);
+        m.name_len = n as u16;
+    }
+    if m.name_len == 0 && t.n == 0 {
+        // The main program has an empty name: ask the kernel.
+        // SAFETY: readlink into our buffer, bounded by its length.
+        let r = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), m.name.as_mut_ptr() as *mut c_char, NAME_MAX) };
+        if r > 0 {
+            m.name_len = r as u16;
+        }
+    }
+    t.n += 1;
+    0
+}
+
+/// Rebuilds the module table (outside the hot path: at start-up, or for a PC in no module).
+fn refresh_modules() {
+    let bytes = core::mem::size_of::<Modules>();
+    let t = sys::map_meta(bytes) as *mut Modules;
+    if t.is_null() {
+        return;
+    }
+    // SAFETY: `t` is fresh zeroed memory of the table's size; the callback fills it.
+    unsafe { dl_iterate_phdr(add_module, t as *mut c_void) };
+    let me = capture as *const () as usize;
+    // SAFETY: the table was filled above and is not shared yet.
+    let tr = unsafe { &*t };
+    if let Some(m) = tr.m[..tr.n].iter().find(|m| (m.lo..m.hi).contains(&me)) {
+        SELF_LO.store(m.lo, Ordering::Relaxed);
+        SELF_HI.store(m.hi, Ordering::Relaxed);
+    }
+    // The old table is leaked on purpose: another thread may be reading it.
+    MODULES.store(t, Ordering::Release);
+}
+
+fn now_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// A PC in no module: rebuild the table if allowed (rate-limited).
+#[cold]
+fn maybe_refresh() -> bool {
+    let now = now_ms();
+    let last = LAST_REFRESH_MS.load(Ordering::Relaxed);
+    if REFRESHES.load(Ordering::Relaxed) >= MAX_REFRESH || now.saturating_sub(last) < 100 {
+        return false;
+    }
+    if LAST_REFRESH_MS.compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_err() {
+        return false;
+    }
+    REFRESHES.fetch_add(1, Ordering::Relaxed);
+    refresh_modules();
+    true
+}
+
+/// The module holding `pc`, if known (no refresh: safe in a signal handler).
+pub fn module_of(pc: usize) -> Option<&'static Module> {
+    let t = MODULES.load(Ordering::Acquire);
+    if t.is_null() {
+        return None;
+    }
+    // SAFETY: published tables are complete and never freed.
+    let t = unsafe { &*t };
+    t.m[..t.n].iter().find(|m| pc >= m.lo && pc < m.hi)
+}
+
+fn module_or_refresh(pc: usize) -> Option<&'static Module> {
+    module_of(pc).or_else(|| if maybe_refresh() { module_of(pc) } else { None })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unwinding
+
+/// The registers an unwind step needs.
+#[derive(Clone, Copy)]
+pub struct Regs {
+    pub pc: usize,
+    pub sp: usize,
+    pub bp: usize,
+}
+
+/// How to find the caller's frame from a PC, packed into a u64 for the rule cache:
+/// bits 0..32 CFA offset (i32), 32..48 offset of the saved rbp from the CFA (i16),
+/// 48..56 offset of the return address from the CFA in 8-byte units (i8), 56.. flags.
+#[derive(Clone, Copy)]
+struct Rule(u64);
+
+const F_CFA_RBP: u64 = 1 << 56;
+const F_RBP_SAVED: u64 = 1 << 57;
+const F_END: u64 = 1 << 58;
+const F_VALID: u64 = 1 << 59;
+
+impl Rule {
+    fn new(cfa_rbp: bool, cfa_off: i64, rbp: Option<i64>, ra_off: i64) -> Option<Rule> {
+        let cfa_off = i32::try_from(cfa_off).ok()?;
+        let ra8 = i8::try_from(ra_off / 8).ok()?;
+        let mut v = (cfa_off as u32 as u64) | (((ra8 as u8) as u64) << 48) | F_VALID;
+        if cfa_rbp {
+            v |= F_CFA_RBP;
+        }
+        if let Some(o) = rbp {
+            v |= (i16::try_from(o).ok()? as u16 as u64) << 32 | F_RBP_SAVED;
+        }
+        Some(Rule(v))
+    }
+    const END: Rule = Rule(F_END | F_VALID);
+    fn cfa_off(self) -> i64 {
+        self.0 as u32 as i32 as i64
+    }
+    fn rbp_off(self) -> i64 {
+        (self.0 >> 32) as u16 as i16 as i64
+    }
+    fn ra_off(self) -> i64 {
+        ((self.0 >> 48) as u8 as i8 as i64) * 8
+    }
+}
+
+const CACHE_SIZE: usize = 4096;
+
+struct CacheEntry {
+    key: AtomicUsize,
+    val: AtomicU64,
+}
+
+static RULES: [CacheEntry; CACHE_SIZE] =
+    [const { CacheEntry { key: AtomicUsize::new(0), val: AtomicU64::new(0) } }; CACHE_SIZE];
+
+#[inline]
+fn cache_slot(pc: usize) -> &'static CacheEntry {
+    &RULES[(pc ^ (pc >> 12)).wrapping_mul(0x9E37_79B9) >> 4 & (CACHE_SIZE - 1)]
+}
+
+/// The rule for `pc` (an exact instruction address), from the cache or the module's CFI.
+/// None: no CFI covers it (use frame pointers).
+fn rule_for(pc: usize) -> Option<Rule> {
+    let e = cache_slot(pc);
+    let k1 = e.key.load(Ordering::Acquire);
+    if k1 == pc {
+        let v = e.val.load(Ordering::Acquire);
+        if e.key.load(Ordering::Acquire) == pc && v & F_VALID != 0 {
+            return Some(Rule(v));
+        }
+    }
+    let m = module_or_refresh(pc)?;
+    if m.hdr == 0 {
+        return None;
+    }
+    // SAFETY: `hdr` points at the module's mapped `.eh_frame_hdr`; the parser only follows
+    // offsets found there, into the module's mapped `.eh_frame`.
+    let r = unsafe { cfi::find(m.hdr, pc) }?;
+    e.key.store(0, Ordering::Release);
+    e.val.store(r.0, Ordering::Release);
+    e.key.store(pc, Ordering::Release);
+    Some(r)
+}
+
+/// Largest step from one frame's stack pointer to the next one that is believed.
+const MAX_STEP: usize = 1 << 20;
+/// Same for a step taken by frame pointer (no CFI): kept small, the chain may be garbage.
+const MAX_FP_STEP: usize = 1 << 16;
+
+/// Reads the word at `a`.
+///
+/// # Safety
+/// `a` must be readable (the callers only read inside the current stack's live part, bounded
+/// by `MAX_STEP` above a stack pointer).
+#[inline]
+unsafe fn word(a: usize) -> usize {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ptr::read_volatile(a as *const usize) }
+}
+
+/// Walks the stack from `r`, writing return addresses (the first one is `r.pc` itself) into
+/// `out`, skipping frames inside this library. `exact`: `r.pc` is the address of the
+/// interrupted instruction (not a return address). Returns the number written.
+pub fn walk(mut r: Regs, mut exact: bool, out: &mut [usize]) -> usize {
+    let (self_lo, self_hi) = (SELF_LO.load(Ordering::Relaxed), SELF_HI.load(Ordering::Relaxed));
+    let mut n = 0;
+    for _ in 0..64 {
+        if n == out.len() || r.pc < 4096 {
+            break;
+        }
+        if !(self_lo..self_hi).contains(&r.pc) {
+            out[n] = r.pc;
+            n += 1;
+        }
+        let look = if exact { r.pc } else { r.pc - 1 };
+        exact = false;
+        let (cfa, ra, bp) = match rule_for(look) {
+            Some(rule) if rule.0 & F_END != 0 => break,
+            Some(rule) => {
+                let base = if rule.0 & F_CFA_RBP != 0 { r.bp } else { r.sp };
+                let cfa = base.wrapping_add(rule.cfa_off() as usize);
+                if cfa <= r.sp || cfa - r.sp > MAX_STEP || cfa & 7 != 0 {
+                    break;
+                }
+                // SAFETY: cfa lies above the current stack pointer, in the frames being walked.
+                let ra = unsafe { word(cfa.wrapping_add(rule.ra_off() as usize)) };
+                let bp = if rule.0 & F_RBP_SAVED != 0 {
+                    // SAFETY: as above.
+                    unsafe { word(cfa.wrapping_add(rule.rbp_off() as usize)) }
+                } else {
+                    r.bp
+                };
+                (cfa, ra, bp)
+            }
+            None => {
+                // Frame pointers: [rbp] = caller's rbp, [rbp+8] = return address.
+                if r.bp < r.sp || r.bp - r.sp > MAX_FP_STEP || r.bp & 7 != 0 {
+                    break;
+                }
+                // SAFETY: rbp lies in the stack just above the stack pointer.
+                unsafe { (r.bp + 16, word(r.bp + 8), word(r.bp)) }
+            }
+        };
+        r = Regs { pc: ra, sp: cfa, bp };
+    }
+    n
+}
+
+/// Captures the calling thread's stack (without this library's frames) into `out`.
+#[inline(never)]
+pub fn capture(out: &mut [usize]) -> usize {
+    let (pc, sp, bp): (usize, usize, usize);
+    // SAFETY: reads the instruction pointer, stack pointer and frame pointer; no memory access.
+    unsafe {
+        asm!(
+            "lea {pc}, [rip]",
+            "mov {sp}, rsp",
+            "mov {bp}, rbp",
+            pc = out(reg) pc,
+            sp = out(reg) sp,
+            bp = out(reg) bp,
+            options(nomem, nostack, preserves_flags)
+        );
+    }
+    walk(Regs { pc, sp, bp }, true, out)
+}
+
+/// Captures the current stack into the depot and returns its id (0: not recorded).
+#[inline(never)]
+pub fn record() -> u32 {
+    if !enabled() {
+        return 0;
+    }
+    let mut f = [0usize; MAX_FRAMES];
+    let n = capture(&mut f);
+    DEPOT.intern(&f[..n])
+}
+
+/// Minimal `.eh_frame` interpreter (x86-64).
+mod cfi {
+    use super::Rule;
+
+    const RBP: u64 = 6;
+
+    struct Reader {
+        p: usize,
+    }
+
+    impl Reader {
+        unsafe fn u8(&mut self) -> u8 {
+            // SAFETY: the caller keeps `p` inside the CFI sections.
+            let v = unsafe { *(self.p as *const u8) };
+            self.p += 1;
+            v
+        }
+        unsafe fn u16(&mut self) -> u16 {
+            // SAFETY: as above.
+            let v = unsafe { (self.p as *const u16).read_unaligned() };
+            self.p += 2;
+            v
+        }
+        unsafe fn u32(&mut self) -> u32 {
+            // SAFETY: as above.
+            let v = unsafe { (self.p as *const u32).read_unaligned() };
+            self.p += 4;
+            v
+        }
+        unsafe fn u64(&mut self) -> u64 {
+            // SAFETY: as above.
+            let v = unsafe { (self.p as *const u64).read_unaligned() };
+            self.p += 8;
+            v
+        }
+        unsafe fn uleb(&mut self) -> u64 {
+            let (mut v, mut shift) = (0u64, 0u32);
+            loop {
+                // SAFETY: as above.
+                let b = unsafe { self.u8() };
+                if shift < 64 {
+                    v |= ((b & 0x7f) as u64) << shift;
+                }
+                shift += 7;
+                if b & 0x80 == 0 {
+                    return v;
+                }
+            }
+        }
+        unsafe fn sleb(&mut self) -> i64 {
+            let (mut v, mut shift) = (0i64, 0u32);
+            loop {
+                // SAFETY: as above.
+                let b = unsafe { self.u8() };
+                if shift < 64 {
+                    v |= ((b & 0x7f) as i64) << shift;
+                }
+                shift += 7;
+                if b & 0x80 == 0 {
+                    if shift < 64 && b & 0x40 != 0 {
+                        v |= -1i64 << shift;
+                    }
+                    return v;
+                }
+            }
+        }
+        /// A `DW_EH_PE_*` encoded value; `data` is the base for datarel.
+        unsafe fn encoded(&mut self, enc: u8, data: usize) -> Option<usize> {
+            if enc == 0xff {
+                return Some(0);
+            }
+            let at = self.p;
+            // SAFETY: as above.
+            let v = unsafe {
+                match enc & 0x0f {
+                    0x00 => self.u64() as usize,
+                    0x01 => self.uleb() as usize,
+                    0x02 => self.u16() as usize,
+                    0x03 => self.u32() as usize,
+                    0x04 => self.u64() as usize,
+                    0x09 => self.sleb() as usize,
+                    0x0a => self.u16() as i16 as isize as usize,
+                    0x0b => self.u32() as i32 as isize as usize,
+                    0x0c => self.u64() as usize,
+                    _ => return None,
+                }
+            };
+            let v = match enc & 0x70 {
+                0x00 => v,
+                0x10 => v.wrapping_add(at),
+                0x30 => v.wrapping_add(data),
+                _ => return None,
+            };
+            if enc & 0x80 != 0 {
+                return None;
+            }
+            Some(v)
+        }
+    }
+
+    /// Finds the rule for `pc` through `.eh_frame_hdr` at `hdr`.
+    ///
+    /// # Safety
+    /// `hdr` must be a mapped `.eh_frame_hdr` whose table points into a mapped `.eh_frame`.
+    pub unsafe fn find(hdr: usize, pc: usize) -> Option<Rule> {
+        let mut r = Reader { p: hdr };
+        // SAFETY: the header is mapped (caller); FDEs it points to are in `.eh_frame`.
+        unsafe {
+            if r.u8() != 1 {
+                return None;
+            }
+            let (ptr_enc, count_enc, table_enc) = (r.u8(), r.u8(), r.u8());
+            r.encoded(ptr_enc, hdr)?;
+            let count = r.encoded(count_enc, hdr)?;
+            if table_enc != 0x3b || count == 0 {
+                return None;
+            }
+            let table = r.p as *const [i32; 2];
+            // Last entry whose initial location is <= pc.
+            let (mut lo, mut hi) = (0usize, count);
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if hdr.wrapping_add((*table.add(mid))[0] as isize as usize) <= pc {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            let e = *table.add(lo);
+            if hdr.wrapping_add(e[0] as isize as usize) > pc {
+                return None;
+            }
+            fde(hdr.wrapping_add(e[1] as isize as usize), pc)
+        }
+    }
+
+    struct Cie {
+        code_align: u64,
+        data_align: i64,
+        ra: u64,
+        fde_enc: u8,
+        aug_z: bool,
+        insns: usize,
+        end: usize,
+    }
+
+    unsafe fn entry_len(r: &mut Reader) -> Option<usize> {
+        // SAFETY: caller's contract.
+        let len = unsafe { r.u32() };
+        match len {
+            0 => None,
+            0xffff_ffff => Some(unsafe { r.u64() } as usize),
+            n => Some(n as usize),
+        }
+    }
+
+    unsafe fn cie(at: usize) -> Option<Cie> {
+        let mut r = Reader { p: at };
+        // SAFETY: caller's contract: `at` is a CIE in `.eh_frame`.
+        unsafe {
+            let len = entry_len(&mut r)?;
+            let end = r.p + len;
+            if r.u32() != 0 {
+                return None;
+            }
+            let version = r.u8();
+            let aug_start = r.p;
+            while r.u8() != 0 {}
+            let aug = core::slice::from_raw_parts(aug_start as *const u8, r.p - aug_start - 1);
+            if aug.starts_with(b"eh") {
+                r.u64();
+            }
+            let code_align = r.uleb();
+            let data_align = r.sleb();
+            let ra = if version == 1 { r.u8() as u64 } else { r.uleb() };
+            let mut fde_enc = 0u8;
+            let aug_z = aug.first() == Some(&b'z');
+            if aug_z {
+                let alen = r.uleb() as usize;
+                let after = r.p + alen;
+                for &c in &aug[1..] {
+                    match c {
+                        b'R' => fde_enc = r.u8(),
+                        b'L' => {
+                            r.u8();
+                        }
+                        b'P' => {
+                            let enc = r.u8();
+                            r.encoded(enc & 0x7f, 0)?;
+                        }
+                        _ => {}
+                    }
+                }
+                r.p = after;
+            }
+            Some(Cie { code_align, data_align, ra, fde_enc, aug_z, insns: r.p, end })
+        }
+    }
+
+    unsafe fn fde(at: usize, pc: usize) -> Option<Rule> {
+        let mut r = Reader { p: at };
+        // SAFETY: caller's contract: `at` is an FDE in `.eh_frame`.
+        unsafe {
+            let len = entry_len(&mut r)?;
+            let end = r.p + len;
+            let cie_field = r.p;
+            let cie_off = r.u32() as usize;
+            if cie_off == 0 {
+                return None;
+            }
+            let c = cie(cie_field - cie_off)?;
+            let start = r.encoded(c.fde_enc, 0)?;
+            let range = r.encoded(c.fde_enc & 0x0f, 0)?;
+            if pc < start || pc - start >= range {
+                return None;
+            }
+            if c.aug_z {
+                let alen = r.uleb() as usize;
+                r.p += alen;
+            }
+            let mut st = State::initial();
+            run(&c, c.insns, c.end, usize::MAX, 0, &mut st, None)?;
+            let init = st;
+            run(&c, r.p, end, pc, start, &mut st, Some(&init))?;
+            st.rule()
+        }
+    }
+
+    #[derive(Clone, Copy)]
+    enum Reg {
+        Same,
+        At(i64),
+        Undefined,
+        Other,
+    }
+
+    #[derive(Clone, Copy)]
+    struct State {
+        cfa_reg: u64,
+        cfa_off: i64,
+        cfa_expr: bool,
+        rbp: Reg,
+        ra: Reg,
+    }
+
+    impl State {
+        fn initial() -> State {
+            State { cfa_reg: 7, cfa_off: 8, cfa_expr: false, rbp: Reg::Same, ra: Reg::At(-8) }
+        }
+        fn set(&mut self, reg: u64, ra: u64, v: Reg) {
+            if reg == RBP {
+                self.rbp = v;
+            } else if reg == ra {
+                self.ra = v;
+            }
+        }
+        fn rule(&self) -> Option<Rule> {
+            if matches!(self.ra, Reg::Undefined) {
+                return Some(Rule::END);
+            }
+            if self.cfa_expr || (self.cfa_reg != 7 && self.cfa_reg != RBP) {
+                return None;
+            }
+            let ra = match self.ra {
+                Reg::At(o) => o,
+                _ => return None,
+            };
+            let rbp = match self.rbp {
+                Reg::Same => None,
+                Reg::At(o) => Some(o),
+                _ => return None,
+            };
+            Rule::new(self.cfa_reg == RBP, self.cfa_off, rbp, ra)
+        }
+    }
+
+    /// Runs CFA instructions from `p` to `end`, stopping once the location passes `pc`.
+    unsafe fn run(
+        c: &Cie,
+        p: usize,
+        end: usize,
+        pc: usize,
+        mut loc: usize,
+        st: &mut State,
+        init: Option<&State>,
+    ) -> Option<()> {
+        let mut r = Reader { p };
+        let mut saved = [State::initial(); 8];
+        let mut depth = 0usize;
+        let restore = |st: &mut State, reg: u64| {
+            if let Some(i) = init {
+                let v = if reg == RBP {
+                    i.rbp
+                } else if reg == c.ra {
+                    i.ra
+                } else {
+                    return;
+                };
+                st.set(reg, c.ra, v);
+            }
+        };
+        // SAFETY: caller's contract: the instructions lie in `.eh_frame` before `end`.
+        unsafe {
+            while r.p < end {
+                let op = r.u8();
+                let advance = |loc: &mut usize, delta: u64| {
+                    *loc = loc.wrapping_add((delta * c.code_align) as usize);
+                    *loc > pc
+                };
+                match op >> 6 {
+                    1 => {
+                        if advance(&mut loc, (op & 0x3f) as u64) {
+                            return Some(());
+                        }
+                        continue;
+                    }
+                    2 => {
+                        let off = r.uleb() as i64 * c.data_align;
+                        st.set((op & 0x3f) as u64, c.ra, Reg::At(off));
+                        continue;
+                    }
+                    3 => {
+                        restore(st, (op & 0x3f) as u64);
+                        continue;
+                    }
+                    _ => {}
+                }
+                match op {
+                    0x00 => {}
+                    0x01 => {
+                        loc = r.encoded(c.fde_enc, 0)?;
+                        if loc > pc {
+                            return Some(());
+                        }
+                    }
+                    0x02 => {
+                        let d = r.u8() as u64;
+                        if advance(&mut loc, d) {
+                            return Some(());
+                        }
+                    }
+                    0x03 => {
+                        let d = r.u16() as u64;
+                        if advance(&mut loc, d) {
+                            return Some(());
+                        }
+                    }
+                    0x04 => {
+                        let d = r.u32() as u64;
+                        if advance(&mut loc, d) {
+                            return Some(());
+                        }
+                    }
+                    0x05 => {
+                        let reg = r.uleb();
+                        let off = r.uleb() as i64 * c.data_align;
+                        st.set(reg, c.ra, Reg::At(off));
+                    }
+                    0x06 => {
+                        let reg = r.uleb();
+                        restore(st, reg);
+                    }
+                    0x07 => {
+                        let reg = r.uleb();
+                        st.set(reg, c.ra, Reg::Undefined);
+                    }
+                    0x08 => {
+                        let reg = r.uleb();
+                        st.set(reg, c.ra, Reg::Same);
+                    }
+                    0x09 => {
+                        let reg = r.uleb();
+                        r.uleb();
+                        st.set(reg, c.ra, Reg::Other);
+                    }
+                    0x0a => {
+                        if depth < saved.len() {
+                            saved[depth] = *st;
+                        }
+                        depth += 1;
+                    }
+                    0x0b => {
+                        if depth == 0 {
+                            return None;
+                        }
+                        depth -= 1;
+                        if depth < saved.len() {
+                            // Like libgcc, the remembered state includes the CFA rule.
+                            *st = saved[depth];
+                        }
+                    }
+                    0x0c => {
+                        st.cfa_reg = r.uleb();
+                        st.cfa_off = r.uleb() as i64;
+                        st.cfa_expr = false;
+                    }
+                    0x0d => {
+                        st.cfa_reg = r.uleb();
+                        st.cfa_expr = false;
+                    }
+                    0x0e => st.cfa_off = r.uleb() as i64,
+                    0x0f => {
+                        let n = r.uleb() as usize;
+                        r.p += n;
+                        st.cfa_expr = true;
+                    }
+                    0x10 | 0x16 => {
+                        let reg = r.uleb();
+                        let n = r.uleb() as usize;
+                        r.p += n;
+                        st.set(reg, c.ra, Reg::Other);
+                    }
+                    0x11 => {
+                        let reg = r.uleb();
+                        let off = r.sleb() * c.data_align;
+                        st.set(reg, c.ra, Reg::At(off));
+                    }
+                    0x12 => {
+                        st.cfa_reg = r.uleb();
+                        st.cfa_off = r.sleb() * c.data_align;
+                        st.cfa_expr = false;
+                    }
+                    0x13 => st.cfa_off = r.sleb() * c.data_align,
+                    0x14 | 0x15 => {
+                        let reg = r.uleb();
+                        r.uleb();
+                        st.set(reg, c.ra, Reg::Other);
+                    }
+                    0x2e => {
+                        r.uleb();
+                    }
+                    0x2f => {
+                        let reg = r.uleb();
+                        let off = -(r.uleb() as i64) * c.data_align;
+                        st.set(reg, c.ra, Reg::At(off));
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        Some(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The depot
+
+const TABLE_BITS: u32 = 17;
+const TABLE_LEN: usize = 1 << TABLE_BITS;
+/// Words of stack records (header + PCs): 32 MiB, committed as used.
+const STORE_WORDS: usize = 1 << 22;
+
+pub struct Depot {
+    table: AtomicPtr<AtomicU32>,
+    store: AtomicPtr<u64>,
+    cursor: AtomicUsize,
+    stacks: AtomicUsize,
+    dropped: AtomicU64,
+}
+
+pub static DEPOT: Depot = Depot {
+    table: AtomicPtr::new(ptr::null_mut()),
+    store: AtomicPtr::new(ptr::null_mut()),
+    cursor: AtomicUsize::new(1),
+    stacks: AtomicUsize::new(0),
+    dropped: AtomicU64::new(0),
+};
+
+fn hash(frames: &[usize]) -> u64 {
+    let mut h: u64 = 0x243f_6a88_85a3_08d3;
+    for &f in frames {
+        h = (h ^ f as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+    h ^ (h >> 32)
+}
+
+impl Depot {
+    fn init(&self) {
+        let store = sys::map_meta(STORE_WORDS * 8) as *mut u64;
+        let table = sys::map_meta(TABLE_LEN * 4) as *mut AtomicU32;
+        if store.is_null() || table.is_null() {
+            return;
+        }
+        self.store.store(store, Ordering::Release);
+        self.table.store(table, Ordering::Release);
+    }
+
+    /// The id of `frames` (stored if new); 0 when the depot is full or absent.
+    pub fn intern(&self, frames: &[usize]) -> u32 {
+        let table = self.table.load(Ordering::Acquire);
+        let store = self.store.load(Ordering::Acquire);
+        if frames.is_empty() || table.is_null() || store.is_null() {
+            return 0;
+        }
+        let h = hash(frames);
+        let header = (h << 8) | frames.len() as u64;
+        let mut i = (h as usize) & (TABLE_LEN - 1);
+        let mut mine = 0usize;
+        for _ in 0..64 {
+            // SAFETY: i < TABLE_LEN.
+            let slot = unsafe { &*table.add(i) };
+            let mut id = slot.load(Ordering::Acquire);
+            if id == 0 {
+                if self.stacks.load(Ordering::Relaxed) >= TABLE_LEN * 3 / 4 {
+                    break;
+                }
+                if mine == 0 {
+                    let need = frames.len() + 1;
+                    let at = self.cursor.fetch_add(need, Ordering::Relaxed);
+                    if at + need > STORE_WORDS {
+                        break;
+                    }
+                    // SAFETY: words at..at+need are ours (reserved above) inside the store.
+                    unsafe {
+                        *store.add(at) = header;
+                        for (k, &f) in frames.iter().enumerate() {
+                            *store.add(at + 1 + k) = f as u64;
+                        }
+                    }
+                    mine = at;
+                }
+                match slot.compare_exchange(0, mine as u32, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => {
+                        self.stacks.fetch_add(1, Ordering::Relaxed);
+                        return mine as u32;
+                    }
+                    Err(other) => id = other,
+                }
+            }
+            // SAFETY: a published id is the index of a complete record in the store.
+            let same = unsafe {
+                *store.add(id as usize) == header
+                    && frames.iter().enumerate().all(|(k, &f)| *store.add(id as usize + 1 + k) == f as u64)
+            };
+            if same {
+                return id;
+            }
+            i = (i + 1) & (TABLE_LEN - 1);
+        }
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+
+    /// The frames of stack `id` (0: none).
+    pub fn get(&self, id: u32) -> &'static [u64] {
+        let store = self.store.load(Ordering::Acquire);
+        if id == 0 || store.is_null() || id as usize >= STORE_WORDS {
+            return &[];
+        }
+        // SAFETY: ids come from `intern`: a header then its frames, all inside the store.
+        unsafe {
+            let n = (*store.add(id as usize) & 0xff) as usize;
+            core::slice::from_raw_parts(store.add(id as usize + 1), n.min(MAX_FRAMES))
+        }
+    }
+
+    /// (stacks stored, bytes of store used, stacks not recorded because the depot was full).
+    pub fn usage(&self) -> (usize, usize, u64) {
+        (
+            self.stacks.load(Ordering::Relaxed),
+            self.cursor.load(Ordering::Relaxed).min(STORE_WORDS) * 8 + TABLE_LEN * 4,
+            self.dropped.load(Ordering::Relaxed),
+        )
+    }
+}

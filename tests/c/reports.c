@@ -1,0 +1,117 @@
+/* Report tests: each case performs one misuse through small, non-inlined functions, so that the
+ * report's stacks can be checked for the function and line of the bad access, the free and the
+ * allocation. Lines the tests look for carry a marker comment (`AT:<case>-<what>`). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+struct record {
+    long id;
+    char name[40];
+};
+
+static volatile long sink;
+
+NOINLINE static struct record *make_record(void) {
+    struct record *r = malloc(sizeof *r); /* AT:make */
+    r->id = 1;
+    return r;
+}
+
+NOINLINE static void drop_record(struct record *r) {
+    free(r); /* AT:drop */
+    sink = 0; /* no tail call: keep this frame in the free stack */
+}
+
+NOINLINE static void touch_record(struct record *r) {
+    r->id = 42; /* AT:uaf-access */
+}
+
+NOINLINE static void drop_again(struct record *r) {
+    free(r); /* AT:double-free */
+    sink = 2; /* differs from drop_record, so -O2 does not fold the two */
+}
+
+NOINLINE static void free_inside(struct record *r) {
+    free((char *)r + 8); /* AT:invalid-free */
+    sink = 3;
+}
+
+NOINLINE static void ask_size_inside(struct record *r) {
+    sink = (long)malloc_usable_size((char *)r + 8); /* AT:invalid-pointer */
+}
+
+NOINLINE static char *make_big(size_t n) {
+    char *p = malloc(n); /* AT:make-big */
+    sink = (long)p;
+    return p;
+}
+
+NOINLINE static void write_past(char *p, size_t n) {
+    p[n + 64] = 1; /* AT:overflow */
+}
+
+NOINLINE static void touch_wild(char *p) {
+    sink = *(volatile char *)(p + (700UL << 30)); /* AT:wild */
+}
+
+NOINLINE static void *huge_new(void) {
+    void *(*op_new)(unsigned long) = (void *(*)(unsigned long))dlsym(RTLD_DEFAULT, "_Znwm");
+    if (!op_new)
+        return NULL;
+    void *p = op_new(1UL << 60); /* AT:oom */
+    sink = (long)p;
+    return p;
+}
+
+int main(int argc, char **argv) {
+    const char *c = argc > 1 ? argv[1] : "";
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (!strcmp(c, "uaf")) {
+        struct record *r = make_record();
+        drop_record(r);
+        touch_record(r);
+    } else if (!strcmp(c, "double-free")) {
+        struct record *r = make_record();
+        drop_record(r);
+        drop_again(r);
+    } else if (!strcmp(c, "invalid-free")) {
+        free_inside(make_record());
+    } else if (!strcmp(c, "invalid-pointer")) {
+        ask_size_inside(make_record());
+    } else if (!strcmp(c, "overflow")) {
+        size_t n = 300000;
+        write_past(make_big(n), n);
+    } else if (!strcmp(c, "wild")) {
+        touch_wild((char *)make_record());
+    } else if (!strcmp(c, "oom")) {
+        sink = (long)huge_new();
+    } else if (!strcmp(c, "forkexec")) {
+        /* The child execs this program again, which then commits a use-after-free. */
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl("/proc/self/exe", argv[0], "uaf", (char *)NULL);
+            _exit(126);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        printf("child %s %d\n", WIFEXITED(st) ? "exited" : "killed",
+               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        return 0;
+    } else if (!strcmp(c, "exit")) {
+        return atoi(argv[2]);
+    } else {
+        fprintf(stderr, "usage: reports CASE\n");
+        return 2;
+    }
+    puts("survived");
+    return 0;
+}

@@ -126,7 +126,7 @@ static CURRENT: AtomicU32 = AtomicU32::new(0);
 struct State {
     /// Next free address in the arena.
     cursor: usize,
-    /// Alias units issued in the current epoch.
+    /// Pool pages issued in the current epoch.
     issued_now: u32,
     live_mirrors: u32,
 }
@@ -336,7 +336,7 @@ pub fn note_issue(e: u32, page: u32, n: u32) {
     m.live.fetch_add(1, Ordering::AcqRel);
     ALIASES.fetch_add(1, Ordering::Relaxed);
     if e == current() {
-        STATE.lock().issued_now += 1;
+        STATE.lock().issued_now += n;
     }
 }
 
@@ -350,9 +350,19 @@ pub fn was_issued(e: u32, page: u32) -> Option<bool> {
     Some(unsafe { (*bits.add(page as usize / 64)).load(Ordering::Relaxed) } & (1 << (page % 64)) != 0)
 }
 
-/// Alias units issued in the current epoch so far.
-pub fn issued_now() -> u32 {
-    STATE.lock().issued_now
+/// Live mirrors (one VMA each) beyond which epochs are made longer: the next epoch starts only
+/// once the current one has issued as many pages as the pool holds, so that pool memory
+/// rather than mappings grows.
+const MIRROR_BUDGET: u32 = 4096;
+
+/// Whether an issuing thread that found only blocked lanes should start the next epoch (else
+/// it takes fresh pool pages). Epochs last at least 32 pages and an eighth of the pool; past
+/// the mirror budget, a whole pool's worth.
+pub fn may_advance() -> bool {
+    let in_use = POOL.stats().0.pages_in_use as u32;
+    let st = STATE.lock();
+    let min = if st.live_mirrors >= MIRROR_BUDGET { in_use } else { (in_use / 8).max(32) };
+    st.issued_now >= min
 }
 
 /// Makes a new mirror covering at least `min_pages` pool pages and makes it the issuing

@@ -165,13 +165,88 @@ unsafe impl Send for Central {}
 pub static CENTRAL: [Locked<Central>; NCLASS] =
     [const { Locked::new(Central { partial: pool::NONE, free_meta: core::ptr::null_mut(), slabs: 0 }) }; NCLASS];
 
-/// Lanes per page for new slabs: one slot per lane in detect mode, whole pages in prevent mode.
+/// Prevent mode: lanes per page for each class's new (and idle) slabs. 1 (a whole page is
+/// one group: the fewest installs and revocations) unless long-lived survivors were seen to
+/// pin the dead slots of their groups, in which case groups get smaller (`adapt`).
+static LANES: [AtomicU32; NCLASS] = [const { AtomicU32::new(1) }; NCLASS];
+
+/// Where the next fragmentation sample of each class starts in the descriptor table.
+static SAMPLE_AT: [AtomicU32; NCLASS] = [const { AtomicU32::new(1) }; NCLASS];
+
+/// Consecutive samples asking for a change (positive: finer, negative: coarser); a change
+/// needs four in a row, so that the policy does not flap.
+static VOTES: [core::sync::atomic::AtomicI32; NCLASS] = [const { core::sync::atomic::AtomicI32::new(0) }; NCLASS];
+
+/// Lanes per page for new slabs: one slot per lane in detect mode, `LANES` in prevent mode.
 #[inline]
-fn lanes_for(c: &Class) -> u32 {
+fn lanes_for(c: &Class, ci: usize) -> u32 {
     if crate::detect() {
         c.spp
     } else {
+        LANES[ci].load(Ordering::Relaxed).min(c.spp)
+    }
+}
+
+/// Called (class lock held) when class `ci` needs a new slab: memory is growing. Samples up
+/// to 16 slabs of the class and measures how many slots of issued groups are dead but pinned
+/// by a live neighbour. Mostly pinned: halve the group size (more lanes per page, at most 8);
+/// hardly pinned: double it again (down to one lane per page).
+fn adapt(ci: usize) {
+    if crate::detect() {
+        return;
+    }
+    let c = &CLASSES[ci];
+    // SAFETY: a racy read of a counter that only grows is enough for sampling.
+    let ndesc = unsafe { POOL.desc_count() }.max(2);
+    let mut at = SAMPLE_AT[ci].load(Ordering::Relaxed);
+    let (mut pinned, mut issued, mut found) = (0u64, 0u64, 0);
+    for _ in 0..512 {
+        if found == 16 {
+            break;
+        }
+        at = if at + 1 >= ndesc { 1 } else { at + 1 };
+        let s = POOL.span(at);
+        if s.kind != pool::SLAB || s.class as usize != ci || s.meta.is_null() {
+            continue;
+        }
+        found += 1;
+        let per = lane_slots(s, c);
+        for j in 0..c.pages {
+            for r in 0..c.spp.div_ceil(per) {
+                let l = lane(s, c, j, r);
+                let live = l.live.load(Ordering::Relaxed);
+                if l.epoch.load(Ordering::Relaxed) != 0 && live > 0 {
+                    let slots = per.min(c.spp - r * per);
+                    issued += slots as u64;
+                    pinned += slots.saturating_sub(live) as u64;
+                }
+            }
+        }
+    }
+    SAMPLE_AT[ci].store(at, Ordering::Relaxed);
+    if issued < 64 {
+        return;
+    }
+    let r = LANES[ci].load(Ordering::Relaxed);
+    let vote = if pinned * 10 > issued * 9 {
         1
+    } else if pinned * 4 < issued {
+        -1
+    } else {
+        0
+    };
+    let votes = VOTES[ci].load(Ordering::Relaxed);
+    let votes = if vote == 0 || votes.signum() == -vote { vote } else { votes + vote };
+    VOTES[ci].store(votes, Ordering::Relaxed);
+    let next = match votes {
+        4.. => (r * 2).min(MAX_PREVENT_LANES).min(c.spp),
+        ..=-4 => (r / 2).max(1),
+        _ => r,
+    };
+    if next != r {
+        VOTES[ci].store(0, Ordering::Relaxed);
+        LANES[ci].store(next, Ordering::Relaxed);
+        stats::add(&stats::REGROUPS, 1);
     }
 }
 
@@ -294,13 +369,14 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
         alias::unpin(e);
         // Ready lanes exist but every one sits on a page this epoch already issued: start the
         // next epoch when this one has issued enough, else take fresh pool pages.
-        if blocked && !advanced && alias::issued_now() >= 32 {
+        if blocked && !advanced && alias::may_advance() {
             if alias::advance(POOL.stats().1.max(1)).is_some() {
                 POOL.release_deferred();
                 advanced = true;
                 continue;
             }
         }
+        adapt(ci);
         match new_slab(&mut central, ci) {
             Some(_) => continue,
             None => {
@@ -424,7 +500,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     s.class = ci as u8;
     s.addr = POOL.page_addr(s.start);
     s.meta = meta;
-    s.lanes = lanes_for(c);
+    s.lanes = lanes_for(c, ci);
     let nlanes = c.spp.div_ceil(lane_slots(s, c));
     s.ready = nlanes * c.pages;
     // SAFETY: `meta` has meta_bytes(c) bytes: the sizes, then lane_capacity(c) lanes.
@@ -473,9 +549,9 @@ pub fn lane_revoked(idx: u32, lane: &Lane) {
         central.slabs -= 1;
         POOL.free_run_deferred(idx);
         stats::add(&stats::SLABS_RELEASED, 1);
-    } else if s.ready == total && s.lanes != lanes_for(c) {
+    } else if s.ready == total && s.lanes != lanes_for(c, ci) {
         // Re-lane an idle slab when the policy changed.
-        s.lanes = lanes_for(c);
+        s.lanes = lanes_for(c, ci);
         s.ready = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
     }
 }

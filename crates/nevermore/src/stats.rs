@@ -17,6 +17,7 @@ pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static FORKS: AtomicU64 = AtomicU64::new(0);
 pub static FORK_COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static THREADS: AtomicU64 = AtomicU64::new(0);
+pub static REGROUPS: AtomicU64 = AtomicU64::new(0);
 
 #[inline]
 pub fn add(c: &AtomicU64, n: u64) {
@@ -82,6 +83,7 @@ pub fn print() {
         get(&SLABS_CREATED),
         get(&SLABS_RELEASED)
     );
+    let _ = writeln!(b, "=={pid}==   grouping changes   {}", get(&REGROUPS));
     let _ = writeln!(b, "=={pid}==   page objects       {}", get(&PAGE_OBJECTS));
     let _ = writeln!(
         b,

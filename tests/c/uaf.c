@@ -15,6 +15,8 @@
  *   blocked-uaf          a thread that blocked every signal reads freed memory.
  *   unique N             N allocations of random sizes (mixed with frees): no address is
  *                        ever returned twice (prints UNIQUE).
+ *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
+ *                        reads it. The parent prints how the child ended.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static volatile char sink;
@@ -148,6 +151,25 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, blocked_reader, NULL);
         pthread_join(t, NULL);
+        return 0;
+    }
+    if (!strcmp(c, "fork-uaf")) {
+        char *p = malloc(size);
+        char *live = malloc(size);
+        memset(live, 0x33, size);
+        free(p);
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (live[size - 1] != 0x33) _exit(9); /* live data is intact in the child */
+            sink = p[0];
+            _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (WIFSIGNALED(st))
+            printf("CHILD SIGNAL %d\n", WTERMSIG(st));
+        else
+            printf("CHILD EXIT %d\n", WEXITSTATUS(st));
         return 0;
     }
     if (!strcmp(c, "unique")) {

@@ -77,6 +77,9 @@ pub enum Revoke {
     Uffd,
     /// `MADV_GUARD_INSTALL` markers: access raises SIGSEGV.
     Guard,
+    /// `mprotect(PROT_NONE)`: access raises SIGSEGV; each revoked range costs a mapping until
+    /// its mirror retires (kernels without guard markers, userfaultfd refused).
+    Protect,
 }
 
 /// One epoch's mirror.
@@ -160,7 +163,14 @@ pub unsafe fn init() -> bool {
     let f = unsafe { FIXED.get_mut() };
     f.uffd = open_uffd();
     f.uffd_id = sys::file_id(f.uffd).unwrap_or((0, 0));
-    f.revoke = if f.uffd >= 0 { Revoke::Uffd } else { Revoke::Guard };
+    let uffd_errno = sys::errno();
+    f.revoke = if f.uffd >= 0 {
+        Revoke::Uffd
+    } else if guard_markers_work() {
+        Revoke::Guard
+    } else {
+        Revoke::Protect
+    };
     // SAFETY: plain syscall.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
     f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
@@ -184,13 +194,28 @@ pub unsafe fn init() -> bool {
         return false;
     }
     STATE.lock().cursor = f.arena;
-    if f.revoke == Revoke::Guard {
-        report::say(format_args!(
-            "userfaultfd is not available (errno {}); revoked addresses trap through guard markers instead",
-            sys::errno()
-        ));
+    match f.revoke {
+        Revoke::Uffd => {}
+        Revoke::Guard => report::say(format_args!(
+            "userfaultfd is not available (errno {uffd_errno}); revoked addresses trap through guard markers instead"
+        )),
+        Revoke::Protect => report::say(format_args!(
+            "userfaultfd is not available (errno {uffd_errno}) nor are guard markers; revoked addresses trap \
+             through mprotect instead (one mapping per revoked range until its epoch retires)"
+        )),
     }
     true
+}
+
+/// Whether `MADV_GUARD_INSTALL` works here (Linux 6.13+, and not filtered).
+fn guard_markers_work() -> bool {
+    let p = sys::map_meta(PAGE);
+    if p.is_null() {
+        return false;
+    }
+    let ok = sys::advise(p, PAGE, MADV_GUARD_INSTALL);
+    sys::unmap(p, PAGE);
+    ok
 }
 
 fn open_uffd() -> i32 {
@@ -549,6 +574,61 @@ pub fn reinstall_live() {
     }
 }
 
+/// Whether the alias of pool page `p` in epoch `e` belongs to a live unit (a lane or page
+/// object issued in `e` and not dead).
+fn alias_live(e: u32, p: u32) -> bool {
+    let Some((_, s)) = POOL.span_at(POOL.page_addr(p)) else { return false };
+    match s.kind {
+        crate::pool::SLAB => {
+            let c = &crate::slab::CLASSES[s.class as usize];
+            let per = crate::slab::lane_slots(s, c);
+            (0..c.spp.div_ceil(per)).any(|r| {
+                let l = crate::slab::lane(s, c, p - s.start, r);
+                l.epoch.load(Ordering::Relaxed) == e && l.live.load(Ordering::Relaxed) > 0
+            })
+        }
+        crate::pool::PAGES => {
+            s.epoch.load(Ordering::Relaxed) == e && s.size.load(Ordering::Relaxed) & crate::pool::DEAD_BIT == 0
+        }
+        _ => false,
+    }
+}
+
+/// In a forked child without userfaultfd: the mirrors were mapped afresh, so the traps on
+/// revoked aliases are gone; set them again on every dead page of every live mirror (pages an
+/// epoch may still issue stay accessible).
+///
+/// # Safety
+/// Fork child handler only (single-threaded), after `remap_in_child`.
+pub unsafe fn retrap_in_child() {
+    if revoke_kind() == Revoke::Uffd {
+        return;
+    }
+    let cur = current();
+    for_each_live_mirror(|e, m| {
+        let n = m.npages.load(Ordering::Relaxed);
+        let base = m.base.load(Ordering::Relaxed);
+        let mut p = 0;
+        while p < n {
+            let dead = |q: u32| {
+                let issued = was_issued(e, q) == Some(true);
+                (issued || e != cur) && !alias_live(e, q)
+            };
+            if !dead(p) {
+                p += 1;
+                continue;
+            }
+            let from = p;
+            while p < n && dead(p) {
+                p += 1;
+            }
+            let mut r =
+                [Range { addr: base + ((from as usize) << PAGE_SHIFT), len: ((p - from) as usize) << PAGE_SHIFT }];
+            revoke(&mut r);
+        }
+    });
+}
+
 /// A range of alias pages to revoke.
 #[derive(Clone, Copy, Default)]
 pub struct Range {
@@ -576,6 +656,13 @@ pub fn revoke(ranges: &mut [Range]) {
     REVOKE_BATCHES.fetch_add(1, Ordering::Relaxed);
     let pages: usize = ranges[..n].iter().map(|r| r.len >> PAGE_SHIFT).sum();
     REVOKE_PAGES.fetch_add(pages as u64, Ordering::Relaxed);
+    if f.revoke == Revoke::Protect {
+        for rg in &ranges[..n] {
+            REVOKE_CALLS.fetch_add(1, Ordering::Relaxed);
+            protect_one(rg);
+        }
+        return;
+    }
     let advice = if f.revoke == Revoke::Uffd { libc::MADV_DONTNEED } else { MADV_GUARD_INSTALL };
     if n > 1 && f.pidfd >= 0 {
         // One call for the whole batch. iovec and Range have the same layout.
@@ -598,6 +685,21 @@ pub fn revoke(ranges: &mut [Range]) {
         for rg in &ranges[..n] {
             REVOKE_CALLS.fetch_add(1, Ordering::Relaxed);
             revoke_one(rg, advice);
+        }
+    }
+}
+
+fn protect_one(r: &Range) {
+    // SAFETY: mprotect of our own alias range.
+    while unsafe { libc::mprotect(r.addr as *mut libc::c_void, r.len, libc::PROT_NONE) } != 0 {
+        if sys::errno() != libc::EINTR && sys::errno() != libc::EAGAIN {
+            report::say(format_args!(
+                "revoking {:#x}+{} with mprotect failed (errno {}: out of mappings?); aborting",
+                r.addr,
+                r.len,
+                sys::errno()
+            ));
+            sys::die();
         }
     }
 }

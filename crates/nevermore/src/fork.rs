@@ -151,7 +151,10 @@ pub extern "C" fn child() {
     }
     all_locks(|l| l.reset());
     // SAFETY: single-threaded child, locks reset.
-    unsafe { cache::fork_child(tls::get()) };
+    unsafe {
+        alias::retrap_in_child();
+        cache::fork_child(tls::get());
+    }
     alias::reinstall_live();
 }
 

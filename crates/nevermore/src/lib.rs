@@ -184,6 +184,7 @@ fn init() -> bool {
             match alias::revoke_kind() {
                 alias::Revoke::Uffd => "userfaultfd",
                 alias::Revoke::Guard => "guard markers",
+                alias::Revoke::Protect => "mprotect",
             },
             (l.pages as usize * sys::PAGE) >> 20,
             if keyed { "keyed with a random secret" } else { "NOT keyed (getrandom failed)" }

@@ -15,6 +15,8 @@
  *   blocked-uaf          a thread that blocked every signal reads freed memory.
  *   unique N             N allocations of random sizes (mixed with frees): no address is
  *                        ever returned twice (prints UNIQUE).
+ *   churn N              N random small allocations and frees (sizes 0..1500) with every
+ *                        live object's contents checked: prints CHURN OK.
  *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
  *                        reads it. The parent prints how the child ended.
  */
@@ -151,6 +153,34 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, blocked_reader, NULL);
         pthread_join(t, NULL);
+        return 0;
+    }
+    if (!strcmp(c, "churn")) {
+        long n = argc > 2 ? atol(argv[2]) : 100000;
+        enum { LIVE = 1024 };
+        static unsigned char *live[LIVE];
+        static size_t len[LIVE];
+        unsigned s = 99;
+        for (long i = 0; i < n; i++) {
+            s = s * 1103515245u + 12345u;
+            int k = (s >> 8) % LIVE;
+            if (live[k]) {
+                for (size_t j = 0; j < len[k]; j++)
+                    if (live[k][j] != (unsigned char)(k + len[k])) {
+                        printf("CHURN CORRUPTED\n");
+                        return 1;
+                    }
+                free(live[k]);
+            }
+            len[k] = (s >> 12) % 1500;
+            live[k] = malloc(len[k]);
+            if (!live[k]) {
+                printf("CHURN NULL\n");
+                return 1;
+            }
+            memset(live[k], k + len[k], len[k]);
+        }
+        printf("CHURN OK\n");
         return 0;
     }
     if (!strcmp(c, "fork-uaf")) {

@@ -161,3 +161,21 @@ fn works_unprivileged() {
     let o = run_as_nobody(&["unique", "20000"], "mode=prevent");
     assert_ok(&o);
 }
+
+/// When the one-time address space is used up (here a tiny `alias_space`), epochs reuse the
+/// addresses of retired ones: said once, counted in the stats, and the program stays correct.
+#[test]
+fn degrade_mode_reuses_retired_addresses_and_says_so() {
+    let o = run_preloaded(&uaf(), &["churn", "400000"], &[("NEVERMORE_OPTIONS", "alias_space=256:stats=1")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("is used up: reusing addresses of retired epochs").count(), 1, "{err}");
+    let line = err.lines().find(|l| l.contains("degrade mode")).expect("degrade line in stats");
+    let n: u64 = line.split_whitespace().find_map(|w| w.parse().ok()).unwrap();
+    assert!(n > 0, "{line}");
+    // With the default address space nothing is degraded.
+    let o = run_preloaded(&uaf(), &["churn", "100000"], &[("NEVERMORE_OPTIONS", "stats=1")]);
+    assert_ok(&o);
+    assert!(stderr(&o).contains("degrade mode       0 epochs"), "{}", stderr(&o));
+}

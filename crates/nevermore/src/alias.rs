@@ -129,12 +129,20 @@ static CURRENT: AtomicU32 = AtomicU32::new(0);
 struct State {
     /// Next free address in the arena.
     cursor: usize,
+    /// Degrade mode: where the search for reusable (retired) arena ranges continues.
+    wrap: usize,
+    /// Recycled `issued` bitmaps, by power-of-two size (64 bytes << index).
+    bitmaps: [*mut u8; 32],
     /// Pool pages issued in the current epoch.
     issued_now: u32,
     live_mirrors: u32,
 }
 
-static STATE: Locked<State> = Locked::new(State { cursor: 0, issued_now: 0, live_mirrors: 0 });
+static STATE: Locked<State> =
+    Locked::new(State { cursor: 0, wrap: 0, bitmaps: [ptr::null_mut(); 32], issued_now: 0, live_mirrors: 0 });
+
+// SAFETY: the raw pointers in State are only reached under its lock.
+unsafe impl Send for State {}
 
 pub static MIRRORS_MADE: AtomicU64 = AtomicU64::new(0);
 pub static MIRRORS_RETIRED: AtomicU64 = AtomicU64::new(0);
@@ -145,6 +153,8 @@ pub static REVOKE_CALLS: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_PAGES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_BATCHES: AtomicU64 = AtomicU64::new(0);
 pub static ALIASES: AtomicU64 = AtomicU64::new(0);
+pub static DEGRADED: AtomicU64 = AtomicU64::new(0);
+static EXHAUSTED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 fn fixed() -> &'static Fixed {
     FIXED.get()
@@ -174,13 +184,13 @@ pub unsafe fn init() -> bool {
     // SAFETY: plain syscall.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
     f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
-    let mut len: usize = 32 << 40;
+    let mut len: usize = crate::options().alias_space_mib.saturating_mul(1 << 20).max(4 * CHUNK);
     let arena = loop {
         let p = sys::reserve(len + CHUNK);
         if !p.is_null() {
             break p as usize;
         }
-        if len <= 1 << 30 {
+        if len <= 4 * CHUNK {
             return false;
         }
         len /= 2;
@@ -404,10 +414,32 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     let want = want + (want / 4).max(CHUNK >> PAGE_SHIFT);
     let npages = (sys::round_up(want << PAGE_SHIFT, CHUNK) >> PAGE_SHIFT).min(POOL.layout().pages as usize);
     let len = npages << PAGE_SHIFT;
-    if st.cursor + len > f.arena + f.arena_len {
-        return None;
-    }
-    let base = st.cursor;
+    let fresh = st.cursor + len <= f.arena + f.arena_len;
+    let base = if fresh {
+        st.cursor
+    } else {
+        // Degrade mode: the arena is used up. Reuse the range of mirrors that were retired
+        // (every alias in them revoked): a dangling pointer into such a range could reach
+        // a new object, so this weakens use-after-free protection; it is counted and said.
+        let Some(b) = reusable_range(&mut st, len) else {
+            if !EXHAUSTED.swap(true, Ordering::Relaxed) {
+                report::say(format_args!(
+                    "the one-time address space ({} MiB) is used up and no retired range is free: \
+                     allocations that need a new epoch fail (see alias_space)",
+                    f.arena_len >> 20
+                ));
+            }
+            return None;
+        };
+        if DEGRADED.fetch_add(1, Ordering::Relaxed) == 0 {
+            report::say(format_args!(
+                "the one-time address space ({} MiB) is used up: reusing addresses of retired epochs \
+                 (use-after-free protection is weaker from now on; see alias_space)",
+                f.arena_len >> 20
+            ));
+        }
+        b
+    };
     if !sys::duplicate_view(POOL.layout().base as *mut u8, base as *mut u8, len) {
         return None;
     }
@@ -415,7 +447,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
         sys::rereserve(base as *mut u8, len);
         return None;
     }
-    let bits = crate::meta::alloc(npages.div_ceil(64) * 8) as *mut AtomicU64;
+    let bits = bitmap_alloc(&mut st, npages.div_ceil(64) * 8) as *mut AtomicU64;
     let m = mirror(e);
     m.base.store(base, Ordering::Relaxed);
     m.npages.store(npages as u32, Ordering::Relaxed);
@@ -426,7 +458,9 @@ pub fn advance(min_pages: u32) -> Option<u32> {
         // SAFETY: the chunk index is inside the arena.
         unsafe { (*f.chunks.add(((base - f.arena) >> CHUNK_SHIFT) + c)).store(e + 1, Ordering::Release) };
     }
-    st.cursor += len;
+    if fresh {
+        st.cursor += len;
+    }
     st.issued_now = 0;
     st.live_mirrors += 1;
     PEAK_MIRRORS.fetch_max(st.live_mirrors as u64, Ordering::Relaxed);
@@ -727,11 +761,85 @@ fn maybe_retire(e: u32) {
     }
     m.retired.store(1, Ordering::Release);
     let base = m.base.load(Ordering::Relaxed);
-    let len = (m.npages.load(Ordering::Relaxed) as usize) << PAGE_SHIFT;
-    sys::rereserve(base as *mut u8, len);
-    m.issued.store(ptr::null_mut(), Ordering::Release);
+    let npages = m.npages.load(Ordering::Relaxed) as usize;
+    sys::rereserve(base as *mut u8, npages << PAGE_SHIFT);
+    let bits = m.issued.swap(ptr::null_mut(), Ordering::AcqRel);
     MIRRORS_RETIRED.fetch_add(1, Ordering::Relaxed);
-    STATE.lock().live_mirrors -= 1;
+    let mut st = STATE.lock();
+    st.live_mirrors -= 1;
+    bitmap_free(&mut st, bits as *mut u8, npages.div_ceil(64) * 8);
+}
+
+/// An `issued` bitmap of `bytes` (zeroed), from the recycled ones when possible.
+fn bitmap_alloc(st: &mut State, bytes: usize) -> *mut u8 {
+    let k = bucket(bytes);
+    let p = st.bitmaps[k];
+    if !p.is_null() {
+        // SAFETY: a recycled bitmap starts with the link to the next one; it is 64 << k bytes.
+        unsafe {
+            st.bitmaps[k] = *(p as *mut *mut u8);
+            ptr::write_bytes(p, 0, 64 << k);
+        }
+        return p;
+    }
+    crate::meta::alloc(64 << k)
+}
+
+fn bitmap_free(st: &mut State, p: *mut u8, bytes: usize) {
+    if p.is_null() {
+        return;
+    }
+    let k = bucket(bytes);
+    // SAFETY: `p` is a retired mirror's bitmap of 64 << k bytes, no longer read (reports see
+    // the null pointer first; a racing reader sees stale but valid memory).
+    unsafe { *(p as *mut *mut u8) = st.bitmaps[k] };
+    st.bitmaps[k] = p;
+}
+
+fn bucket(bytes: usize) -> usize {
+    let mut k = 0;
+    while (64usize << k) < bytes && k < 31 {
+        k += 1;
+    }
+    k
+}
+
+/// Degrade mode: a range of `len` bytes of the arena whose chunks belong to no mirror or only
+/// to retired ones, searched round-robin from where the last search stopped.
+fn reusable_range(st: &mut State, len: usize) -> Option<usize> {
+    let f = fixed();
+    let chunks = f.arena_len >> CHUNK_SHIFT;
+    let need = len >> CHUNK_SHIFT;
+    if need == 0 || need > chunks {
+        return None;
+    }
+    let free = |c: usize| {
+        // SAFETY: c < chunks.
+        let e = unsafe { (*f.chunks.add(c)).load(Ordering::Acquire) };
+        e == 0 || mirror(e - 1).retired.load(Ordering::Acquire) != 0
+    };
+    let start = ((st.wrap.saturating_sub(f.arena)) >> CHUNK_SHIFT) % chunks;
+    let mut run = 0;
+    let mut c = start;
+    for _ in 0..chunks + need {
+        if c + 1 > chunks {
+            c = 0;
+            run = 0;
+        }
+        if free(c) {
+            run += 1;
+            if run == need {
+                let first = c + 1 - need;
+                let base = f.arena + (first << CHUNK_SHIFT);
+                st.wrap = base + len;
+                return Some(base);
+            }
+        } else {
+            run = 0;
+        }
+        c += 1;
+    }
+    None
 }
 
 pub fn live_mirrors() -> u32 {
@@ -795,5 +903,11 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
         g(&MIRRORS_MADE),
         g(&MIRRORS_RETIRED),
         current()
+    );
+    let _ = writeln!(
+        b,
+        "=={pid}==   degrade mode       {} epochs reused retired addresses (one-time address space {} MiB)",
+        g(&DEGRADED),
+        fixed().arena_len >> 20
     );
 }

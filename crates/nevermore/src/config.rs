@@ -27,6 +27,9 @@ pub struct Options {
     pub verbose: bool,
     /// Exit with this status after a report instead of dying of SIGABRT.
     pub exitcode: Option<u8>,
+    /// Address space reserved for one-time aliases, in MiB (default 32 TiB). When it is used
+    /// up, addresses of retired epochs are reused (degrade mode, counted in the stats).
+    pub alias_space_mib: usize,
     /// Reports as one JSON object per line (`report_format=json`) instead of text.
     pub json: bool,
     /// Detect mode: record allocation and free stacks (`stacks=0` turns it off).
@@ -42,11 +45,12 @@ impl Options {
         exitcode: None,
         json: false,
         stacks: true,
+        alias_space_mib: 32 << 20,
     };
 }
 
 /// Every option, for the error message and the docs.
-pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode, report_format, stacks";
+pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -98,6 +102,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                     expected: "a number from 1 to 255",
                 })?;
                 o.exitcode = Some(n as u8);
+            }
+            b"alias_space" => {
+                let n = parse_uint(value).filter(|&n| (16..=(64 << 20)).contains(&n)).ok_or(ParseError::BadValue {
+                    key,
+                    value,
+                    expected: "a size in MiB from 16 to 67108864",
+                })?;
+                o.alias_space_mib = n as usize;
             }
             _ => return Err(ParseError::UnknownKey(key)),
         }
@@ -153,6 +165,9 @@ mod tests {
         assert_eq!(parse(b"stats=1:bogus=2"), Err(ParseError::UnknownKey(b"bogus")));
         assert!(matches!(parse(b"stats=maybe"), Err(ParseError::BadValue { key: b"stats", .. })));
         assert!(matches!(parse(b"exitcode=0"), Err(ParseError::BadValue { .. })));
+        assert_eq!(parse(b"alias_space=64").unwrap().alias_space_mib, 64);
+        assert!(matches!(parse(b"alias_space=8"), Err(ParseError::BadValue { .. })));
+        assert!(matches!(parse(b"alias_space=lots"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"exitcode=256"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"exitcode=-1"), Err(ParseError::BadValue { .. })));
         assert_eq!(parse(b"stats"), Err(ParseError::MissingValue(b"stats")));

@@ -152,8 +152,9 @@ pub struct Bin {
 
 /// Per-class central state.
 pub struct Central {
-    /// Slabs with ready lanes.
+    /// Slabs with ready lanes (head and tail of a doubly-linked list through the spans).
     partial: u32,
+    tail: u32,
     /// Recycled slot tables of this class.
     free_meta: *mut u8,
     pub slabs: u64,
@@ -162,8 +163,9 @@ pub struct Central {
 // SAFETY: only reached through its lock.
 unsafe impl Send for Central {}
 
-pub static CENTRAL: [Locked<Central>; NCLASS] =
-    [const { Locked::new(Central { partial: pool::NONE, free_meta: core::ptr::null_mut(), slabs: 0 }) }; NCLASS];
+pub static CENTRAL: [Locked<Central>; NCLASS] = [const {
+    Locked::new(Central { partial: pool::NONE, tail: pool::NONE, free_meta: core::ptr::null_mut(), slabs: 0 })
+}; NCLASS];
 
 /// Prevent mode: lanes per page for each class's new (and idle) slabs. 1 (a whole page is
 /// one group: the fewest installs and revocations) unless long-lived survivors were seen to
@@ -331,6 +333,7 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
     let c = &CLASSES[ci];
     let mut central = CENTRAL[ci].lock();
     let mut advanced = false;
+    let mut created = false;
     loop {
         let e = alias::pin_current();
         if e == 0 {
@@ -345,9 +348,7 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
             if got > 0 {
                 let s = POOL.span_owned(idx);
                 if s.ready == 0 {
-                    let mut head = central.partial;
-                    POOL.unlink_list(&mut head, idx);
-                    central.partial = head;
+                    central.unlink(idx);
                 }
                 drop(central);
                 install_cursors(c, &out[..got]);
@@ -357,53 +358,88 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
             }
             blocked = true;
             let next = POOL.span(idx).next;
-            if next != pool::NONE {
-                let mut head = central.partial;
-                POOL.unlink_list(&mut head, idx);
-                push_back(&mut head, idx);
-                central.partial = head;
-            }
+            central.move_back(idx);
             idx = next;
             tries += 1;
         }
         alias::unpin(e);
-        // Ready lanes exist but every one sits on a page this epoch already issued: start the
-        // next epoch when this one has issued enough, else take fresh pool pages.
-        if blocked && !advanced && alias::may_advance() {
+        // Ready lanes exist but every one sits on a page this epoch already issued (or beyond
+        // its mirror): start the next epoch when this one has issued enough, or when even a
+        // fresh slab could not be issued; else take fresh pool pages. At most one fresh slab
+        // and one new epoch per refill: if both fail the request fails with ENOMEM.
+        if blocked && !advanced && (created || alias::may_advance()) {
+            advanced = true;
             if alias::advance(POOL.stats().1.max(1)).is_some() {
                 POOL.release_deferred();
-                advanced = true;
                 continue;
             }
         }
-        adapt(ci);
-        match new_slab(&mut central, ci) {
-            Some(_) => continue,
-            None => {
-                if !advanced && alias::advance(POOL.stats().1.max(1)).is_some() {
-                    POOL.release_deferred();
-                    advanced = true;
+        if !created {
+            adapt(ci);
+            if let Some(idx) = new_slab(&mut central, ci) {
+                created = true;
+                let start = POOL.span(idx).start;
+                if !advanced || alias::issuable(alias::current(), start + c.pages - 1) {
                     continue;
                 }
-                return 0;
+                // No new epoch could be had and the fresh pages lie beyond the current mirror:
+                // give them back rather than grow the pool with pages nobody can issue.
+                discard_new_slab(&mut central, idx);
             }
         }
+        if !advanced {
+            advanced = true;
+            if alias::advance(POOL.stats().1.max(1)).is_some() {
+                POOL.release_deferred();
+                continue;
+            }
+        }
+        return 0;
     }
 }
 
-fn push_back(head: &mut u32, idx: u32) {
-    if *head == pool::NONE {
-        POOL.push_list(head, idx);
-        return;
+/// Undoes `new_slab` for a slab that was never issued.
+fn discard_new_slab(central: &mut Central, idx: u32) {
+    central.unlink(idx);
+    central.slabs -= 1;
+    let m = POOL.span(idx).meta;
+    // SAFETY: the slab was never issued, so its slot table is unused.
+    unsafe { *(m as *mut *mut u8) = central.free_meta };
+    central.free_meta = m;
+    POOL.free_run(idx);
+}
+
+impl Central {
+    fn push_front(&mut self, idx: u32) {
+        POOL.push_list(&mut self.partial, idx);
+        if self.tail == pool::NONE {
+            self.tail = idx;
+        }
     }
-    let mut t = *head;
-    while POOL.span(t).next != pool::NONE {
-        t = POOL.span(t).next;
+
+    fn unlink(&mut self, idx: u32) {
+        if self.tail == idx {
+            self.tail = POOL.span(idx).prev;
+        }
+        POOL.unlink_list(&mut self.partial, idx);
     }
-    let s = POOL.span_owned(idx);
-    s.prev = t;
-    s.next = pool::NONE;
-    POOL.span_owned(t).next = idx;
+
+    /// Moves `idx` (on the list) to its end.
+    fn move_back(&mut self, idx: u32) {
+        if self.tail == idx {
+            return;
+        }
+        self.unlink(idx);
+        let s = POOL.span_owned(idx);
+        s.next = pool::NONE;
+        s.prev = self.tail;
+        if self.tail != pool::NONE {
+            POOL.span_owned(self.tail).next = idx;
+        } else {
+            self.partial = idx;
+        }
+        self.tail = idx;
+    }
 }
 
 /// Issues one ready lane per issuable page of slab `idx` in epoch `e` (class lock held).
@@ -515,9 +551,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
             lane_capacity(c) as usize * core::mem::size_of::<Lane>(),
         );
     }
-    let mut head = central.partial;
-    POOL.push_list(&mut head, idx);
-    central.partial = head;
+    central.push_front(idx);
     central.slabs += 1;
     stats::add(&stats::SLABS_CREATED, 1);
     Some(idx)
@@ -532,16 +566,12 @@ pub fn lane_revoked(idx: u32, lane: &Lane) {
     lane.epoch.store(0, Ordering::Release);
     s.ready += 1;
     if s.ready == 1 {
-        let mut head = central.partial;
-        POOL.push_list(&mut head, idx);
-        central.partial = head;
+        central.push_front(idx);
     }
     let total = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
     if s.ready == total && central.slabs > 1 && !is_head_only(&central, idx) {
         // Entirely ready and not the only slab: give its pages back (after this epoch).
-        let mut head = central.partial;
-        POOL.unlink_list(&mut head, idx);
-        central.partial = head;
+        central.unlink(idx);
         let m = s.meta;
         // SAFETY: the slab is entirely free, so its slot table is unused now.
         unsafe { *(m as *mut *mut u8) = central.free_meta };

@@ -130,7 +130,7 @@ fn stats_show_the_engine() {
     assert_ok(&o);
     let o = run_preloaded(&uaf(), &["unique", "20000"], &[("NEVERMORE_OPTIONS", "stats=1")]);
     let err = stderr(&o);
-    for needle in ["aliases issued", "install runs", "revocations", "mirrors", "RSS"] {
+    for needle in ["aliases issued", "install runs", "revocations", "mirrors", "degrade mode", "VMAs", "RSS"] {
         assert!(err.contains(needle), "missing `{needle}` in stats:\n{err}");
     }
 }

@@ -152,6 +152,7 @@ pub static INSTALL_PAGES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_CALLS: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_PAGES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_BATCHES: AtomicU64 = AtomicU64::new(0);
+pub static REVOKE_RANGES: AtomicU64 = AtomicU64::new(0);
 pub static ALIASES: AtomicU64 = AtomicU64::new(0);
 pub static DEGRADED: AtomicU64 = AtomicU64::new(0);
 static EXHAUSTED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
@@ -688,6 +689,7 @@ pub fn revoke(ranges: &mut [Range]) {
     }
     let f = fixed();
     REVOKE_BATCHES.fetch_add(1, Ordering::Relaxed);
+    REVOKE_RANGES.fetch_add(n as u64, Ordering::Relaxed);
     let pages: usize = ranges[..n].iter().map(|r| r.len >> PAGE_SHIFT).sum();
     REVOKE_PAGES.fetch_add(pages as u64, Ordering::Relaxed);
     if f.revoke == Revoke::Protect {
@@ -890,9 +892,10 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   revocations        {} pages in {} batches, {} calls",
+        "=={pid}==   revocations        {} pages in {} batches, {} ranges, {} calls",
         g(&REVOKE_PAGES),
         g(&REVOKE_BATCHES),
+        g(&REVOKE_RANGES),
         g(&REVOKE_CALLS)
     );
     let _ = writeln!(

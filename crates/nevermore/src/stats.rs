@@ -63,6 +63,29 @@ pub fn proc_status_kb(field: &[u8]) -> Option<u64> {
     None
 }
 
+/// Number of mappings (VMAs) of this process: lines of /proc/self/maps, read without
+/// allocating.
+pub fn vma_count() -> Option<u64> {
+    let mut buf = [0u8; 4096];
+    // SAFETY: reading a procfs file into a stack buffer, chunk by chunk.
+    unsafe {
+        let fd = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let mut lines = 0u64;
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
+            if n <= 0 {
+                break;
+            }
+            lines += buf[..n as usize].iter().filter(|&&c| c == b'\n').count() as u64;
+        }
+        libc::close(fd);
+        Some(lines)
+    }
+}
+
 /// Prints every counter to the report destination.
 pub fn print() {
     let t = cache::totals();
@@ -109,6 +132,12 @@ pub fn print() {
     }
     let rss = proc_status_kb(b"VmRSS").unwrap_or(0);
     let hwm = proc_status_kb(b"VmHWM").unwrap_or(0);
+    let _ = writeln!(
+        b,
+        "=={pid}==   VMAs               {} (page tables {} KiB)",
+        vma_count().unwrap_or(0),
+        proc_status_kb(b"VmPTE").unwrap_or(0)
+    );
     let _ = writeln!(b, "=={pid}==   RSS                {rss} KiB (peak {hwm} KiB)");
     sys::write_all(crate::report::out_fd(), b.as_bytes());
 }

@@ -102,3 +102,13 @@ fn program_passes_under_glibc() {
     assert_ok(&o);
     assert!(stdout(&o).contains("OK"));
 }
+
+#[test]
+fn successful_calls_leave_errno_alone() {
+    let bin = compile("errno_kept.c", &[]);
+    for mode in ["mode=prevent", "mode=detect"] {
+        let o = run_preloaded(&bin, &[], &[("NEVERMORE_OPTIONS", mode)]);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("OK"), "{mode}: {}", stderr(&o));
+    }
+}

@@ -448,3 +448,108 @@ with open('/proc/self/maps') as maps:
     assert_eq!(out, "roundtrip True 1000 999999999\nmapped True\n");
     assert_binds_to_lib(&o, py.to_str().unwrap(), "/libnevermore.so");
 }
+
+/// The PostgreSQL server binaries (`/usr/lib/postgresql/<version>/bin`).
+fn postgres_bin_dir() -> PathBuf {
+    let base = Path::new("/usr/lib/postgresql");
+    let dir = std::fs::read_dir(base)
+        .ok()
+        .and_then(|it| it.filter_map(|e| e.ok()).map(|e| e.path().join("bin")).find(|p| p.join("postgres").is_file()));
+    dir.unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL not found under {}: install the Debian package `postgresql` \
+             (apt-get install -y postgresql), or run `bash .ci/run`, which installs it",
+            base.display()
+        )
+    })
+}
+
+/// Runs a command as the `postgres` user (PostgreSQL refuses to run as root).
+fn as_postgres(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(require("setpriv", "util-linux"));
+    cmd.args(["--reuid=postgres", "--regid=postgres", "--init-groups", "--"]).arg(prog).args(args);
+    cmd.env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// A PostgreSQL server (the database of the heap-protection paper's evaluation) under the
+/// library: it starts, answers queries with the right results and serves a short pgbench run.
+/// Its postmaster checks `errno` right after blocking signals around `select()`, which a
+/// signal-mask change that touched `errno` broke.
+fn postgres_serves_queries_in(mode: &str) {
+    let bin = postgres_bin_dir();
+    let is_root = run_plain(&require("id", "coreutils"), &["-u"], &[]);
+    assert_eq!(stdout(&is_root).trim(), "0", "this test starts PostgreSQL as the postgres user and needs root");
+    let dir = PathBuf::from(format!("/tmp/nevermore-pg-{}-{mode}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libnevermore.so");
+    std::fs::copy(lib_path(), &lib).unwrap();
+    let chown = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status().unwrap();
+    assert!(chown.success());
+    let data = dir.join("data");
+    let o = as_postgres(&bin.join("initdb"), &["-D", data.to_str().unwrap(), "-A", "trust"], &[]).output().unwrap();
+    assert!(o.status.success(), "initdb failed: {}", stderr(&o));
+    let port = (5500 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 }).to_string();
+    let sock = dir.to_str().unwrap();
+    let opts = format!("mode={mode}");
+    let log = std::fs::File::create(dir.join("server.log")).unwrap();
+    let mut server = as_postgres(
+        &bin.join("postgres"),
+        &["-D", data.to_str().unwrap(), "-p", &port, "-k", sock, "-c", "listen_addresses=", "-c", "fsync=off"],
+        &[("LD_PRELOAD", lib.to_str().unwrap()), ("NEVERMORE_OPTIONS", &opts)],
+    )
+    .stdout(log.try_clone().unwrap())
+    .stderr(log)
+    .spawn()
+    .unwrap();
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        as_postgres(&bin.join("pg_isready"), &["-h", sock, "-p", &port], &[]).output().unwrap().status.success()
+    });
+    let sql = "create table t(a int); insert into t select generate_series(1, 20000); \
+               select count(*), sum(a), max(a) from t;";
+    let q = ready.then(|| {
+        as_postgres(&bin.join("psql"), &["-h", sock, "-p", &port, "-d", "postgres", "-At", "-c", sql], &[])
+            .output()
+            .unwrap()
+    });
+    let bench = ready.then(|| {
+        let pgbench = bin.join("pgbench");
+        let init =
+            as_postgres(&pgbench, &["-h", sock, "-p", &port, "-i", "-s", "1", "postgres"], &[]).output().unwrap();
+        assert!(init.status.success(), "pgbench -i: {}", stderr(&init));
+        as_postgres(&pgbench, &["-h", sock, "-p", &port, "-c", "2", "-T", "2", "postgres"], &[]).output().unwrap()
+    });
+    let _ = as_postgres(&bin.join("pg_ctl"), &["-D", data.to_str().unwrap(), "stop", "-m", "fast"], &[]).output();
+    let _ = server.wait();
+    let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ready, "{mode}: the server did not become ready:\n{log}");
+    let q = q.unwrap();
+    assert!(q.status.success(), "{mode}: psql failed: {}\n{log}", stderr(&q));
+    assert_eq!(stdout(&q).lines().last(), Some("20000|200010000|20000"), "{mode}: {}", stdout(&q));
+    let bench = bench.unwrap();
+    assert!(bench.status.success(), "{mode}: pgbench failed: {}\n{log}", stderr(&bench));
+    let done = stdout(&bench)
+        .lines()
+        .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+        .and_then(|v| v.split('/').next())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(done > 0, "{mode}: pgbench processed no transaction:\n{}", stdout(&bench));
+    assert!(!log.contains("nevermore:") && !log.contains("select() failed"), "{mode}: server log:\n{log}");
+}
+
+#[test]
+fn postgres_serves_queries() {
+    postgres_serves_queries_in("prevent");
+}
+
+#[test]
+fn postgres_serves_queries_detect_mode() {
+    postgres_serves_queries_in("detect");
+}

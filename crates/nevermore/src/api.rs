@@ -9,25 +9,46 @@ use core::ptr;
 use crate::heap;
 use crate::sys::{self, PAGE};
 
+/// Runs an allocation and keeps `errno` as it was unless the allocation failed: like glibc,
+/// a successful call never changes `errno` (programs such as PostgreSQL rely on that when they
+/// allocate between a system call and the check of its `errno`).
+#[inline]
+fn keep_errno(f: impl FnOnce() -> *mut u8) -> *mut c_void {
+    let saved = sys::errno();
+    let p = f();
+    if !p.is_null() {
+        sys::set_errno(saved);
+    }
+    p as *mut c_void
+}
+
+/// `free` that leaves `errno` alone.
+#[inline]
+fn free_keep_errno(p: *mut c_void, op: &'static str) {
+    let saved = sys::errno();
+    heap::free(p as *mut u8, op);
+    sys::set_errno(saved);
+}
+
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    heap::malloc(size) as *mut c_void
+    keep_errno(|| heap::malloc(size))
 }
 
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
-    heap::free(p as *mut u8, "free")
+    free_keep_errno(p, "free")
 }
 
 #[no_mangle]
 pub extern "C" fn cfree(p: *mut c_void) {
-    heap::free(p as *mut u8, "free")
+    free_keep_errno(p, "free")
 }
 
 #[no_mangle]
 pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(total) => heap::malloc_zeroed(total) as *mut c_void,
+        Some(total) => keep_errno(|| heap::malloc_zeroed(total)),
         None => {
             sys::set_errno(libc::ENOMEM);
             ptr::null_mut()
@@ -37,13 +58,18 @@ pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 
 #[no_mangle]
 pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
-    heap::realloc(p as *mut u8, size) as *mut c_void
+    let saved = sys::errno();
+    let q = heap::realloc(p as *mut u8, size);
+    if !q.is_null() || size == 0 {
+        sys::set_errno(saved);
+    }
+    q as *mut c_void
 }
 
 #[no_mangle]
 pub extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(total) => heap::realloc(p as *mut u8, total) as *mut c_void,
+        Some(total) => realloc(p, total),
         None => {
             sys::set_errno(libc::ENOMEM);
             ptr::null_mut()
@@ -75,7 +101,7 @@ pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
         sys::set_errno(libc::EINVAL);
         return ptr::null_mut();
     }
-    heap::malloc_aligned(size, align) as *mut c_void
+    keep_errno(|| heap::malloc_aligned(size, align))
 }
 
 #[no_mangle]
@@ -85,12 +111,12 @@ pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
         sys::set_errno(libc::EINVAL);
         return ptr::null_mut();
     };
-    heap::malloc_aligned(size, align) as *mut c_void
+    keep_errno(|| heap::malloc_aligned(size, align))
 }
 
 #[no_mangle]
 pub extern "C" fn valloc(size: usize) -> *mut c_void {
-    heap::malloc_aligned(size, PAGE) as *mut c_void
+    keep_errno(|| heap::malloc_aligned(size, PAGE))
 }
 
 #[no_mangle]
@@ -99,7 +125,7 @@ pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
         sys::set_errno(libc::ENOMEM);
         return ptr::null_mut();
     };
-    heap::malloc_aligned(rounded & !(PAGE - 1), PAGE) as *mut c_void
+    keep_errno(|| heap::malloc_aligned(rounded & !(PAGE - 1), PAGE))
 }
 
 #[no_mangle]
@@ -211,9 +237,9 @@ pub extern "C" fn malloc_stats() {
 /// Allocation attempt for `operator new`: `align` 0 means the default alignment.
 extern "C" fn new_attempt(size: usize, align: usize) -> *mut u8 {
     if align == 0 {
-        heap::malloc(size)
+        keep_errno(|| heap::malloc(size)) as *mut u8
     } else if align.is_power_of_two() {
-        heap::malloc_aligned(size, align)
+        keep_errno(|| heap::malloc_aligned(size, align)) as *mut u8
     } else {
         ptr::null_mut()
     }
@@ -316,7 +342,7 @@ macro_rules! new_nothrow {
         /// `operator new(size_t, const nothrow_t&)` and the array form: null on failure.
         #[no_mangle]
         pub extern "C" fn $name(size: usize, _nt: *const c_void) -> *mut c_void {
-            heap::malloc(size) as *mut c_void
+            keep_errno(|| heap::malloc(size))
         }
     )*};
 }
@@ -340,7 +366,7 @@ macro_rules! delete {
         #[no_mangle]
         pub extern "C" fn $name(p: *mut c_void $(, $arg: $ty)*) {
             $(let _ = $arg;)*
-            heap::free(p as *mut u8, "operator delete")
+            free_keep_errno(p, "operator delete")
         }
     )*};
 }
@@ -400,11 +426,10 @@ fn set_mask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) ->
     let mut copy2: libc::sigset_t;
     if !set.is_null() && how != libc::SIG_UNBLOCK {
         // SAFETY: `set` is valid per the caller's contract.
-        unsafe {
-            copy2 = *set;
-            libc::sigdelset(&mut copy2, 32);
-            libc::sigdelset(&mut copy2, 33);
-        }
+        unsafe { copy2 = *set };
+        // Not with sigdelset: glibc's refuses its internal signals and sets errno.
+        crate::fault::clear_signal(&mut copy2, 32);
+        crate::fault::clear_signal(&mut copy2, 33);
         set = &copy2;
     }
     // SAFETY: rt_sigprocmask with valid (or null) pointers and the kernel's sigset size.

@@ -304,10 +304,15 @@ pub fn unblockable(how: c_int, set: *const libc::sigset_t, copy: &mut libc::sigs
         return set;
     }
     // SAFETY: `set` is a valid sigset per the C contract.
-    unsafe {
-        *copy = *set;
-        libc::sigdelset(copy, libc::SIGSEGV);
-        libc::sigdelset(copy, libc::SIGBUS);
-    }
+    unsafe { *copy = *set };
+    clear_signal(copy, libc::SIGSEGV);
+    clear_signal(copy, libc::SIGBUS);
     copy
+}
+
+/// Clears signal `sig` (1..=64) in `set` directly (no library call, so `errno` is untouched).
+pub fn clear_signal(set: &mut libc::sigset_t, sig: c_int) {
+    let words = set as *mut libc::sigset_t as *mut u64;
+    // SAFETY: glibc's sigset_t is an array of unsigned longs, bit (sig - 1) for signal `sig`.
+    unsafe { *words &= !(1u64 << (sig - 1)) };
 }

@@ -392,12 +392,12 @@ pub fn was_issued(e: u32, page: u32) -> Option<bool> {
 const MIRROR_BUDGET: u32 = 4096;
 
 /// Whether an issuing thread that found only blocked lanes should start the next epoch (else
-/// it takes fresh pool pages). Epochs last at least 32 pages and an eighth of the pool; past
+/// it takes fresh pool pages). Epochs last at least 32 pages and half of the pool; past
 /// the mirror budget, a whole pool's worth.
 pub fn may_advance() -> bool {
     let in_use = POOL.stats().0.pages_in_use as u32;
     let st = STATE.lock();
-    let min = if st.live_mirrors >= MIRROR_BUDGET { in_use } else { (in_use / 8).max(32) };
+    let min = if st.live_mirrors >= MIRROR_BUDGET { in_use } else { (in_use / 2).max(32) };
     st.issued_now >= min
 }
 

@@ -15,6 +15,9 @@
  *   blocked-uaf          a thread that blocked every signal reads freed memory.
  *   unique N             N allocations of random sizes (mixed with frees): no address is
  *                        ever returned twice (prints UNIQUE).
+ *   dropped-pte          a live object's page-table entry is dropped by the program
+ *                        (madvise MADV_DONTNEED): the next access must just work and see
+ *                        the data (prints DATA KEPT).
  *   churn N              N random small allocations and frees (sizes 0..1500) with every
  *                        live object's contents checked: prints CHURN OK.
  *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -153,6 +157,23 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, blocked_reader, NULL);
         pthread_join(t, NULL);
+        return 0;
+    }
+    if (!strcmp(c, "dropped-pte")) {
+        char *p = malloc(5000);
+        memset(p, 0x42, 5000);
+        uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+        if (madvise((void *)page, 4096, MADV_DONTNEED)) {
+            perror("madvise");
+            return 2;
+        }
+        for (int i = 0; i < 5000; i++)
+            if (p[i] != 0x42) {
+                printf("DATA LOST at %d\n", i);
+                return 1;
+            }
+        printf("DATA KEPT\n");
+        free(p);
         return 0;
     }
     if (!strcmp(c, "churn")) {

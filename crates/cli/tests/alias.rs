@@ -179,3 +179,19 @@ fn degrade_mode_reuses_retired_addresses_and_says_so() {
     assert_ok(&o);
     assert!(stderr(&o).contains("degrade mode       0 epochs"), "{}", stderr(&o));
 }
+
+/// A live alias whose page-table entry the program itself dropped faults once and is mapped
+/// again by the handler, with its data (counted as a handled fault).
+#[test]
+fn a_live_alias_that_lost_its_entry_is_mapped_again() {
+    for mode in ["prevent", "detect"] {
+        let opt = format!("mode={mode}:stats=1");
+        let o = run_preloaded(&uaf(), &["dropped-pte"], &[("NEVERMORE_OPTIONS", &opt)]);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("DATA KEPT"), "{mode}: {}", stdout(&o));
+        let err = stderr(&o);
+        let line = err.lines().find(|l| l.contains("faults handled")).expect("stats line");
+        let n: u64 = line.split_whitespace().find_map(|w| w.parse().ok()).unwrap();
+        assert!(n >= 1, "{mode}: {line}");
+    }
+}

@@ -155,6 +155,8 @@ pub static REVOKE_BATCHES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_RANGES: AtomicU64 = AtomicU64::new(0);
 pub static ALIASES: AtomicU64 = AtomicU64::new(0);
 pub static DEGRADED: AtomicU64 = AtomicU64::new(0);
+/// Faults on live aliases that had lost their page-table entry, mapped again by the handler.
+pub static FAULTS_HANDLED: AtomicU64 = AtomicU64::new(0);
 static EXHAUSTED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 fn fixed() -> &'static Fixed {
@@ -907,6 +909,7 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
         g(&MIRRORS_RETIRED),
         current()
     );
+    let _ = writeln!(b, "=={pid}==   faults handled     {} (live aliases mapped again)", g(&FAULTS_HANDLED));
     let _ = writeln!(
         b,
         "=={pid}==   degrade mode       {} epochs reused retired addresses (one-time address space {} MiB)",

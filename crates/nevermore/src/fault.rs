@@ -202,7 +202,11 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
 
 /// Maps the faulting page again (a live alias without its page-table entry).
 fn reinstall(addr: usize) -> bool {
-    alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1)
+    let ok = alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1);
+    if ok {
+        alias::FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
+    }
+    ok
 }
 
 fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {

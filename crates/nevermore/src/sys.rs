@@ -12,63 +12,39 @@ pub const fn round_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
 }
 
-/// Reserves `len` bytes of address space with no access (`PROT_NONE`, not committed).
-/// Returns null on failure.
-pub fn reserve(len: usize) -> *mut u8 {
-    // SAFETY: an anonymous mapping with a null hint never touches existing mappings.
-    let p = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
+/// An anonymous private mapping of `len` bytes with `prot`, lazily committed, at `fixed`
+/// (replacing what was there) or wherever the kernel likes. Null on failure.
+fn map_anon(fixed: *mut u8, len: usize, prot: i32) -> *mut u8 {
+    let flags = libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS
+        | libc::MAP_NORESERVE
+        | if fixed.is_null() { 0 } else { libc::MAP_FIXED };
+    // SAFETY: with a null hint the kernel picks free space; with `fixed` the caller passes a
+    // range inside a region this allocator reserved for itself.
+    let p = unsafe { libc::mmap(fixed as *mut c_void, len, prot, flags, -1, 0) };
     if p == libc::MAP_FAILED {
         ptr::null_mut()
     } else {
         p as *mut u8
     }
+}
+
+/// Reserves `len` bytes of address space with no access (`PROT_NONE`, not committed).
+/// Returns null on failure.
+pub fn reserve(len: usize) -> *mut u8 {
+    map_anon(ptr::null_mut(), len, libc::PROT_NONE)
 }
 
 /// Turns `[addr, addr+len)` back into a no-access reservation, dropping whatever was mapped.
 /// Adjacent reservations merge into one VMA. Returns false on failure.
 pub fn rereserve(addr: *mut u8, len: usize) -> bool {
-    // SAFETY: callers pass a range inside a region this allocator reserved for itself.
-    let p = unsafe {
-        libc::mmap(
-            addr as *mut c_void,
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-            -1,
-            0,
-        )
-    };
-    p != libc::MAP_FAILED
+    !map_anon(addr, len, libc::PROT_NONE).is_null()
 }
 
 /// Maps `len` bytes of zeroed, private read-write memory for allocator metadata (lazily
 /// committed). Returns null on failure.
 pub fn map_meta(len: usize) -> *mut u8 {
-    // SAFETY: an anonymous mapping with a null hint never touches existing mappings.
-    let p = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        ptr::null_mut()
-    } else {
-        p as *mut u8
-    }
+    map_anon(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE)
 }
 
 /// Maps `len` bytes of file `fd` at `off`, shared, read-write; at `fixed` if non-null.

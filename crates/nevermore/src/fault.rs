@@ -134,7 +134,7 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
                     Slot::Tail => None,
                 };
                 if let Some(pos) = pos {
-                    let l = slab::lane(s, c, j, pos / slab::lane_slots(s, c));
+                    let l = slab::lane_of(s, c, j, pos);
                     let start = (addr & !(PAGE - 1)) + (pos * c.size) as usize;
                     if !retired && l.epoch.load(Ordering::Acquire) == e {
                         if l.live.load(Ordering::Acquire) > 0 && reinstall(addr) {

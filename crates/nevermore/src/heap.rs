@@ -297,7 +297,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
                 let j = page - s.start;
                 match slab::locate(c, p & (PAGE - 1)) {
                     Slot::Start(pos) => {
-                        let l = slab::lane(s, c, j, pos / slab::lane_slots(s, c));
+                        let l = slab::lane_of(s, c, j, pos);
                         let i = slab::slot_index(c, j, pos);
                         // SAFETY: `i` < nslots.
                         let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };
@@ -310,7 +310,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
                         Ok((Obj::Small { idx, slot: i, lane: l }, size as usize))
                     }
                     Slot::Interior(pos, off) => {
-                        let l = slab::lane(s, c, j, pos / slab::lane_slots(s, c));
+                        let l = slab::lane_of(s, c, j, pos);
                         let i = slab::slot_index(c, j, pos);
                         // SAFETY: `i` < nslots.
                         let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };

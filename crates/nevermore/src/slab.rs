@@ -287,10 +287,24 @@ pub fn lane_slots(s: &pool::Span, c: &Class) -> u32 {
     c.spp.div_ceil(s.lanes)
 }
 
+/// The lane record of the slot at position `pos` of page `j` (no division in the common
+/// cases: one lane per page, or one lane per slot).
+#[inline]
+pub fn lane_of(s: &pool::Span, c: &Class, j: u32, pos: u32) -> &'static Lane {
+    let r = if s.lanes == 1 {
+        0
+    } else if s.lanes == c.spp {
+        pos
+    } else {
+        pos / lane_slots(s, c)
+    };
+    lane(s, c, j, r)
+}
+
 /// The lane record of page `j` (of the slab), lane `r`.
 #[inline]
 pub fn lane(s: &pool::Span, c: &Class, j: u32, r: u32) -> &'static Lane {
-    let max = lane_capacity(c) / c.pages;
+    let max = if crate::detect() { c.spp } else { MAX_PREVENT_LANES.min(c.spp) };
     // SAFETY: j < pages and r < lanes <= max, so the record is inside the slot table.
     unsafe { &*(s.meta.add(c.lanes_at as usize) as *const Lane).add((j * max + r) as usize) }
 }

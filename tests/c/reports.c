@@ -55,6 +55,15 @@ NOINLINE static char *make_big(size_t n) {
     return p;
 }
 
+NOINLINE static void drop_big(char *p) {
+    free(p); /* AT:drop-big */
+    sink = 4;
+}
+
+NOINLINE static void read_big(char *p) {
+    sink = p[1000]; /* AT:uaf-big */
+}
+
 NOINLINE static void write_past(char *p, size_t n) {
     p[n + 64] = 1; /* AT:overflow */
 }
@@ -90,6 +99,12 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "overflow")) {
         size_t n = 300000;
         write_past(make_big(n), n);
+    } else if (!strcmp(c, "uaf-big")) {
+        /* A large object: its descriptor is recycled at free, the report still has the stacks. */
+        char *p = make_big(300000);
+        drop_big(p);
+        for (int i = 0; i < 50; i++) free(malloc(300000)); /* descriptors and memory reused */
+        read_big(p);
     } else if (!strcmp(c, "wild")) {
         touch_wild((char *)make_record());
     } else if (!strcmp(c, "oom")) {

@@ -113,6 +113,13 @@ const CASES: &[Case] = &[
         free: None,
         alloc: Some(("make_big", "make-big")),
     },
+    Case {
+        arg: "uaf-big",
+        kind: "heap-use-after-free",
+        access: ("read_big", "uaf-big"),
+        free: Some(("drop_big", "drop-big")),
+        alloc: Some(("make_big", "make-big")),
+    },
     Case { arg: "wild", kind: "wild-access", access: ("touch_wild", "wild"), free: None, alloc: None },
     Case { arg: "oom", kind: "out-of-memory", access: ("huge_new", "oom"), free: None, alloc: None },
 ];

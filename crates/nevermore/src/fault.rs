@@ -152,8 +152,8 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
                             );
                         }
                     }
-                    if let Some((start, size, _)) = crate::history::find(addr) {
-                        let object = Some(Object { start, size });
+                    if let Some(h) = crate::history::find(addr) {
+                        let object = Some(Object { start: h.start, size: h.size });
                         report::fatal_at(
                             regs,
                             rep(Kind::HeapUseAfterFree, "the object at this address was freed", object),
@@ -190,8 +190,8 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
             _ => {}
         }
     }
-    if let Some((start, size, _tid)) = crate::history::find(addr) {
-        let object = Some(Object { start, size });
+    if let Some(h) = crate::history::find(addr) {
+        let object = Some(Object { start: h.start, size: h.size });
         report::fatal_at(regs, rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
     }
     if retired || alias::was_issued(e, page) == Some(true) {
@@ -218,7 +218,7 @@ fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
             addr,
             op,
             what: "the large object at this address was freed",
-            object: crate::history::find(addr).map(|(start, size, _)| Object { start, size }),
+            object: crate::history::find(addr).map(|h| Object { start: h.start, size: h.size }),
         }),
         large::Owner::Live { idx } => {
             let s = POOL.span(idx);

@@ -151,10 +151,13 @@ fn trace_slot(addr: usize) -> Option<(&'static stack::Trace, u32)> {
 /// For reports: (allocation stack, its thread, free stack, its thread) of the object at
 /// `addr`, if it was recorded under the alias `addr` belongs to. Thread 0: not freed.
 pub fn trace_of(addr: usize) -> Option<(u32, u32, u32, u32)> {
-    let (t, e) = trace_slot(addr)?;
-    if t.epoch.load(Ordering::Acquire) != e || t.alloc_tid.load(Ordering::Relaxed) == 0 {
-        return None;
-    }
+    let found = trace_slot(addr)
+        .filter(|(t, e)| t.epoch.load(Ordering::Acquire) == *e && t.alloc_tid.load(Ordering::Relaxed) != 0);
+    let Some((t, _)) = found else {
+        // The record was reused by a newer object (or a large object's descriptor was freed):
+        // the free history still has what the object's free recorded.
+        return crate::history::find(addr).and_then(|h| h.trace);
+    };
     Some((
         t.alloc.load(Ordering::Relaxed),
         t.alloc_tid.load(Ordering::Relaxed),
@@ -424,9 +427,12 @@ pub fn free(p: *mut u8, op: &'static str) {
             object: Some(Object { start: p, size }),
         });
     }
-    crate::history::record(p, size);
+    let record_history = crate::detect();
     if stack::enabled() {
         note_free(obj);
+    }
+    if record_history {
+        crate::history::record(p, size, trace_of(p));
     }
     let c = tls::get();
     let c = if c == tls::EXITED { ptr::null_mut() } else { c };

@@ -1,4 +1,4 @@
-//! Detect mode: a ring of the most recently freed objects (alias start, size, freeing thread),
+//! Detect mode: a ring of the most recently freed objects (alias start, size, stacks),
 //! so that a use-after-free report can name the object even after its physical memory was
 //! reused by a newer one. Aliases are never handed out twice, so an alias address identifies
 //! one object for good. Written once per free; searched only when a fault is reported.
@@ -13,8 +13,20 @@ const ENTRIES: usize = 1 << 16;
 pub struct Entry {
     pub start: AtomicUsize,
     pub size: AtomicUsize,
-    pub tid: AtomicU32,
     pub seq: AtomicU32,
+    /// Allocation stack and thread, free stack and thread (depot ids), when recorded.
+    pub alloc: AtomicU32,
+    pub alloc_tid: AtomicU32,
+    pub free: AtomicU32,
+    pub free_tid: AtomicU32,
+}
+
+/// What the history knows about a freed object.
+pub struct Freed {
+    pub start: usize,
+    pub size: usize,
+    /// (allocation stack, its thread, free stack, its thread).
+    pub trace: Option<(u32, u32, u32, u32)>,
 }
 
 static RING: AtomicPtr<Entry> = AtomicPtr::new(core::ptr::null_mut());
@@ -27,9 +39,9 @@ pub fn init() -> bool {
     !p.is_null()
 }
 
-/// Records a freed object.
+/// Records a freed object (and its stacks, when known).
 #[inline]
-pub fn record(start: usize, size: usize) {
+pub fn record(start: usize, size: usize, trace: Option<(u32, u32, u32, u32)>) {
     let ring = RING.load(Ordering::Relaxed);
     if ring.is_null() {
         return;
@@ -39,13 +51,17 @@ pub fn record(start: usize, size: usize) {
     let e = unsafe { &*ring.add(n as usize % ENTRIES) };
     e.start.store(0, Ordering::Relaxed);
     e.size.store(size, Ordering::Relaxed);
-    e.tid.store(sys::gettid(), Ordering::Relaxed);
     e.seq.store(n as u32, Ordering::Relaxed);
+    let (a, at, f, ft) = trace.unwrap_or((0, 0, 0, 0));
+    e.alloc.store(a, Ordering::Relaxed);
+    e.alloc_tid.store(at, Ordering::Relaxed);
+    e.free.store(f, Ordering::Relaxed);
+    e.free_tid.store(ft, Ordering::Relaxed);
     e.start.store(start, Ordering::Release);
 }
 
-/// The most recently freed object whose bytes (or canary) contain `addr`: (start, size, tid).
-pub fn find(addr: usize) -> Option<(usize, usize, u32)> {
+/// The most recently freed object whose bytes (or canary) contain `addr`.
+pub fn find(addr: usize) -> Option<Freed> {
     let ring = RING.load(Ordering::Acquire);
     if ring.is_null() {
         return None;
@@ -57,7 +73,16 @@ pub fn find(addr: usize) -> Option<(usize, usize, u32)> {
         let start = e.start.load(Ordering::Acquire);
         let size = e.size.load(Ordering::Relaxed);
         if start != 0 && addr >= start && addr < start + size.max(1) + crate::guard::CANARY {
-            return Some((start, size, e.tid.load(Ordering::Relaxed)));
+            let at = e.alloc_tid.load(Ordering::Relaxed);
+            let trace = (at != 0).then(|| {
+                (
+                    e.alloc.load(Ordering::Relaxed),
+                    at,
+                    e.free.load(Ordering::Relaxed),
+                    e.free_tid.load(Ordering::Relaxed),
+                )
+            });
+            return Some(Freed { start, size, trace });
         }
     }
     None

@@ -378,7 +378,23 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
         }
         adapt(ci);
         match new_slab(&mut central, ci) {
-            Some(_) => continue,
+            Some(ni) => {
+                // The pool may have grown past the issuing mirror (page and large objects take
+                // pool pages too): then none of the new slab's pages is issuable in this epoch,
+                // and making slab after slab would never end. Start an epoch whose mirror
+                // covers the pool as it is now; if even that does not help, give up (ENOMEM)
+                // rather than loop.
+                let last_page = POOL.span(ni).start + c.pages - 1;
+                if last_page < mirror_pages(e) {
+                    continue;
+                }
+                if !advanced && alias::advance(POOL.stats().1.max(1)).is_some() {
+                    POOL.release_deferred();
+                    advanced = true;
+                    continue;
+                }
+                return 0;
+            }
             None => {
                 if !advanced && alias::advance(POOL.stats().1.max(1)).is_some() {
                     POOL.release_deferred();
@@ -389,6 +405,11 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
             }
         }
     }
+}
+
+/// Pool pages covered by the mirror of epoch `e`.
+fn mirror_pages(e: u32) -> u32 {
+    alias::mirror(e).npages.load(Ordering::Relaxed)
 }
 
 fn push_back(head: &mut u32, idx: u32) {

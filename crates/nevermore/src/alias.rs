@@ -33,6 +33,8 @@ const CHUNK_SHIFT: usize = 21;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
 /// Most epochs the tables can describe.
 const MAX_EPOCHS: usize = 1 << 22;
+/// The smallest alias arena tried (under a tight `RLIMIT_AS`).
+const MIN_ARENA: usize = 32 << 20;
 
 // userfaultfd ABI (linux/userfaultfd.h).
 const UFFD_API: u64 = 0xAA;
@@ -105,6 +107,8 @@ struct Fixed {
     revoke: Revoke,
     pidfd: i32,
     mirrors: *mut Mirror,
+    /// Entries of `mirrors`.
+    max_epochs: usize,
     /// Per 2 MiB chunk of the arena: epoch + 1, or 0.
     chunks: *mut AtomicU32,
     /// Per pool page: the newest epoch that issued it.
@@ -119,6 +123,7 @@ static FIXED: crate::GlobalCell<Fixed> = crate::GlobalCell::new(Fixed {
     revoke: Revoke::Uffd,
     pidfd: -1,
     mirrors: ptr::null_mut(),
+    max_epochs: 0,
     chunks: ptr::null_mut(),
     last: ptr::null_mut(),
 });
@@ -174,20 +179,26 @@ pub unsafe fn init() -> bool {
     // SAFETY: plain syscall.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
     f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
-    let mut len: usize = 32 << 40;
+    // 32 TiB, or a quarter of the address-space limit; halved while the kernel refuses.
+    let mut len: usize = match sys::as_limit() {
+        Some(l) => sys::pow2_floor(l / 4).clamp(MIN_ARENA, 32 << 40),
+        None => 32 << 40,
+    };
     let arena = loop {
         let p = sys::reserve(len + CHUNK);
         if !p.is_null() {
             break p as usize;
         }
-        if len <= 1 << 30 {
+        if len <= MIN_ARENA {
             return false;
         }
         len /= 2;
     };
     f.arena = sys::round_up(arena, CHUNK);
     f.arena_len = len;
-    f.mirrors = sys::map_meta(MAX_EPOCHS * core::mem::size_of::<Mirror>()) as *mut Mirror;
+    // Every mirror takes at least one chunk of the arena: no more epochs than chunks.
+    f.max_epochs = MAX_EPOCHS.min((len >> CHUNK_SHIFT) + 2);
+    f.mirrors = sys::map_meta(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
     f.chunks = sys::map_meta((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
     f.last = sys::map_meta(POOL.layout().pages as usize * 4) as *mut AtomicU32;
     if f.mirrors.is_null() || f.chunks.is_null() || f.last.is_null() {
@@ -269,7 +280,7 @@ pub fn current() -> u32 {
 
 #[inline]
 pub fn mirror(e: u32) -> &'static Mirror {
-    // SAFETY: the table holds MAX_EPOCHS entries and epochs never exceed it.
+    // SAFETY: the table holds `max_epochs` entries and epochs never reach it (`advance`).
     unsafe { &*fixed().mirrors.add(e as usize) }
 }
 
@@ -396,7 +407,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     let f = fixed();
     let mut st = STATE.lock();
     let e = current() + 1;
-    if e as usize >= MAX_EPOCHS {
+    if e as usize >= f.max_epochs {
         return None;
     }
     // Slack: room for the pool to grow by a quarter (at least 2 MiB) within this epoch.
@@ -405,10 +416,24 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     let npages = (sys::round_up(want << PAGE_SHIFT, CHUNK) >> PAGE_SHIFT).min(POOL.layout().pages as usize);
     let len = npages << PAGE_SHIFT;
     if st.cursor + len > f.arena + f.arena_len {
+        if !SAID_NO_MIRROR.swap(true, Ordering::Relaxed) {
+            report::say(format_args!(
+                "the alias arena is used up ({} MiB; address space is limited?); allocations that need \
+                 a new mirror fail with ENOMEM",
+                f.arena_len >> 20
+            ));
+        }
         return None;
     }
     let base = st.cursor;
     if !sys::duplicate_view(POOL.layout().base as *mut u8, base as *mut u8, len) {
+        if !SAID_NO_MIRROR.swap(true, Ordering::Relaxed) {
+            report::say(format_args!(
+                "cannot map a new mirror (errno {}: out of mappings (vm.max_map_count) or address space (RLIMIT_AS)?); allocations \
+                 that need one fail with ENOMEM",
+                sys::errno()
+            ));
+        }
         return None;
     }
     if f.revoke == Revoke::Uffd && !register(base, len) {
@@ -537,6 +562,9 @@ fn recover() -> bool {
 }
 
 pub static RECOVERIES: AtomicU64 = AtomicU64::new(0);
+
+/// Set once the failure to make a mirror was said.
+static SAID_NO_MIRROR: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// Installs every live alias of the small and page objects again (a forked child, or after
 /// the mirrors had to be mapped afresh).

@@ -393,6 +393,9 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
                     advanced = true;
                     continue;
                 }
+                // No new epoch (out of mappings or address space): give the slab back, so
+                // that failing requests do not grow the pool.
+                drop_new_slab(&mut central, ni);
                 return 0;
             }
             None => {
@@ -405,6 +408,19 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
             }
         }
     }
+}
+
+/// Undoes `new_slab` for a slab that never issued a lane (class lock held).
+fn drop_new_slab(central: &mut Central, idx: u32) {
+    let mut head = central.partial;
+    POOL.unlink_list(&mut head, idx);
+    central.partial = head;
+    let m = POOL.span(idx).meta;
+    // SAFETY: no slot of the slab was ever issued, so its slot table is unused.
+    unsafe { *(m as *mut *mut u8) = central.free_meta };
+    central.free_meta = m;
+    central.slabs -= 1;
+    POOL.free_run(idx);
 }
 
 /// Pool pages covered by the mirror of epoch `e`.

@@ -33,6 +33,8 @@ const CHUNK_SHIFT: usize = 21;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
 /// Most epochs the tables can describe.
 const MAX_EPOCHS: usize = 1 << 22;
+/// The smallest alias arena tried (under a tight `RLIMIT_AS`).
+const MIN_ARENA: usize = 32 << 20;
 
 // userfaultfd ABI (linux/userfaultfd.h).
 const UFFD_API: u64 = 0xAA;
@@ -94,6 +96,8 @@ pub struct Mirror {
     pub retired: AtomicU32,
     /// One bit per pool page: issued in this epoch (for reports). Null once retired.
     pub issued: AtomicPtr<AtomicU64>,
+    /// The epoch this entry describes (the table is a ring).
+    pub epoch: AtomicU32,
 }
 
 struct Fixed {
@@ -105,6 +109,8 @@ struct Fixed {
     revoke: Revoke,
     pidfd: i32,
     mirrors: *mut Mirror,
+    /// Entries of `mirrors`.
+    max_epochs: usize,
     /// Per 2 MiB chunk of the arena: epoch + 1, or 0.
     chunks: *mut AtomicU32,
     /// Per pool page: the newest epoch that issued it.
@@ -119,6 +125,7 @@ static FIXED: crate::GlobalCell<Fixed> = crate::GlobalCell::new(Fixed {
     revoke: Revoke::Uffd,
     pidfd: -1,
     mirrors: ptr::null_mut(),
+    max_epochs: 0,
     chunks: ptr::null_mut(),
     last: ptr::null_mut(),
 });
@@ -187,20 +194,30 @@ pub unsafe fn init() -> bool {
     // SAFETY: plain syscall.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
     f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
-    let mut len: usize = crate::options().alias_space_mib.saturating_mul(1 << 20).max(4 * CHUNK);
+    // `alias_space` (32 TiB by default), at most a quarter of the address-space limit;
+    // halved while the kernel refuses.
+    let wanted = crate::options().alias_space_mib.saturating_mul(1 << 20).max(MIN_ARENA);
+    let mut len: usize = match sys::as_limit() {
+        Some(l) => sys::pow2_floor(l / 4).clamp(MIN_ARENA, wanted),
+        None => wanted,
+    };
     let arena = loop {
         let p = sys::reserve(len + CHUNK);
         if !p.is_null() {
             break p as usize;
         }
-        if len <= 4 * CHUNK {
+        if len <= MIN_ARENA {
             return false;
         }
         len /= 2;
     };
     f.arena = sys::round_up(arena, CHUNK);
     f.arena_len = len;
-    f.mirrors = sys::map_meta(MAX_EPOCHS * core::mem::size_of::<Mirror>()) as *mut Mirror;
+    // Every mirror takes at least one chunk of the arena: no more epochs than chunks.
+    // The mirror table is a ring indexed by epoch modulo its size: a live mirror spans at least
+    // one chunk, so no more mirrors than chunks can be live at once.
+    f.max_epochs = sys::pow2_floor(MAX_EPOCHS.min((len >> CHUNK_SHIFT) + 2));
+    f.mirrors = sys::map_meta(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
     f.chunks = sys::map_meta((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
     f.last = sys::map_meta(POOL.layout().pages as usize * 4) as *mut AtomicU32;
     if f.mirrors.is_null() || f.chunks.is_null() || f.last.is_null() {
@@ -280,10 +297,13 @@ pub fn current() -> u32 {
     CURRENT.load(Ordering::Acquire)
 }
 
+/// The table entry of epoch `e` (a ring: it holds the newest epoch with that index; see
+/// `Mirror::epoch`).
 #[inline]
 pub fn mirror(e: u32) -> &'static Mirror {
-    // SAFETY: the table holds MAX_EPOCHS entries and epochs never exceed it.
-    unsafe { &*fixed().mirrors.add(e as usize) }
+    let f = fixed();
+    // SAFETY: the index is reduced modulo the table's (power-of-two) size.
+    unsafe { &*f.mirrors.add(e as usize & (f.max_epochs - 1)) }
 }
 
 #[inline]
@@ -320,7 +340,10 @@ pub fn decode(addr: usize) -> Option<(u32, u32)> {
     }
     let e = e - 1;
     let m = mirror(e);
-    let page = (addr - m.base.load(Ordering::Relaxed)) >> PAGE_SHIFT;
+    if m.epoch.load(Ordering::Acquire) != e {
+        return None; // a retired epoch whose table entry was reused
+    }
+    let page = addr.wrapping_sub(m.base.load(Ordering::Relaxed)) >> PAGE_SHIFT;
     if page >= m.npages.load(Ordering::Relaxed) as usize {
         return None;
     }
@@ -409,8 +432,9 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     let f = fixed();
     let mut st = STATE.lock();
     let e = current() + 1;
-    if e as usize >= MAX_EPOCHS {
-        return None;
+    let slot = mirror(e);
+    if e == u32::MAX || (slot.npages.load(Ordering::Relaxed) != 0 && slot.retired.load(Ordering::Acquire) == 0) {
+        return None; // out of epoch numbers, or the ring entry's older mirror still lives
     }
     // Slack: room for the pool to grow by a quarter (at least 2 MiB) within this epoch.
     let want = (min_pages as usize).max(1);
@@ -444,6 +468,13 @@ pub fn advance(min_pages: u32) -> Option<u32> {
         b
     };
     if !sys::duplicate_view(POOL.layout().base as *mut u8, base as *mut u8, len) {
+        if !SAID_NO_MIRROR.swap(true, Ordering::Relaxed) {
+            report::say(format_args!(
+                "cannot map a new mirror (errno {}: out of mappings (vm.max_map_count) or address space (RLIMIT_AS)?); allocations \
+                 that need one fail with ENOMEM",
+                sys::errno()
+            ));
+        }
         return None;
     }
     if f.revoke == Revoke::Uffd && !register(base, len) {
@@ -457,6 +488,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     m.live.store(0, Ordering::Relaxed);
     m.retired.store(0, Ordering::Relaxed);
     m.issued.store(bits, Ordering::Relaxed);
+    m.epoch.store(e, Ordering::Release);
     for c in 0..len >> CHUNK_SHIFT {
         // SAFETY: the chunk index is inside the arena.
         unsafe { (*f.chunks.add(((base - f.arena) >> CHUNK_SHIFT) + c)).store(e + 1, Ordering::Release) };
@@ -574,6 +606,9 @@ fn recover() -> bool {
 }
 
 pub static RECOVERIES: AtomicU64 = AtomicU64::new(0);
+
+/// Set once the failure to make a mirror was said.
+static SAID_NO_MIRROR: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// Installs every live alias of the small and page objects again (a forked child, or after
 /// the mirrors had to be mapped afresh).
@@ -820,7 +855,11 @@ fn reusable_range(st: &mut State, len: usize) -> Option<usize> {
     let free = |c: usize| {
         // SAFETY: c < chunks.
         let e = unsafe { (*f.chunks.add(c)).load(Ordering::Acquire) };
-        e == 0 || mirror(e - 1).retired.load(Ordering::Acquire) != 0
+        e == 0 || {
+            // An entry reused by a newer epoch means the old mirror was retired.
+            let m = mirror(e - 1);
+            m.epoch.load(Ordering::Acquire) != e - 1 || m.retired.load(Ordering::Acquire) != 0
+        }
     };
     let start = ((st.wrap.saturating_sub(f.arena)) >> CHUNK_SHIFT) % chunks;
     let mut run = 0;
@@ -856,7 +895,9 @@ pub fn raw_lock() -> &'static crate::lock::RawMutex {
 
 /// Every mirror not yet retired, oldest first (fork handling). Callers hold every lock.
 pub fn for_each_live_mirror(mut f: impl FnMut(u32, &Mirror)) {
-    for e in 1..=current() {
+    let cur = current();
+    let ring = fixed().max_epochs as u32;
+    for e in cur.saturating_sub(ring - 1).max(1)..=cur {
         let m = mirror(e);
         if m.retired.load(Ordering::Relaxed) == 0 && m.npages.load(Ordering::Relaxed) != 0 {
             f(e, m);

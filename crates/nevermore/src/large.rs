@@ -87,7 +87,10 @@ fn take_va(len: usize, align: usize) -> Option<usize> {
         }
         // A new region: 1 TiB, less when the address space is limited, more for huge requests.
         let need = len.checked_add(align)?.checked_add(2 * PAGE)?;
-        let mut size = (1usize << 40).max(sys::round_up(need, 1 << 30));
+        // Under an address-space limit, an eighth of it: taking all that is left would starve
+        // the alias arena's mirrors and the program.
+        let region = sys::as_limit().map_or(1usize << 40, |l| sys::pow2_floor(l / 8));
+        let mut size = region.max(sys::round_up(need, 1 << 21));
         loop {
             let p = sys::reserve(size);
             if !p.is_null() {

@@ -132,6 +132,9 @@ pub static POOL: Pool = Pool {
     }),
 };
 
+/// The smallest pool tried (address space permitting, the first try is 64 GiB).
+const MIN_POOL: usize = 16 << 20;
+
 /// Why the pool could not be set up.
 pub enum InitError {
     Memfd,
@@ -139,8 +142,8 @@ pub enum InitError {
 }
 
 impl Pool {
-    /// Creates the memfd and the canonical view. Tries a 64 GiB pool, halving down to
-    /// 256 MiB when the address space is limited.
+    /// Creates the memfd and the canonical view. Tries a 64 GiB pool (an eighth of
+    /// `RLIMIT_AS` when that is set), halving down to 16 MiB when the address space is limited.
     ///
     /// # Safety
     /// Called once, before any other thread can use the pool.
@@ -149,7 +152,12 @@ impl Pool {
         if fd < 0 {
             return Err(InitError::Memfd);
         }
-        let mut bytes: usize = 64 << 30;
+        // Under an address-space limit, start from an eighth of it (the alias arena takes a
+        // quarter); the halving below copes with the rest.
+        let mut bytes: usize = match sys::as_limit() {
+            Some(l) => sys::pow2_floor(l / 8).clamp(MIN_POOL, 64 << 30),
+            None => 64 << 30,
+        };
         loop {
             let pages = bytes >> PAGE_SHIFT;
             if sys::ftruncate(fd, bytes) {
@@ -173,7 +181,7 @@ impl Pool {
                     }
                 }
             }
-            if bytes <= 256 << 20 {
+            if bytes <= MIN_POOL {
                 sys::close(fd);
                 return Err(InitError::Map);
             }

@@ -348,6 +348,7 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
     let mut central = CENTRAL[ci].lock();
     let mut advanced = false;
     let mut created = false;
+    let mut fresh = pool::NONE;
     loop {
         let e = alias::pin_current();
         if e == 0 {
@@ -392,6 +393,7 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
             adapt(ci);
             if let Some(idx) = new_slab(&mut central, ci) {
                 created = true;
+                fresh = idx;
                 let start = POOL.span(idx).start;
                 if !advanced || alias::issuable(alias::current(), start + c.pages - 1) {
                     continue;
@@ -399,6 +401,7 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
                 // No new epoch could be had and the fresh pages lie beyond the current mirror:
                 // give them back rather than grow the pool with pages nobody can issue.
                 discard_new_slab(&mut central, idx);
+                fresh = pool::NONE;
             }
         }
         if !advanced {
@@ -408,8 +411,19 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
                 continue;
             }
         }
+        // Giving up (ENOMEM): a fresh slab that nothing could issue goes back to the pool, so
+        // that failing requests never grow it.
+        if fresh != pool::NONE && POOL.span(fresh).ready == lanes_total(POOL.span(fresh), c) {
+            discard_new_slab(&mut central, fresh);
+        }
         return 0;
     }
+}
+
+/// Lanes in slab `s`.
+#[inline]
+fn lanes_total(s: &pool::Span, c: &Class) -> u32 {
+    c.spp.div_ceil(lane_slots(s, c)) * c.pages
 }
 
 /// Undoes `new_slab` for a slab that was never issued.

@@ -12,6 +12,25 @@ pub const fn round_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
 }
 
+/// The address-space limit (`RLIMIT_AS`), if one is set.
+pub fn as_limit() -> Option<usize> {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one `rlimit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    Some(rl.rlim_cur as usize)
+}
+
+/// The largest power of two not above `x` (1 for 0).
+pub const fn pow2_floor(x: usize) -> usize {
+    if x == 0 {
+        1
+    } else {
+        1 << (usize::BITS - 1 - x.leading_zeros())
+    }
+}
+
 /// An anonymous private mapping of `len` bytes with `prot`, lazily committed, at `fixed`
 /// (replacing what was there) or wherever the kernel likes. Null on failure.
 fn map_anon(fixed: *mut u8, len: usize, prot: i32) -> *mut u8 {

@@ -114,3 +114,47 @@ pub fn assert_report(o: &Output, kind: &str) {
 fn libc_sigabrt() -> i32 {
     6
 }
+
+/// `run_preloaded` with a deadline: a program still running after `secs` seconds is killed and
+/// the test fails (a hang must fail the test, not stall the suite).
+pub fn run_preloaded_timeout(prog: &Path, args: &[&str], env: &[(&str, &str)], secs: u64) -> Output {
+    let mut cmd = Command::new(prog);
+    cmd.args(args).env("LD_PRELOAD", lib_path()).env_remove("NEVERMORE_OPTIONS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    wait_with_deadline(cmd, secs, &format!("{} {}", prog.display(), args.join(" ")))
+}
+
+/// Runs `cmd` with piped output, killing it (and failing the test) after `secs` seconds.
+pub fn wait_with_deadline(mut cmd: Command, secs: u64, what: &str) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    // Drain the pipes on threads so that a chatty program cannot block on a full pipe.
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut so, &mut v).ok();
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut se, &mut v).ok();
+        v
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = t_err.join().unwrap();
+            panic!("`{what}` did not finish within {secs} s (hung?)\nstderr:\n{}", String::from_utf8_lossy(&err));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }
+}

@@ -1,0 +1,139 @@
+mod common;
+
+// Hostile environments (`tests/c/hostile.c`): mappings nearly used up, a small RLIMIT_AS,
+// MAP_FIXED_NOREPLACE at the allocator's addresses, all descriptors closed, allocation from a
+// constructor that may run before the allocator's, and preload order. Each ends in correct
+// operation, clean ENOMEM failures, or a clean abort with a one-line message; never a crash.
+// (userfaultfd refused: tests/fallback.rs; the program's own SIGSEGV/SIGBUS handlers:
+// tests/alias.rs.)
+
+use common::*;
+use std::process::{Command, Output};
+
+fn ok_quiet(o: &Output) {
+    assert_ok(o);
+    assert!(stdout(o).contains("OK"), "no OK:\n{}\nstderr:\n{}", stdout(o), stderr(o));
+    assert!(!stderr(o).contains("nevermore: ERROR"), "unexpected report:\n{}", stderr(o));
+}
+
+fn hostile(args: &[&str], mode: &str) -> Output {
+    let bin = compile("hostile.c", &[]);
+    let opts = format!("mode={mode}");
+    run_preloaded_timeout(&bin, args, &[("NEVERMORE_OPTIONS", &opts)], 60)
+}
+
+/// With only a few mappings left under vm.max_map_count (used up by the program itself, so
+/// that nothing global changes), allocations either work or fail with ENOMEM, the allocator
+/// says why once, and everything works again once the program gives its mappings back.
+#[test]
+fn few_mappings_left() {
+    for mode in ["prevent", "detect"] {
+        for left in ["0", "10", "300"] {
+            let o = hostile(&["maps", left], mode);
+            ok_quiet(&o);
+            let failed: u64 = stdout(&o)
+                .lines()
+                .find_map(|l| l.strip_prefix("under pressure: "))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no count:\n{}", stdout(&o)));
+            if left == "0" {
+                assert!(failed > 0, "no allocation failed with no mapping left:\n{}", stdout(&o));
+            }
+            if failed > 0 {
+                assert!(stderr(&o).contains("cannot map a new mirror"), "no notice:\n{}", stderr(&o));
+                assert!(stderr(&o).lines().filter(|l| l.contains("nevermore:")).count() == 1, "{}", stderr(&o));
+            }
+        }
+    }
+}
+
+fn with_as_limit(bytes: u64, mode: &str, mb: &str) -> Output {
+    let bin = compile("hostile.c", &[]);
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={bytes}"))
+        .arg(&bin)
+        .args(["work", mb])
+        .env("LD_PRELOAD", lib_path())
+        .env("NEVERMORE_OPTIONS", format!("mode={mode}"));
+    wait_with_deadline(cmd, 60, "hostile work under prlimit")
+}
+
+/// RLIMIT_AS of 1 GiB: the pool and arenas shrink to fit and the program works (and an 8 GiB
+/// request fails with ENOMEM); 256 MiB: a small program works, a bigger one gets ENOMEM with a
+/// one-line notice once the alias arena is used up (the program reports the failure itself).
+#[test]
+fn small_address_space_limit() {
+    for mode in ["prevent", "detect"] {
+        ok_quiet(&with_as_limit(1 << 30, mode, "64"));
+        ok_quiet(&with_as_limit(256 << 20, mode, "8"));
+        let o = with_as_limit(256 << 20, mode, "256");
+        assert!(o.status.code().is_some(), "died of a signal: {:?}\n{}", o.status, stderr(&o));
+        if !o.status.success() {
+            assert_eq!(o.status.code(), Some(2));
+            assert!(stdout(&o).contains("HOSTILE FAIL: malloc failed (12)"), "{}", stdout(&o));
+            assert!(
+                stderr(&o).contains("the one-time address space") && stderr(&o).contains("is used up"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
+#[test]
+fn map_fixed_noreplace_at_the_allocators_addresses() {
+    for mode in ["prevent", "detect"] {
+        let o = hostile(&["clash"], mode);
+        ok_quiet(&o);
+        assert!(stdout(&o).contains("5 clashes refused with EEXIST"), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn all_descriptors_closed() {
+    for mode in ["prevent", "detect"] {
+        ok_quiet(&hostile(&["closefds"], mode));
+    }
+    // And use after free is still trapped (detect mode traps at once).
+    assert_report(&hostile(&["closefds", "uaf"], "detect"), "heap-use-after-free");
+}
+
+fn ctor_program() -> (std::path::PathBuf, std::path::PathBuf) {
+    let lib = compile("ctor_lib.c", &["-shared", "-fPIC"]);
+    let dir = lib.parent().unwrap().to_str().unwrap().to_string();
+    let bin = compile("hostile.c", &["-DWITH_CTOR", lib.to_str().unwrap(), &format!("-Wl,-rpath,{dir}")]);
+    (bin, lib)
+}
+
+/// A library linked into the program allocates from an early constructor (priority 101).
+#[test]
+fn malloc_from_a_constructor_of_a_linked_library() {
+    let (bin, _) = ctor_program();
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}");
+        ok_quiet(&run_preloaded_timeout(&bin, &["ctor"], &[("NEVERMORE_OPTIONS", &opts)], 60));
+    }
+}
+
+/// `LD_PRELOAD=libother.so:libnevermore.so`, the other library's constructor allocating; and
+/// the reverse order.
+#[test]
+fn preload_order_with_another_library() {
+    let (bin, lib) = ctor_program();
+    let plugin = compile("plugin.c", &["-shared", "-fPIC"]);
+    let ours = lib_path();
+    for order in [
+        format!("{}:{}", plugin.display(), ours.display()),
+        format!("{}:{}", ours.display(), plugin.display()),
+        format!("{}:{}", lib.display(), ours.display()),
+    ] {
+        let mut cmd = Command::new(&bin);
+        cmd.arg("ctor").env("LD_PRELOAD", &order).env("PLUGIN_SAY", "1").env("NEVERMORE_OPTIONS", "mode=detect");
+        let o = wait_with_deadline(cmd, 60, &order);
+        ok_quiet(&o);
+        if order.contains("plugin") {
+            assert!(stdout(&o).contains("plugin constructor ran"), "{}", stdout(&o));
+        }
+    }
+}

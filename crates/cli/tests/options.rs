@@ -1,0 +1,64 @@
+mod common;
+
+// Bad configuration input under plain LD_PRELOAD: every malformed NEVERMORE_OPTIONS is one
+// line on stderr naming the culprit and exit status 1 (before the program runs); an
+// unwritable report_path falls back to stderr with a one-line note. Documented in
+// docs/usage.md ("Options").
+
+use common::*;
+
+fn run_with(opts: &str) -> std::process::Output {
+    let bin = compile("uaf.c", &[]);
+    run_preloaded_timeout(&bin, &["read", "24"], &[("NEVERMORE_OPTIONS", opts)], 30)
+}
+
+#[test]
+fn malformed_options_are_one_clear_line_and_exit_1() {
+    for (opts, needle) in [
+        ("bogus=1", "unknown option 'bogus'"),
+        ("mode=detect:Mode=prevent", "unknown option 'Mode'"),
+        ("mode=fast", "bad value 'fast' for 'mode'"),
+        ("mode=", "bad value '' for 'mode'"),
+        ("stats=2", "bad value '2' for 'stats'"),
+        ("stats=on", "bad value 'on' for 'stats'"),
+        ("exitcode=0", "bad value '0' for 'exitcode'"),
+        ("exitcode=256", "bad value '256' for 'exitcode'"),
+        ("exitcode=-3", "bad value '-3' for 'exitcode'"),
+        ("exitcode=99999999999999999999999", "for 'exitcode'"),
+        ("exitcode=0x10", "bad value '0x10' for 'exitcode'"),
+        ("report_format=xml", "bad value 'xml' for 'report_format'"),
+        ("report_path=", "for 'report_path'"),
+        ("stats", "stats"),
+        ("mode detect", "mode detect"),
+        ("=1", "unknown option ''"),
+    ] {
+        let o = run_with(opts);
+        assert_eq!(o.status.code(), Some(1), "{opts}: {:?}\n{}", o.status, stderr(&o));
+        let err = stderr(&o);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{opts}: expected one line:\n{err}");
+        assert!(lines[0].starts_with("nevermore: NEVERMORE_OPTIONS: "), "{opts}: {err}");
+        assert!(lines[0].contains(needle), "{opts}: expected `{needle}` in:\n{err}");
+        assert!(stdout(&o).is_empty(), "{opts}: the program ran:\n{}", stdout(&o));
+    }
+}
+
+#[test]
+fn empty_items_and_both_separators_are_accepted() {
+    for opts in ["", ":", ",,", "mode=detect,,stats=0:", "mode=detect:mode=detect"] {
+        let o = run_with(&format!("{opts}:mode=detect"));
+        assert_report(&o, "heap-use-after-free");
+    }
+}
+
+#[test]
+fn unwritable_report_path_falls_back_to_stderr() {
+    let dir = scratch("options-unwritable");
+    for path in ["/proc/version/x.log".to_string(), format!("{}/no/such/dir/r.log", dir.display())] {
+        let o = run_with(&format!("mode=detect:report_path={path}"));
+        assert_report(&o, "heap-use-after-free");
+        let err = stderr(&o);
+        assert_eq!(err.matches("cannot open report_path").count(), 1, "{err}");
+        assert!(err.contains("reporting to stderr"), "{err}");
+    }
+}

@@ -1,0 +1,234 @@
+/* Programs that make life hard for the allocator:
+ *
+ *   hostile work MB                 allocate and free (small, page and large objects) about
+ *                                   MB MiB in all, checking contents; then ask for more than
+ *                                   the address space allows: must fail with ENOMEM
+ *   hostile maps LEFT               use up mappings until only about LEFT remain below
+ *                                   vm.max_map_count, then allocate; give them back; allocate
+ *   hostile clash                   map MAP_FIXED_NOREPLACE at addresses inside the allocator's
+ *                                   arenas (must fail with EEXIST) and next to them; the heap
+ *                                   stays intact
+ *   hostile closefds [uaf]          close every descriptor above 2 (close_range), keep
+ *                                   allocating, fork; with "uaf" then read a freed object
+ *   hostile ctor                    check objects allocated by the constructor of a library
+ *                                   linked into the program (libctor.so, see ctor_lib.c)
+ * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void fail(const char *what, long v) {
+    printf("HOSTILE FAIL: %s (%ld)\n", what, v);
+    fflush(stdout);
+    _exit(2);
+}
+
+/* A bounded workload: a ring of live objects of mixed sizes, checked before each free.
+ * Returns the number of allocations that failed (NULL with ENOMEM); any other failure aborts. */
+static long workload(long total_bytes, int tolerate_enomem) {
+    enum { RING = 256 };
+    unsigned char *ring[RING] = {0};
+    size_t sizes[RING] = {0};
+    long done = 0, failed = 0;
+    uint64_t x = 88172645463325252ull;
+    /* Failed requests do not count as work: bound the attempts too. */
+    for (long i = 0; done < total_bytes && i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t size = x % 100 < 80 ? x % 1500 : x % 100 < 97 ? 2000 + x % 120000 : 200000 + x % 3000000;
+        int k = (int)(i % RING);
+        if (ring[k]) {
+            for (size_t j = 0; j < sizes[k]; j += 97)
+                if (ring[k][j] != (unsigned char)k) fail("contents changed", (long)j);
+            free(ring[k]);
+            ring[k] = 0;
+        }
+        errno = 0;
+        unsigned char *p = malloc(size);
+        if (!p) {
+            if (!tolerate_enomem || errno != ENOMEM) fail("malloc failed", errno);
+            failed++;
+            continue;
+        }
+        memset(p, k, size);
+        ring[k] = p;
+        sizes[k] = size;
+        done += (long)size;
+    }
+    for (int k = 0; k < RING; k++) free(ring[k]);
+    return failed;
+}
+
+static int work(long mb) {
+    long failed = workload(mb << 20, 0);
+    (void)failed;
+    /* More than any address-space limit allows: fails cleanly. */
+    errno = 0;
+    void *p = malloc((size_t)8 << 30);
+    if (p) {
+        /* Only under a generous limit can 8 GiB of address space be had. */
+        struct rlimit rl;
+        getrlimit(RLIMIT_AS, &rl);
+        if (rl.rlim_cur != RLIM_INFINITY) fail("8 GiB allocation succeeded under an address-space limit", 0);
+        free(p);
+    } else if (errno != ENOMEM) {
+        fail("failed allocation without ENOMEM", errno);
+    }
+    p = calloc(1 << 20, 1 << 20); /* 1 TiB */
+    if (p) fail("1 TiB calloc succeeded", 0);
+    /* Still works after the failures. */
+    workload(4 << 20, 0);
+    return 0;
+}
+
+static long count_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) fail("open /proc/self/maps", errno);
+    long n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+static int maps(long left) {
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    long max = 0;
+    if (!f || fscanf(f, "%ld", &max) != 1) fail("read max_map_count", errno);
+    fclose(f);
+    long have = count_maps();
+    long want = max - have - left; /* mappings to use up */
+    if (want < 0) want = 0;
+    /* One big reservation, then every other page made writable: one VMA per two pages. */
+    size_t len = (size_t)(want + 2) * 2 * 4096;
+    char *r = mmap(0, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) fail("mmap reservation", errno);
+    long made = 0;
+    for (long i = 0; i < want / 2; i++) {
+        if (mprotect(r + (size_t)(2 * i + 1) * 4096, 4096, PROT_READ)) break;
+        made += 2;
+    }
+    printf("mappings: %ld of %ld in use, %ld made\n", count_maps(), max, made);
+    fflush(stdout);
+    long failed = workload(64 << 20, 1);
+    printf("under pressure: %ld allocations failed with ENOMEM\n", failed);
+    fflush(stdout);
+    munmap(r, len);
+    if (workload(16 << 20, 0)) fail("allocations failed after the mappings were given back", 0);
+    return 0;
+}
+
+static int clash(void) {
+    unsigned char *small = malloc(64), *big = malloc(1 << 20);
+    if (!small || !big) fail("malloc", errno);
+    memset(small, 0x5a, 64);
+    memset(big, 0xa5, 1 << 20);
+    int clashes = 0;
+    /* Addresses inside the arenas, near what malloc returned (reserved, not yet handed out). */
+    uintptr_t targets[] = {
+        ((uintptr_t)small & ~(uintptr_t)0xfff) + (64 << 20),
+        ((uintptr_t)small & ~(uintptr_t)0xfff) + (1ul << 30),
+        ((uintptr_t)big & ~(uintptr_t)0xfff) + (64 << 20),
+        ((uintptr_t)big & ~(uintptr_t)0xfff) + (1ul << 30),
+        (uintptr_t)small & ~(uintptr_t)0xfff, /* a live object's own page */
+    };
+    for (unsigned i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        void *want = (void *)targets[i];
+        void *p = mmap(want, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == MAP_FAILED) {
+            if (errno != EEXIST) fail("MAP_FIXED_NOREPLACE failed with an unexpected errno", errno);
+            clashes++;
+        } else {
+            if (p != want) fail("MAP_FIXED_NOREPLACE mapped elsewhere", (long)(uintptr_t)p);
+            /* Free space inside our arenas would be a hole the allocator might map over later:
+             * it must not happen (the arenas are reserved in full). */
+            printf("mapped inside the arena at %p\n", p);
+            fail("the kernel mapped inside the allocator's reservation", (long)i);
+        }
+        /* A plain hint at the same place: the kernel picks another address. */
+        p = mmap(want, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) fail("mmap with a hint", errno);
+        if (p == want) fail("a hinted mmap landed inside the allocator's reservation", (long)i);
+        memset(p, 1, 4096);
+        munmap(p, 4096);
+    }
+    workload(32 << 20, 0);
+    for (int i = 0; i < 64; i++)
+        if (small[i] != 0x5a) fail("small object changed", i);
+    for (int i = 0; i < 1 << 20; i += 511)
+        if (big[i] != 0xa5) fail("big object changed", i);
+    free(small);
+    free(big);
+    printf("%d clashes refused with EEXIST\n", clashes);
+    return 0;
+}
+
+static int closefds(int uaf) {
+    unsigned char *keep = malloc(100);
+    memset(keep, 7, 100);
+    if (syscall(SYS_close_range, 3u, ~0u, 0u)) fail("close_range", errno);
+    workload(16 << 20, 0);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork", errno);
+    if (pid == 0) {
+        workload(4 << 20, 0);
+        _exit(keep[50] == 7 ? 0 : 9);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fail("child after close_range", st);
+    for (int i = 0; i < 100; i++)
+        if (keep[i] != 7) fail("object changed", i);
+    if (uaf) {
+        volatile unsigned char *p = keep;
+        free(keep);
+        printf("read after free: %d\n", p[10]);
+        return 1;
+    }
+    free(keep);
+    return 0;
+}
+
+/* Filled by the constructor of libctor.so (linked into this program). */
+extern char *ctor_objects[8];
+extern int ctor_ran;
+
+static int ctor(void) {
+    if (!ctor_ran) fail("constructor did not run", 0);
+    for (int i = 0; i < 8; i++) {
+        if (!ctor_objects[i]) fail("constructor allocation failed", i);
+        for (int j = 0; j < 100 * (i + 1); j++)
+            if (ctor_objects[i][j] != (char)('A' + i)) fail("constructor object changed", i);
+        ctor_objects[i] = realloc(ctor_objects[i], 5000);
+        free(ctor_objects[i]);
+    }
+    workload(4 << 20, 0);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | closefds [uaf] | ctor\n");
+        return 64;
+    }
+    int r;
+    if (!strcmp(argv[1], "work")) r = work(argc > 2 ? atol(argv[2]) : 64);
+    else if (!strcmp(argv[1], "maps")) r = maps(argc > 2 ? atol(argv[2]) : 100);
+    else if (!strcmp(argv[1], "clash")) r = clash();
+#ifdef WITH_CTOR
+    else if (!strcmp(argv[1], "ctor")) r = ctor();
+#endif
+    else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
+    else return 64;
+    if (r == 0) printf("OK\n");
+    return r;
+}

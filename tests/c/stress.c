@@ -1,0 +1,321 @@
+/* Stress programs, each bounded in work (not in time):
+ *
+ *   stress prodcons THREADS ITEMS   producers allocate and fill, consumers on other threads
+ *                                   check and free (cross-thread frees), through one queue
+ *   stress churn ROUNDS             threads created and exiting in a loop (joined and detached),
+ *                                   objects outliving the thread that allocated them
+ *   stress forkloop FORKS           fork in a loop while 4 threads allocate; every 4th child
+ *                                   execs this program again ("exec-child"), the others check
+ *                                   and use the heap and _exit
+ *   stress signals MS               a thread sends SIGUSR1 to the main thread for MS
+ *                                   milliseconds; the handler mallocs and frees while the main
+ *                                   thread runs with SIGUSR1 blocked around its own allocator
+ *                                   calls (the documented safe pattern); "signals-unsafe"
+ *                                   leaves it unblocked (not async-signal-safe: for experiments)
+ *   stress dlopen LIB ROUNDS        dlopen/dlclose a library that allocates in its constructor,
+ *                                   its functions and its destructor
+ * Prints "OK" on success; a failed check prints "STRESS FAIL: ..." and exits 2. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void fail(const char *what, long v) {
+    printf("STRESS FAIL: %s (%ld)\n", what, v);
+    fflush(stdout);
+    _exit(2);
+}
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* An object: [size_t size][uint64 tag][pattern...]. */
+static void *make(uint64_t tag) {
+    size_t size = 17 + mix(tag) % 3000;
+    if (mix(tag) % 97 == 0) size += 200000; /* now and then a large one */
+    unsigned char *p = malloc(size);
+    if (!p) fail("malloc", (long)size);
+    memcpy(p, &size, 8);
+    memcpy(p + 8, &tag, 8);
+    memset(p + 16, (int)(tag & 0xff), size - 16);
+    return p;
+}
+
+static void verify_and_free(void *v) {
+    unsigned char *p = v;
+    size_t size;
+    uint64_t tag;
+    memcpy(&size, p, 8);
+    memcpy(&tag, p + 8, 8);
+    for (size_t i = 16; i < size; i += 61)
+        if (p[i] != (unsigned char)(tag & 0xff)) fail("object contents changed", (long)i);
+    if (p[size - 1] != (unsigned char)(tag & 0xff)) fail("object tail changed", (long)size);
+    free(p);
+}
+
+/* ---- producer/consumer ---- */
+#define QCAP 1024
+static void *queue[QCAP];
+static size_t qhead, qtail;
+static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qnonempty = PTHREAD_COND_INITIALIZER, qnonfull = PTHREAD_COND_INITIALIZER;
+static long items_per_producer;
+static atomic_long consumed;
+
+static void push(void *p) {
+    pthread_mutex_lock(&qlock);
+    while (qtail - qhead == QCAP) pthread_cond_wait(&qnonfull, &qlock);
+    queue[qtail++ % QCAP] = p;
+    pthread_cond_signal(&qnonempty);
+    pthread_mutex_unlock(&qlock);
+}
+
+static void *pop(void) {
+    pthread_mutex_lock(&qlock);
+    while (qtail == qhead) pthread_cond_wait(&qnonempty, &qlock);
+    void *p = queue[qhead++ % QCAP];
+    pthread_cond_signal(&qnonfull);
+    pthread_mutex_unlock(&qlock);
+    return p;
+}
+
+static void *producer(void *arg) {
+    uint64_t id = (uintptr_t)arg;
+    /* A few objects of this thread's own, freed at the end, keep its cache busy. */
+    void *mine[16] = {0};
+    for (long i = 0; i < items_per_producer; i++) {
+        push(make(id << 32 | (uint64_t)i));
+        int k = (int)(i % 16);
+        if (mine[k]) verify_and_free(mine[k]);
+        mine[k] = make(~(id << 32 | (uint64_t)i));
+    }
+    for (int k = 0; k < 16; k++)
+        if (mine[k]) verify_and_free(mine[k]);
+    return 0;
+}
+
+static void *consumer(void *arg) {
+    (void)arg;
+    for (;;) {
+        void *p = pop();
+        if (!p) return 0;
+        verify_and_free(p);
+        atomic_fetch_add(&consumed, 1);
+    }
+}
+
+static int prodcons(int threads, long items) {
+    int np = threads / 2, nc = threads - np;
+    items_per_producer = items / np;
+    pthread_t t[256];
+    for (int i = 0; i < nc; i++)
+        if (pthread_create(&t[i], 0, consumer, 0)) fail("pthread_create", i);
+    for (int i = 0; i < np; i++)
+        if (pthread_create(&t[nc + i], 0, producer, (void *)(uintptr_t)(i + 1))) fail("pthread_create", i);
+    for (int i = 0; i < np; i++) pthread_join(t[nc + i], 0);
+    for (int i = 0; i < nc; i++) push(0);
+    for (int i = 0; i < nc; i++) pthread_join(t[i], 0);
+    if (consumed != items_per_producer * np) fail("items lost", (long)consumed);
+    return 0;
+}
+
+/* ---- thread churn ---- */
+static void *churner(void *arg) {
+    uint64_t id = (uintptr_t)arg;
+    void *keep = make(id);
+    for (int i = 0; i < 50; i++) verify_and_free(make(id * 1000 + i));
+    return keep; /* outlives this thread: freed by the joiner */
+}
+
+static void *detached(void *arg) {
+    free(churner(arg));
+    return 0;
+}
+
+static int churn(int rounds) {
+    for (int r = 0; r < rounds; r++) {
+        pthread_t t[16];
+        for (int i = 0; i < 16; i++)
+            if (pthread_create(&t[i], 0, churner, (void *)(uintptr_t)(r * 16 + i + 1))) fail("pthread_create", i);
+        pthread_t d;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&d, &a, detached, (void *)(uintptr_t)(r + 7777))) fail("pthread_create detached", r);
+        pthread_attr_destroy(&a);
+        for (int i = 0; i < 16; i++) {
+            void *keep;
+            pthread_join(t[i], &keep);
+            verify_and_free(keep);
+        }
+    }
+    return 0;
+}
+
+/* ---- fork in a loop while threads allocate ---- */
+static atomic_int stop;
+static const char *self_exe;
+
+static void *allocator_thread(void *arg) {
+    uint64_t id = (uintptr_t)arg, i = 0;
+    void *ring[64] = {0};
+    while (!atomic_load(&stop)) {
+        int k = (int)(i % 64);
+        if (ring[k]) verify_and_free(ring[k]);
+        ring[k] = make(id << 40 | i++);
+    }
+    for (int k = 0; k < 64; k++)
+        if (ring[k]) verify_and_free(ring[k]);
+    return 0;
+}
+
+static int forkloop(int forks) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, allocator_thread, (void *)(uintptr_t)(i + 1));
+    void *inherited = make(424242);
+    for (int f = 0; f < forks; f++) {
+        pid_t pid = fork();
+        if (pid < 0) fail("fork", errno);
+        if (pid == 0) {
+            if (f % 4 == 3) {
+                execl(self_exe, self_exe, "exec-child", (char *)0);
+                _exit(5);
+            }
+            /* The child: inherited data intact, a private heap that works. */
+            unsigned char *p = inherited;
+            memset(p + 16, 0x11, 64); /* must not show in the parent */
+            for (int i = 0; i < 200; i++) verify_and_free(make(f * 1000 + i));
+            _exit(0);
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid) fail("waitpid", errno);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail("child failed", st);
+        if (((unsigned char *)inherited)[16] != (unsigned char)(424242 & 0xff)) fail("child wrote the parent's heap", f);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
+    verify_and_free(inherited);
+    return 0;
+}
+
+/* ---- signals whose handler allocates ---- */
+static atomic_long handled;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    int e = errno;
+    void *a = malloc(24), *b = malloc(5000);
+    if (!a || !b) fail("malloc in a signal handler", 0);
+    memset(a, 1, 24);
+    memset(b, 2, 5000);
+    free(a);
+    free(b);
+    atomic_fetch_add(&handled, 1);
+    errno = e;
+}
+
+static pthread_t main_thread;
+static atomic_int signals_done;
+
+static void *signaller(void *arg) {
+    long ms = (long)(intptr_t)arg;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        pthread_kill(main_thread, SIGUSR1);
+        struct timespec d = {0, 20000};
+        nanosleep(&d, 0);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+    atomic_store(&signals_done, 1);
+    return 0;
+}
+
+static int signals(long ms, int safe) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, 0);
+    sigset_t usr1, old;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    main_thread = pthread_self();
+    pthread_t t;
+    pthread_create(&t, 0, signaller, (void *)(intptr_t)ms);
+    void *ring[32] = {0};
+    uint64_t i = 0;
+    volatile uint64_t work = 0;
+    while (!atomic_load(&signals_done)) {
+        int k = (int)(i % 32);
+        if (safe) pthread_sigmask(SIG_BLOCK, &usr1, &old);
+        if (ring[k]) verify_and_free(ring[k]);
+        ring[k] = make(i++);
+        if (safe) pthread_sigmask(SIG_SETMASK, &old, 0);
+        for (int j = 0; j < 200; j++) work += j; /* signals land here (or, unsafe, anywhere) */
+    }
+    pthread_join(t, 0);
+    for (int k = 0; k < 32; k++)
+        if (ring[k]) verify_and_free(ring[k]);
+    if (handled < 10) fail("too few signals handled", (long)handled);
+    printf("handled %ld signals, %lu allocations\n", (long)handled, (unsigned long)i);
+    return 0;
+}
+
+/* ---- dlopen/dlclose ---- */
+static int dlloop(const char *lib, int rounds) {
+    for (int r = 0; r < rounds; r++) {
+        void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            printf("dlopen: %s\n", dlerror());
+            fail("dlopen", r);
+        }
+        char *(*make_string)(int) = (char *(*)(int))dlsym(h, "plugin_make_string");
+        int (*check)(void) = (int (*)(void))dlsym(h, "plugin_check");
+        if (!make_string || !check) fail("dlsym", r);
+        char *s = make_string(r);
+        if (!check()) fail("the library's constructor allocation changed", r);
+        char want[64];
+        snprintf(want, sizeof want, "plugin string %d", r);
+        if (strcmp(s, want)) fail("the library's string is wrong", r);
+        if (dlclose(h)) fail("dlclose", r);
+        free(s); /* memory the unloaded library allocated */
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    self_exe = "/proc/self/exe";
+    if (argc >= 2 && !strcmp(argv[1], "exec-child")) {
+        for (int i = 0; i < 100; i++) verify_and_free(make(i));
+        return 0;
+    }
+    if (argc < 3) {
+        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-unsafe|dlopen ARGS\n");
+        return 64;
+    }
+    int r;
+    if (!strcmp(argv[1], "prodcons")) r = prodcons(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 20000);
+    else if (!strcmp(argv[1], "churn")) r = churn(atoi(argv[2]));
+    else if (!strcmp(argv[1], "forkloop")) r = forkloop(atoi(argv[2]));
+    else if (!strcmp(argv[1], "signals")) r = signals(atol(argv[2]), 1);
+    else if (!strcmp(argv[1], "signals-unsafe")) r = signals(atol(argv[2]), 0);
+    else if (!strcmp(argv[1], "dlopen")) r = dlloop(argv[2], argc > 3 ? atoi(argv[3]) : 50);
+    else return 64;
+    if (r == 0) printf("OK\n");
+    return r;
+}

@@ -94,11 +94,19 @@ pub struct Mirror {
     pub live: AtomicU32,
     /// 1 once retired.
     pub retired: AtomicU32,
+    /// Threads that may be issuing in this epoch right now (see `pin_current`).
+    pub pins: AtomicU32,
     /// One bit per pool page: issued in this epoch (for reports). Null once retired.
     pub issued: AtomicPtr<AtomicU64>,
     /// The epoch this entry describes (the table is a ring).
     pub epoch: AtomicU32,
+    /// Live alias units per 2 MiB window of the mirror; a window of a sealed epoch whose count
+    /// drops to zero is zapped whole, which frees its page table. Null once retired.
+    pub windows: AtomicPtr<AtomicU32>,
 }
+
+/// Pool pages per 2 MiB window.
+const WINDOW_PAGES: u32 = (CHUNK >> PAGE_SHIFT) as u32;
 
 struct Fixed {
     arena: usize,
@@ -364,16 +372,32 @@ pub fn pin_current() -> u32 {
             }
             continue;
         }
-        if mirror(e).live.fetch_add(1, Ordering::AcqRel) & RETIRED_BIT == 0 {
+        let m = mirror(e);
+        // Announce the pin, then check the epoch is still the issuing one: whoever sees no pin
+        // on an older epoch knows nobody can issue in it any more (SeqCst pairs with `sealed`).
+        m.pins.fetch_add(1, Ordering::SeqCst);
+        if current() != e {
+            m.pins.fetch_sub(1, Ordering::SeqCst);
+            continue;
+        }
+        if m.live.fetch_add(1, Ordering::AcqRel) & RETIRED_BIT == 0 {
             return e;
         }
-        mirror(e).live.fetch_sub(1, Ordering::AcqRel);
+        m.live.fetch_sub(1, Ordering::AcqRel);
+        m.pins.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 /// Drops a pin taken by `pin_current`.
 pub fn unpin(e: u32) {
+    mirror(e).pins.fetch_sub(1, Ordering::SeqCst);
     unit_revoked(e);
+}
+
+/// No thread can issue in epoch `e` any more: it is not the issuing epoch and nobody holds a
+/// pin on it.
+fn sealed(e: u32) -> bool {
+    e != 0 && CURRENT.load(Ordering::SeqCst) != e && mirror(e).pins.load(Ordering::SeqCst) == 0
 }
 
 /// Whether pool page `page` may be issued in the pinned epoch `e`.
@@ -392,6 +416,13 @@ pub fn note_issue(e: u32, page: u32, n: u32) {
         if !bits.is_null() {
             // SAFETY: p < npages, and the bitmap has npages bits.
             unsafe { (*bits.add(p as usize / 64)).fetch_or(1 << (p % 64), Ordering::Relaxed) };
+        }
+    }
+    let windows = m.windows.load(Ordering::Relaxed);
+    if !windows.is_null() {
+        for w in page / WINDOW_PAGES..=(page + n - 1) / WINDOW_PAGES {
+            // SAFETY: page + n <= npages, so w < the window count.
+            unsafe { (*windows.add(w as usize)).fetch_add(1, Ordering::Relaxed) };
         }
     }
     m.live.fetch_add(1, Ordering::AcqRel);
@@ -486,8 +517,11 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     m.base.store(base, Ordering::Relaxed);
     m.npages.store(npages as u32, Ordering::Relaxed);
     m.live.store(0, Ordering::Relaxed);
+    m.pins.store(0, Ordering::Relaxed);
     m.retired.store(0, Ordering::Relaxed);
     m.issued.store(bits, Ordering::Relaxed);
+    let windows = bitmap_alloc(&mut st, npages.div_ceil(WINDOW_PAGES as usize) * 4) as *mut AtomicU32;
+    m.windows.store(windows, Ordering::Relaxed);
     m.epoch.store(e, Ordering::Release);
     for c in 0..len >> CHUNK_SHIFT {
         // SAFETY: the chunk index is inside the arena.
@@ -501,7 +535,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     PEAK_MIRRORS.fetch_max(st.live_mirrors as u64, Ordering::Relaxed);
     MIRRORS_MADE.fetch_add(1, Ordering::Relaxed);
     let prev = current();
-    CURRENT.store(e, Ordering::Release);
+    CURRENT.store(e, Ordering::SeqCst);
     drop(st);
     if prev != 0 {
         maybe_retire(prev);
@@ -786,6 +820,30 @@ fn revoke_one(r: &Range, advice: i32) {
     }
 }
 
+/// The alias unit of epoch `e` covering pool pages `page..page+n` was revoked: windows it
+/// leaves empty in a sealed epoch are zapped whole (freeing their page tables), and the mirror
+/// is retired when it was its last unit.
+pub fn unit_revoked_at(e: u32, page: u32, n: u32) {
+    let m = mirror(e);
+    let windows = m.windows.load(Ordering::Acquire);
+    if !windows.is_null() && n > 0 {
+        for w in page / WINDOW_PAGES..=(page + n - 1) / WINDOW_PAGES {
+            // SAFETY: the unit lies inside the mirror, so w < the window count.
+            let left = unsafe { (*windows.add(w as usize)).fetch_sub(1, Ordering::AcqRel) } - 1;
+            if left == 0 && revoke_kind() == Revoke::Uffd && sealed(e) {
+                let base = m.base.load(Ordering::Relaxed) + ((w as usize) << CHUNK_SHIFT);
+                let len = CHUNK.min(((m.npages.load(Ordering::Relaxed) - w * WINDOW_PAGES) as usize) << PAGE_SHIFT);
+                if sys::advise(base as *mut u8, len, libc::MADV_DONTNEED) {
+                    WINDOWS_FREED.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    unit_revoked(e);
+}
+
+pub static WINDOWS_FREED: AtomicU64 = AtomicU64::new(0);
+
 /// One alias unit (or pin) of epoch `e` is gone: retire the mirror when it was the last.
 pub fn unit_revoked(e: u32) {
     if mirror(e).live.fetch_sub(1, Ordering::AcqRel) == 1 && e != current() {
@@ -803,10 +861,12 @@ fn maybe_retire(e: u32) {
     let npages = m.npages.load(Ordering::Relaxed) as usize;
     sys::rereserve(base as *mut u8, npages << PAGE_SHIFT);
     let bits = m.issued.swap(ptr::null_mut(), Ordering::AcqRel);
+    let windows = m.windows.swap(ptr::null_mut(), Ordering::AcqRel);
     MIRRORS_RETIRED.fetch_add(1, Ordering::Relaxed);
     let mut st = STATE.lock();
     st.live_mirrors -= 1;
     bitmap_free(&mut st, bits as *mut u8, npages.div_ceil(64) * 8);
+    bitmap_free(&mut st, windows as *mut u8, npages.div_ceil(WINDOW_PAGES as usize) * 4);
 }
 
 /// An `issued` bitmap of `bytes` (zeroed), from the recycled ones when possible.
@@ -951,6 +1011,11 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
         current()
     );
     let _ = writeln!(b, "=={pid}==   faults handled     {} (live aliases mapped again)", g(&FAULTS_HANDLED));
+    let _ = writeln!(
+        b,
+        "=={pid}==   windows freed      {} (dead 2 MiB windows zapped with their page tables)",
+        g(&WINDOWS_FREED)
+    );
     let _ = writeln!(
         b,
         "=={pid}==   degrade mode       {} epochs reused retired addresses (one-time address space {} MiB)",

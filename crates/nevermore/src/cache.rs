@@ -201,7 +201,8 @@ fn complete(p: &Pending) {
         // recycled once every lane is ready again.
         slab::lane_revoked(p.span, unsafe { &*p.lane });
     }
-    alias::unit_revoked(p.epoch);
+    let page = alias::decode(p.addr).map_or(0, |(_, page)| page);
+    alias::unit_revoked_at(p.epoch, page, p.npages);
 }
 
 /// The unit for the lane that `addr` (an alias inside it) belongs to.

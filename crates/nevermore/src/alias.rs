@@ -975,9 +975,8 @@ pub unsafe fn remap_in_child() -> bool {
     for_each_live_mirror(|_, m| {
         let base = m.base.load(Ordering::Relaxed);
         let len = (m.npages.load(Ordering::Relaxed) as usize) << PAGE_SHIFT;
-        if !sys::duplicate_view(canon as *mut u8, base as *mut u8, len) {
-            ok = false;
-        } else if revoke_kind() == Revoke::Uffd && !register(base, len) {
+        let mapped = sys::duplicate_view(canon as *mut u8, base as *mut u8, len);
+        if !mapped || (revoke_kind() == Revoke::Uffd && !register(base, len)) {
             ok = false;
         }
     });

@@ -81,7 +81,7 @@ pub extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_
 /// `out` must be valid for a pointer write (C contract of `posix_memalign`).
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
-    if !align.is_power_of_two() || align % core::mem::size_of::<usize>() != 0 {
+    if !align.is_power_of_two() || !align.is_multiple_of(core::mem::size_of::<usize>()) {
         return libc::EINVAL;
     }
     let saved = sys::errno();

@@ -99,9 +99,9 @@ fn copy_pool() -> i32 {
             let len = (used - off).min(vec.len() << PAGE_SHIFT);
             // SAFETY: the range lies inside the canonical view; `vec` has a byte per page.
             let ok = unsafe { libc::mincore((l.base + off) as *mut libc::c_void, len, vec.as_mut_ptr()) } == 0;
-            for i in 0..len >> PAGE_SHIFT {
+            for (i, v) in vec.iter().enumerate().take(len >> PAGE_SHIFT) {
                 let page = off + (i << PAGE_SHIFT);
-                let resident = !ok || vec[i] & 1 != 0;
+                let resident = !ok || v & 1 != 0;
                 match (resident, run) {
                     (true, None) => run = Some(page),
                     (false, Some(from)) => {
@@ -173,10 +173,11 @@ fn adopt_copy(fd: i32) -> bool {
         let s = POOL.span(idx);
         // A view still being set up or torn down by another thread of the parent belongs to
         // no live object here: that thread does not exist in the child.
-        if s.view_len != 0 && s.size.load(core::sync::atomic::Ordering::Acquire) & pool::DEAD_BIT == 0 {
-            if !sys::duplicate_view(POOL.page_addr(s.start) as *mut u8, s.view as *mut u8, s.view_len) {
-                return false;
-            }
+        if s.view_len != 0
+            && s.size.load(core::sync::atomic::Ordering::Acquire) & pool::DEAD_BIT == 0
+            && !sys::duplicate_view(POOL.page_addr(s.start) as *mut u8, s.view as *mut u8, s.view_len)
+        {
+            return false;
         }
         idx = s.next;
     }

@@ -122,7 +122,7 @@ pub fn out_fd() -> i32 {
                 fd = sys::move_fd_high(f);
             } else {
                 let mut m = Buf::<256>::new();
-                let _ = write!(m, "nevermore: cannot open report_path (errno {}); reporting to stderr\n", sys::errno());
+                let _ = writeln!(m, "nevermore: cannot open report_path (errno {}); reporting to stderr", sys::errno());
                 sys::write_all(2, m.as_bytes());
             }
         }

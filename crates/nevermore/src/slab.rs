@@ -112,7 +112,7 @@ pub fn class_for(size: usize) -> Option<usize> {
 /// hold `size` bytes plus the canary.
 pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
     let first = class_for(size)?;
-    (first..NCLASS).find(|&c| SIZES[c] as usize % align == 0)
+    (first..NCLASS).find(|&c| (SIZES[c] as usize).is_multiple_of(align))
 }
 
 /// Most lanes a page of any slab may be split into in prevent mode (detect mode uses one lane

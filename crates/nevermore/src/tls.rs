@@ -23,7 +23,7 @@ global_asm!(
 
 /// Marks a thread whose cache was already returned (it is exiting); such a thread
 /// allocates straight from the central lists.
-pub const EXITED: *mut Cache = 1 as *mut Cache;
+pub const EXITED: *mut Cache = core::ptr::without_provenance_mut(1);
 
 #[inline(always)]
 pub fn get() -> *mut Cache {

@@ -148,13 +148,11 @@ struct State {
     wrap: usize,
     /// Recycled `issued` bitmaps, by power-of-two size (64 bytes << index).
     bitmaps: [*mut u8; 32],
-    /// Pool pages issued in the current epoch.
-    issued_now: u32,
     live_mirrors: u32,
 }
 
 static STATE: Locked<State> =
-    Locked::new(State { cursor: 0, wrap: 0, bitmaps: [ptr::null_mut(); 32], issued_now: 0, live_mirrors: 0 });
+    Locked::new(State { cursor: 0, wrap: 0, bitmaps: [ptr::null_mut(); 32], live_mirrors: 0 });
 
 // SAFETY: the raw pointers in State are only reached under its lock.
 unsafe impl Send for State {}
@@ -169,6 +167,8 @@ pub static REVOKE_PAGES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_BATCHES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_RANGES: AtomicU64 = AtomicU64::new(0);
 pub static ALIASES: AtomicU64 = AtomicU64::new(0);
+/// Pool pages issued in the current epoch (reset when the next one starts).
+static ISSUED_NOW: AtomicU32 = AtomicU32::new(0);
 pub static DEGRADED: AtomicU64 = AtomicU64::new(0);
 /// Faults on live aliases that had lost their page-table entry, mapped again by the handler.
 pub static FAULTS_HANDLED: AtomicU64 = AtomicU64::new(0);
@@ -428,7 +428,7 @@ pub fn note_issue(e: u32, page: u32, n: u32) {
     m.live.fetch_add(1, Ordering::AcqRel);
     ALIASES.fetch_add(1, Ordering::Relaxed);
     if e == current() {
-        STATE.lock().issued_now += n;
+        ISSUED_NOW.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -454,7 +454,7 @@ pub fn may_advance() -> bool {
     let in_use = POOL.stats().0.pages_in_use as u32;
     let st = STATE.lock();
     let min = if st.live_mirrors >= MIRROR_BUDGET { in_use } else { (in_use / 2).max(32) };
-    st.issued_now >= min
+    ISSUED_NOW.load(Ordering::Relaxed) >= min
 }
 
 /// Makes a new mirror covering at least `min_pages` pool pages and makes it the issuing
@@ -530,7 +530,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     if fresh {
         st.cursor += len;
     }
-    st.issued_now = 0;
+    ISSUED_NOW.store(0, Ordering::Relaxed);
     st.live_mirrors += 1;
     PEAK_MIRRORS.fetch_max(st.live_mirrors as u64, Ordering::Relaxed);
     MIRRORS_MADE.fetch_add(1, Ordering::Relaxed);
@@ -562,6 +562,8 @@ pub fn install(addr: usize, n: usize) -> bool {
     }
     INSTALL_RUNS.fetch_add(1, Ordering::Relaxed);
     INSTALL_PAGES.fetch_add(n as u64, Ordering::Relaxed);
+    // A hole met on the way is filled and the install retried: that must not show in errno.
+    let saved = sys::errno();
     let mut done = 0usize;
     let mut populated = false;
     while done < n << PAGE_SHIFT {
@@ -570,6 +572,7 @@ pub fn install(addr: usize, n: usize) -> bool {
         // SAFETY: UFFDIO_CONTINUE over issued pages of our own registered mirror.
         let r = unsafe { libc::ioctl(f.uffd, UFFDIO_CONTINUE as _, &mut c) };
         if r == 0 {
+            sys::set_errno(saved);
             return true;
         }
         let err = sys::errno();
@@ -581,8 +584,8 @@ pub fn install(addr: usize, n: usize) -> bool {
             libc::EAGAIN | libc::EINTR => continue,
             // Already mapped (e.g. a racing fault handler did it): skip that page.
             libc::EEXIST => done += PAGE,
-            // The pool page is a hole: pages that were allocated but never written are holes
-            // in a forked child's copy. Give them memory and go on.
+            // The pool page is a hole (fresh or punched pages, or pages allocated but never
+            // written, which a forked child's copy leaves out): give them memory and go on.
             libc::EFAULT if !populated => {
                 populated = true;
                 let Some((_, page)) = decode(addr + done) else { return false };
@@ -600,6 +603,7 @@ pub fn install(addr: usize, n: usize) -> bool {
             _ => return false,
         }
     }
+    sys::set_errno(saved);
     true
 }
 

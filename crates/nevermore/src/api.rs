@@ -84,10 +84,11 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     if !align.is_power_of_two() || !align.is_multiple_of(core::mem::size_of::<usize>()) {
         return libc::EINVAL;
     }
+    // posix_memalign reports through its return value and leaves errno alone.
     let saved = sys::errno();
     let p = heap::malloc_aligned(size, align);
+    sys::set_errno(saved);
     if p.is_null() {
-        sys::set_errno(saved);
         return libc::ENOMEM;
     }
     // SAFETY: guaranteed by the caller.

@@ -199,10 +199,6 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
         advance_epoch();
     }
     let Some((idx, dirty)) = POOL.alloc_run(npages, pool::PAGES) else { return ptr::null_mut() };
-    if !POOL.populate(idx) {
-        POOL.free_run(idx);
-        return ptr::null_mut();
-    }
     let start_page = POOL.span(idx).start;
     let mut e = alias::pin_current();
     if e != 0 && !(start_page..start_page + npages).all(|p| alias::issuable(e, p)) {

@@ -412,13 +412,9 @@ impl Pool {
         }
     }
 
-    /// Makes sure the pool pages of span `idx` exist in the memfd (userfaultfd can only map
-    /// pages that exist). Returns false when the system is out of memory.
-    pub fn populate(&self, idx: u32) -> bool {
-        self.populate_pages(self.span(idx).start, self.span(idx).npages)
-    }
-
-    /// `populate` for pool pages `start..start+n`.
+    /// Makes sure pool pages `start..start+n` exist in the memfd (userfaultfd can only map
+    /// pages that exist). Called by `alias::install` when it meets a hole, so pages that
+    /// already hold data cost nothing. Returns false when the system is out of memory.
     pub fn populate_pages(&self, start: u32, n: u32) -> bool {
         let (start, n) = (start as usize, n as usize);
         let l = self.layout();

@@ -555,11 +555,6 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
         give_back(central);
         return None;
     };
-    if !POOL.populate(idx) {
-        POOL.free_run(idx);
-        give_back(central);
-        return None;
-    }
     let s = POOL.span_owned(idx);
     s.class = ci as u8;
     s.addr = POOL.page_addr(s.start);

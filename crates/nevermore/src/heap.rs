@@ -280,15 +280,17 @@ fn freed_kind(bad: Kind) -> Kind {
 /// not (or no longer) objects: `invalid-free` for free/realloc, `invalid-pointer` for queries.
 pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Report> {
     let rep = |kind, what, object| Report { kind, addr: p, op, what, object };
+    // A stale alias: freed if its page was issued in that epoch, else never handed out.
+    let stale = |e, page, freed_what| match alias::was_issued(e, page) {
+        Some(false) => rep(bad, "the address was never returned by an allocation", None),
+        _ => rep(freed_kind(bad), freed_what, None),
+    };
     if alias::in_arena(p) {
         let Some((e, page)) = alias::decode(p) else {
             return Err(rep(bad, "the address was never returned by an allocation", None));
         };
         let Some((idx, s)) = POOL.span_at(POOL.page_addr(page)) else {
-            return Err(match alias::was_issued(e, page) {
-                Some(false) => rep(bad, "the address was never returned by an allocation", None),
-                _ => rep(freed_kind(bad), "the memory at this address was already freed", None),
-            });
+            return Err(stale(e, page, "the memory at this address was already freed"));
         };
         match s.kind {
             pool::SLAB => {
@@ -301,10 +303,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
                         // SAFETY: `i` < nslots.
                         let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };
                         if l.epoch.load(Ordering::Acquire) != e || size & FREED != 0 {
-                            return Err(match alias::was_issued(e, page) {
-                                Some(false) => rep(bad, "the address was never returned by an allocation", None),
-                                _ => rep(freed_kind(bad), "the object was already freed", None),
-                            });
+                            return Err(stale(e, page, "the object was already freed"));
                         }
                         Ok((Obj::Small { idx, slot: i, lane: l }, size as usize))
                     }
@@ -330,10 +329,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
                     let object = Some(Object { start: s.addr, size });
                     return Err(rep(bad, "the address points inside an object, not at its start", object));
                 }
-                Err(match alias::was_issued(e, page) {
-                    Some(false) => rep(bad, "the address was never returned by an allocation", None),
-                    _ => rep(freed_kind(bad), "the memory at this address was already freed", None),
-                })
+                Err(stale(e, page, "the memory at this address was already freed"))
             }
             _ => Err(rep(bad, "the address was never returned by an allocation", None)),
         }

@@ -468,7 +468,9 @@ pub fn advance(min_pages: u32) -> Option<u32> {
         return None; // out of epoch numbers, or the ring entry's older mirror still lives
     }
     // Slack: room for the pool to grow by a quarter (at least 2 MiB) within this epoch.
-    let want = (min_pages as usize).max(1);
+    // Cover at least the pool as it is now: another thread may have grown it since the caller
+    // measured it, and every epoch made after a run was allocated must be able to issue it.
+    let want = (min_pages as usize).max(POOL.stats().1 as usize).max(1);
     let want = want + (want / 4).max(CHUNK >> PAGE_SHIFT);
     let npages = (sys::round_up(want << PAGE_SHIFT, CHUNK) >> PAGE_SHIFT).min(POOL.layout().pages as usize);
     let len = npages << PAGE_SHIFT;

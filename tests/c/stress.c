@@ -8,16 +8,22 @@
  *                                   execs this program again ("exec-child"), the others check
  *                                   and use the heap and _exit
  *   stress signals MS               a thread sends SIGUSR1 to the main thread for MS
- *                                   milliseconds; the handler mallocs and frees while the main
- *                                   thread runs with SIGUSR1 blocked around its own allocator
- *                                   calls (the documented safe pattern); "signals-unsafe"
- *                                   leaves it unblocked (not async-signal-safe: for experiments)
+ *                                   milliseconds; the handler mallocs, callocs, reallocs and
+ *                                   frees, frees objects the main thread allocated and hands
+ *                                   it objects to free, while the main thread runs with
+ *                                   SIGUSR1 blocked around its own allocator calls (the
+ *                                   pattern glibc requires); "signals-anywhere" leaves it
+ *                                   unblocked, so that handlers interrupt malloc/realloc/free
+ *   stress signals-misuse MS KIND   as signals-anywhere; the 300th handler commits KIND
+ *                                   (double-free, use-after-free, overflow), which must be
+ *                                   reported
  *   stress dlopen LIB ROUNDS        dlopen/dlclose a library that allocates in its constructor,
  *                                   its functions and its destructor
  * Prints "OK" on success; a failed check prints "STRESS FAIL: ..." and exits 2. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -213,17 +219,51 @@ static int forkloop(int forks) {
 
 /* ---- signals whose handler allocates ---- */
 static atomic_long handled;
+static const char *misuse;
+/* Objects crossing between the main loop and the handler, both ways: the handler frees what
+ * the main loop allocated, and the main loop frees what the handler allocated. */
+static _Atomic(void *) to_handler, from_handler;
 
 static void on_usr1(int sig) {
     (void)sig;
     int e = errno;
-    void *a = malloc(24), *b = malloc(5000);
-    if (!a || !b) fail("malloc in a signal handler", 0);
+    long n = atomic_fetch_add(&handled, 1);
+    unsigned char *a = malloc(24), *b = malloc(5000), *c = calloc(3, 100);
+    if (!a || !b || !c) fail("malloc in a signal handler", 0);
+    for (int i = 0; i < 300; i++)
+        if (c[i]) fail("calloc memory in a signal handler is not zero", i);
     memset(a, 1, 24);
     memset(b, 2, 5000);
+    b = realloc(b, 9000 + (size_t)(n % 7) * 1000);
+    if (!b) fail("realloc in a signal handler", 0);
+    for (int i = 0; i < 5000; i += 97)
+        if (b[i] != 2) fail("realloc in a signal handler lost contents", i);
+    if (malloc_usable_size(a) < 24) fail("usable size in a signal handler", (long)malloc_usable_size(a));
     free(a);
     free(b);
-    atomic_fetch_add(&handled, 1);
+    free(c);
+    if (misuse && n == 300) {
+        /* Misuse inside a handler that (most likely) interrupted the allocator: it must be
+         * reported like any other. */
+        unsigned char *m = malloc(40);
+        memset(m, 3, 40);
+        if (!strcmp(misuse, "double-free")) {
+            free(m);
+            free(m);
+        } else if (!strcmp(misuse, "use-after-free")) {
+            free(m);
+            printf("read %d\n", *(volatile unsigned char *)m);
+        } else {
+            volatile size_t at = 40 + (size_t)(n % 8);
+            m[at] = 0x5a;
+            free(m);
+        }
+        fail("misuse in a signal handler survived", 0);
+    }
+    void *mine = atomic_exchange(&to_handler, NULL);
+    if (mine) verify_and_free(mine);
+    void *old = atomic_exchange(&from_handler, make(1000000007ull + (uint64_t)n));
+    if (old) verify_and_free(old);
     errno = e;
 }
 
@@ -265,12 +305,33 @@ static int signals(long ms, int safe) {
         if (safe) pthread_sigmask(SIG_BLOCK, &usr1, &old);
         if (ring[k]) verify_and_free(ring[k]);
         ring[k] = make(i++);
+        if (i % 4 == 0) {
+            void *o = atomic_exchange(&to_handler, make(i + (1ull << 40)));
+            if (o) verify_and_free(o);
+            void *h = atomic_exchange(&from_handler, NULL);
+            if (h) verify_and_free(h);
+        }
+        if (i % 16 == 0) {
+            /* Grow and shrink an object, so that signals land in realloc too. */
+            unsigned char *r = malloc(100);
+            if (!r) fail("malloc", 100);
+            memset(r, 7, 100);
+            r = realloc(r, 70000);
+            if (!r || r[99] != 7) fail("realloc", 70000);
+            r = realloc(r, 50);
+            if (!r || r[49] != 7) fail("realloc", 50);
+            free(r);
+        }
         if (safe) pthread_sigmask(SIG_SETMASK, &old, 0);
-        for (int j = 0; j < 200; j++) work += j; /* signals land here (or, unsafe, anywhere) */
+        for (int j = 0; j < 200; j++) work += j; /* signals land here (or, unblocked, anywhere) */
     }
     pthread_join(t, 0);
     for (int k = 0; k < 32; k++)
         if (ring[k]) verify_and_free(ring[k]);
+    void *o = atomic_exchange(&to_handler, NULL);
+    if (o) verify_and_free(o);
+    void *h = atomic_exchange(&from_handler, NULL);
+    if (h) verify_and_free(h);
     if (handled < 10) fail("too few signals handled", (long)handled);
     printf("handled %ld signals, %lu allocations\n", (long)handled, (unsigned long)i);
     return 0;
@@ -305,7 +366,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 3) {
-        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-unsafe|dlopen ARGS\n");
+        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-anywhere|signals-misuse|dlopen ARGS\n");
         return 64;
     }
     int r;
@@ -313,7 +374,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "churn")) r = churn(atoi(argv[2]));
     else if (!strcmp(argv[1], "forkloop")) r = forkloop(atoi(argv[2]));
     else if (!strcmp(argv[1], "signals")) r = signals(atol(argv[2]), 1);
-    else if (!strcmp(argv[1], "signals-unsafe")) r = signals(atol(argv[2]), 0);
+    else if (!strcmp(argv[1], "signals-anywhere")) r = signals(atol(argv[2]), 0);
+    else if (!strcmp(argv[1], "signals-misuse") && argc > 3) {
+        misuse = argv[3];
+        r = signals(atol(argv[2]), 0);
+    }
     else if (!strcmp(argv[1], "dlopen")) r = dlloop(argv[2], argc > 3 ? atoi(argv[3]) : 50);
     else return 64;
     if (r == 0) printf("OK\n");

@@ -68,6 +68,9 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
     let (addr, code) = unsafe { ((*info).si_addr() as usize, (*info).si_code) };
     // Only faults raised by the hardware/kernel (positive si_code) can be ours.
     if code > 0 && crate::is_ready() {
+        // Inside the allocator while handling: a signal handler that interrupts this one and
+        // allocates takes the re-entrant paths instead of the locks held here.
+        let scope = crate::reentry::Scope::enter();
         let write = is_write(ctx);
         let regs = regs_of(ctx);
         if alias::in_arena(addr) {
@@ -77,6 +80,10 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
         if let Some(r) = large_fault(addr, write) {
             report::fatal_at(regs, r);
         }
+        if crate::reentry::owns(addr) {
+            report::fatal_at(regs, crate::reentry::fault(addr, access(write)));
+        }
+        drop(scope);
     }
     chain(sig, info, ctx);
 }

@@ -13,6 +13,7 @@ use core::sync::atomic::Ordering;
 use crate::cache::{self, Cache, Pending};
 use crate::guard::{self, CANARY};
 use crate::pool::{self, POOL};
+use crate::reentry::{self, Scope};
 use crate::report::{self, Kind, Object, Report};
 use crate::slab::{self, Slot, CLASSES, FREED};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
@@ -52,6 +53,15 @@ fn new_thread_cache() -> *mut Cache {
 /// `malloc`.
 #[inline]
 pub fn malloc(size: usize) -> *mut u8 {
+    let scope = Scope::enter();
+    if scope.nested() {
+        return reentry::malloc(size, 16);
+    }
+    malloc_in(size)
+}
+
+#[inline]
+fn malloc_in(size: usize) -> *mut u8 {
     match slab::class_for(size) {
         Some(ci) => alloc_small(ci, size, false),
         None => alloc_big(size, 16, false),
@@ -60,6 +70,10 @@ pub fn malloc(size: usize) -> *mut u8 {
 
 /// `calloc`-style: zeroed memory.
 pub fn malloc_zeroed(size: usize) -> *mut u8 {
+    let scope = Scope::enter();
+    if scope.nested() {
+        return reentry::malloc(size, 16);
+    }
     match slab::class_for(size) {
         Some(ci) => alloc_small(ci, size, true),
         None => alloc_big(size, 16, true),
@@ -68,8 +82,12 @@ pub fn malloc_zeroed(size: usize) -> *mut u8 {
 
 /// Allocation with an alignment (a power of two).
 pub fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
+    let scope = Scope::enter();
+    if scope.nested() {
+        return reentry::malloc(size, align);
+    }
     if align <= 16 {
-        return malloc(size);
+        return malloc_in(size);
     }
     if align <= slab::MAX_SLOT {
         if let Some(ci) = slab::class_for_aligned(size, align) {
@@ -405,11 +423,53 @@ pub fn free(p: *mut u8, op: &'static str) {
     if p.is_null() {
         return;
     }
-    let p = p as usize;
+    let scope = Scope::enter();
+    if scope.nested() {
+        free_nested(p as usize, op)
+    } else {
+        free_in(p as usize, op)
+    }
+}
+
+/// Whether `p` is an object of the re-entrant arena (see `reentry`).
+#[inline]
+fn reentrant_object(p: usize) -> bool {
+    !alias::in_arena(p) && reentry::owns(p)
+}
+
+fn free_in(p: usize, op: &'static str) {
     if !crate::ensure_init() {
         return;
     }
+    if reentrant_object(p) {
+        return reentry::free(p, op);
+    }
     let (obj, size) = checked(p, op);
+    kill_or_report(obj, p, size, op);
+    if stack::enabled() {
+        note_free(obj);
+    }
+    finish_free(p, obj, size);
+}
+
+/// `free` called while this thread is already inside the allocator (a signal handler): checks
+/// and kills the object now, and leaves the rest to the outermost call (see `reentry`).
+fn free_nested(p: usize, op: &'static str) {
+    if !crate::ensure_init() {
+        return;
+    }
+    if reentrant_object(p) {
+        return reentry::free(p, op);
+    }
+    let (obj, size) = checked(p, op);
+    kill_or_report(obj, p, size, op);
+    if stack::enabled() {
+        note_free(obj);
+    }
+    reentry::defer(p, obj, size);
+}
+
+fn kill_or_report(obj: Obj, p: usize, size: usize, op: &'static str) {
     if !kill(obj, size) {
         report::fatal(Report {
             kind: Kind::DoubleFree,
@@ -419,11 +479,12 @@ pub fn free(p: *mut u8, op: &'static str) {
             object: Some(Object { start: p, size }),
         });
     }
-    let record_history = crate::detect();
-    if stack::enabled() {
-        note_free(obj);
-    }
-    if record_history {
+}
+
+/// The rest of a free once the object at `p` is marked dead: history, counters, and giving
+/// its memory back (revocation first).
+pub fn finish_free(p: usize, obj: Obj, size: usize) {
+    if crate::detect() {
         crate::history::record(p, size, trace_of(p));
     }
     let c = tls::get();
@@ -461,6 +522,10 @@ pub fn usable_size(p: *mut u8) -> usize {
     if p.is_null() || !crate::ensure_init() {
         return 0;
     }
+    if reentrant_object(p as usize) {
+        return reentry::resolve(p as usize, "malloc_usable_size", Kind::InvalidPointer)
+            .unwrap_or_else(|r| report::fatal(r));
+    }
     match resolve(p as usize, "malloc_usable_size", Kind::InvalidPointer) {
         Ok((_, size)) => size,
         Err(r) => report::fatal(r),
@@ -469,15 +534,65 @@ pub fn usable_size(p: *mut u8) -> usize {
 
 /// `realloc` with glibc's semantics (size 0 frees and returns null).
 pub fn realloc(p: *mut u8, size: usize) -> *mut u8 {
-    if p.is_null() {
-        return malloc(size);
+    let scope = Scope::enter();
+    if scope.nested() {
+        return realloc_nested(p as usize, size);
+    }
+    realloc_in(p, size)
+}
+
+/// `realloc` inside a signal handler that interrupted the allocator: always moves the object
+/// to the re-entrant arena.
+fn realloc_nested(p: usize, size: usize) -> *mut u8 {
+    if p == 0 {
+        return reentry::malloc(size, 16);
     }
     if size == 0 {
-        free(p, "realloc");
+        free_nested(p, "realloc");
         return ptr::null_mut();
     }
     if !crate::ensure_init() {
         return ptr::null_mut();
+    }
+    let old = if reentrant_object(p) {
+        reentry::resolve(p, "realloc", Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r))
+    } else {
+        checked(p, "realloc").1
+    };
+    let q = reentry::malloc(size, 16);
+    if q.is_null() {
+        return q;
+    }
+    // SAFETY: both objects are live and at least min(old, size) bytes long.
+    unsafe { ptr::copy_nonoverlapping(p as *const u8, q, old.min(size)) };
+    free_nested(p, "realloc");
+    q
+}
+
+fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
+    if p.is_null() {
+        return malloc_in(size);
+    }
+    if size == 0 {
+        free_in(p as usize, "realloc");
+        return ptr::null_mut();
+    }
+    if !crate::ensure_init() {
+        return ptr::null_mut();
+    }
+    if reentrant_object(p as usize) {
+        let old = reentry::resolve(p as usize, "realloc", Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
+        if size > MAX_REQUEST {
+            sys::set_errno(libc::ENOMEM);
+            return ptr::null_mut();
+        }
+        let q = malloc_in(size);
+        if !q.is_null() {
+            // SAFETY: both objects are live and at least min(old, size) bytes long.
+            unsafe { ptr::copy_nonoverlapping(p, q, old.min(size)) };
+            reentry::free(p as usize, "realloc");
+        }
+        return q;
     }
     if size > MAX_REQUEST {
         // Still check the pointer: a bad one is reported even when the size is hopeless.
@@ -523,13 +638,13 @@ pub fn realloc(p: *mut u8, size: usize) -> *mut u8 {
         unsafe { guard::arm(a, size) };
         return p;
     }
-    let q = malloc(size);
+    let q = malloc_in(size);
     if q.is_null() {
         return q;
     }
     // SAFETY: both objects are live and at least min(old, size) bytes long.
     unsafe { ptr::copy_nonoverlapping(p, q, old.min(size)) };
-    free(p, "realloc");
+    free_in(a, "realloc");
     q
 }
 

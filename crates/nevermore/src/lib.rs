@@ -13,6 +13,7 @@
 //! - `large`: large objects in guarded one-time views;
 //! - `guard`: the per-process secret and the keyed canaries;
 //! - `heap`: the front end that ties the tiers together and checks every pointer;
+//! - `reentry`: calls made while the thread is already inside the allocator (signal handlers);
 //! - `report` / `stats`: error reports and counters;
 //! - `stack`: call-stack capture (`.eh_frame` and frame pointers), module table, stack depot;
 //! - `fork`: giving a forked child its own heap;
@@ -38,6 +39,7 @@ mod large;
 mod lock;
 mod meta;
 mod pool;
+mod reentry;
 mod report;
 mod slab;
 mod stack;

@@ -121,6 +121,17 @@ pub fn print() {
     );
     let _ =
         writeln!(b, "=={pid}==   forks              {} ({} KiB copied)", get(&FORKS), get(&FORK_COPIED_BYTES) / 1024);
+    {
+        use crate::reentry::{ALLOCS, DEFERRED, FREES, LEAKED};
+        let _ = writeln!(
+            b,
+            "=={pid}==   re-entrant calls   {} allocations, {} freed, {} frees deferred, {} dropped",
+            get(&ALLOCS),
+            get(&FREES),
+            get(&DEFERRED),
+            get(&LEAKED)
+        );
+    }
     crate::alias::print_stats(&mut b, pid);
     if crate::stack::enabled() {
         let (n, bytes, dropped) = crate::stack::DEPOT.usage();

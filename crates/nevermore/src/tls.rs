@@ -53,3 +53,49 @@ pub fn set(v: *mut Cache) {
         );
     }
 }
+
+global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".balign 4",
+    ".globl nevermore_tls_depth",
+    ".hidden nevermore_tls_depth",
+    ".type nevermore_tls_depth, @object",
+    ".size nevermore_tls_depth, 4",
+    "nevermore_tls_depth:",
+    ".zero 4",
+    ".popsection",
+);
+
+/// Counts one more level of allocator calls on this thread; returns the previous depth (0 for
+/// an outermost call). A signal arriving between the load and the store runs its handler to
+/// completion first (handlers leave the count as they found it), so the count stays exact.
+#[inline(always)]
+pub fn enter() -> u32 {
+    let d: u32;
+    // SAFETY: reads and writes this thread's own depth word.
+    unsafe {
+        asm!(
+            "mov {t}, qword ptr [rip + nevermore_tls_depth@GOTTPOFF]",
+            "mov {d:e}, dword ptr fs:[{t}]",
+            "add dword ptr fs:[{t}], 1",
+            t = out(reg) _,
+            d = out(reg) d,
+            options(nostack)
+        );
+    }
+    d
+}
+
+/// Ends the level `enter` began.
+#[inline(always)]
+pub fn leave() {
+    // SAFETY: writes this thread's own depth word.
+    unsafe {
+        asm!(
+            "mov {t}, qword ptr [rip + nevermore_tls_depth@GOTTPOFF]",
+            "sub dword ptr fs:[{t}], 1",
+            t = out(reg) _,
+            options(nostack)
+        );
+    }
+}

@@ -375,7 +375,14 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
 /// Resolves `p` and checks its canary; reports and dies on any problem.
 fn checked(p: usize, op: &'static str) -> (Obj, usize) {
     let (obj, size) = resolve(p, op, Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
-    // SAFETY: `p` is a live object of `size` bytes followed by its canary.
+    check_canary(p, size, op);
+    (obj, size)
+}
+
+/// Reports a heap-buffer-overflow and dies if the canary after the live object `p` of `size`
+/// bytes was overwritten.
+pub fn check_canary(p: usize, size: usize, op: &'static str) {
+    // SAFETY: callers pass a live object of `size` bytes followed by its canary.
     if !unsafe { guard::intact(p, size) } {
         report::fatal(Report {
             kind: Kind::HeapBufferOverflow,
@@ -385,7 +392,6 @@ fn checked(p: usize, op: &'static str) -> (Obj, usize) {
             object: Some(Object { start: p, size }),
         });
     }
-    (obj, size)
 }
 
 /// Flips a live object to dead; false if another thread freed it first.
@@ -438,47 +444,52 @@ fn reentrant_object(p: usize) -> bool {
 }
 
 fn free_in(p: usize, op: &'static str) {
-    if !crate::ensure_init() {
-        return;
+    if let Some((obj, size)) = free_begin(p, op) {
+        finish_free(p, obj, size);
     }
-    if reentrant_object(p) {
-        return reentry::free(p, op);
-    }
-    let (obj, size) = checked(p, op);
-    kill_or_report(obj, p, size, op);
-    if stack::enabled() {
-        note_free(obj);
-    }
-    finish_free(p, obj, size);
 }
 
 /// `free` called while this thread is already inside the allocator (a signal handler): checks
 /// and kills the object now, and leaves the rest to the outermost call (see `reentry`).
 fn free_nested(p: usize, op: &'static str) {
+    if let Some((obj, size)) = free_begin(p, op) {
+        reentry::defer(p, obj, size);
+    }
+}
+
+/// The first half of a free, which takes no lock: checks `p` and marks its object dead (or
+/// frees a re-entrant arena object entirely, returning None).
+fn free_begin(p: usize, op: &'static str) -> Option<(Obj, usize)> {
     if !crate::ensure_init() {
-        return;
+        return None;
     }
     if reentrant_object(p) {
-        return reentry::free(p, op);
+        reentry::free(p, op);
+        return None;
     }
     let (obj, size) = checked(p, op);
     kill_or_report(obj, p, size, op);
     if stack::enabled() {
         note_free(obj);
     }
-    reentry::defer(p, obj, size);
+    Some((obj, size))
 }
 
 fn kill_or_report(obj: Obj, p: usize, size: usize, op: &'static str) {
     if !kill(obj, size) {
-        report::fatal(Report {
-            kind: Kind::DoubleFree,
-            addr: p,
-            op,
-            what: "the object was freed by another thread at the same time",
-            object: Some(Object { start: p, size }),
-        });
+        racing_free(p, size, op);
     }
+}
+
+/// Reports the loser of two frees of the object `p` racing each other.
+pub fn racing_free(p: usize, size: usize, op: &'static str) -> ! {
+    report::fatal(Report {
+        kind: Kind::DoubleFree,
+        addr: p,
+        op,
+        what: "the object was freed by another thread at the same time",
+        object: Some(Object { start: p, size }),
+    })
 }
 
 /// The rest of a free once the object at `p` is marked dead: history, counters, and giving

@@ -283,25 +283,10 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<usize, Report> {
 /// canary was overwritten.
 pub fn free(p: usize, op: &'static str) {
     let size = resolve(p, op, Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
-    // SAFETY: `p` is a live arena object of `size` bytes followed by its canary.
-    if !unsafe { guard::intact(p, size) } {
-        report::fatal(Report {
-            kind: Kind::HeapBufferOverflow,
-            addr: p + size,
-            op,
-            what: "the canary after the object was overwritten (a write past its end)",
-            object: Some(Object { start: p, size }),
-        });
-    }
+    crate::heap::check_canary(p, size, op);
     let (w, e) = lookup(p);
     if w.compare_exchange(e, (e & !3) | FREED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-        report::fatal(Report {
-            kind: Kind::DoubleFree,
-            addr: p,
-            op,
-            what: "the object was freed by another thread at the same time",
-            object: Some(Object { start: p, size }),
-        });
+        crate::heap::racing_free(p, size, op);
     }
     let lo = p & !(PAGE - 1);
     let hi = sys::round_up(p + size + CANARY, PAGE);

@@ -14,6 +14,7 @@
  *                                   SIGUSR1 blocked around its own allocator calls (the
  *                                   pattern glibc requires); "signals-anywhere" leaves it
  *                                   unblocked, so that handlers interrupt malloc/realloc/free
+ *                                   (both modes fork now and then: signals land in fork too)
  *   stress signals-misuse MS KIND   as signals-anywhere; the 300th handler commits KIND
  *                                   (double-free, use-after-free, overflow), which must be
  *                                   reported
@@ -321,6 +322,21 @@ static int signals(long ms, int safe) {
             r = realloc(r, 50);
             if (!r || r[49] != 7) fail("realloc", 50);
             free(r);
+        }
+        if (i % 1024 == 0) {
+            /* fork holds every allocator lock while it copies the heap: signals land there too. */
+            pid_t pid = fork();
+            if (pid < 0) fail("fork", errno);
+            if (pid == 0) {
+                verify_and_free(make(i + 7));
+                for (int k = 0; k < 32; k++)
+                    if (ring[k]) ((unsigned char *)ring[k])[16] ^= 1; /* the child's own copy */
+                _exit(0);
+            }
+            int st;
+            while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR) fail("waitpid", errno);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail("child failed", st);
         }
         if (safe) pthread_sigmask(SIG_SETMASK, &old, 0);
         for (int j = 0; j < 200; j++) work += j; /* signals land here (or, unblocked, anywhere) */

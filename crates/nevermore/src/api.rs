@@ -136,7 +136,9 @@ pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
 
 #[no_mangle]
 pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
-    if !crate::ensure_init() {
+    // These take locks: inside a signal handler that interrupted the allocator they do nothing.
+    let scope = crate::reentry::Scope::enter();
+    if scope.nested() || !crate::ensure_init() {
         return 0;
     }
     crate::pool::POOL.trim() as c_int
@@ -180,7 +182,8 @@ pub struct Mallinfo {
 
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> Mallinfo2 {
-    if !crate::ensure_init() {
+    let scope = crate::reentry::Scope::enter();
+    if scope.nested() || !crate::ensure_init() {
         // SAFETY: all-zero is a valid value of this plain struct.
         return unsafe { core::mem::zeroed() };
     }
@@ -223,7 +226,8 @@ pub extern "C" fn mallinfo() -> Mallinfo {
 /// glibc's `malloc_stats`: prints the allocator's counters.
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
-    if crate::ensure_init() {
+    let scope = crate::reentry::Scope::enter();
+    if !scope.nested() && crate::ensure_init() {
         crate::stats::print();
     }
 }

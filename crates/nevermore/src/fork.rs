@@ -40,8 +40,22 @@ pub extern "C" fn prepare() {
     if !crate::is_ready() {
         return;
     }
+    // From here until `parent`/`child` this thread holds every lock: a signal handler that
+    // allocates meanwhile must take the re-entrant paths.
+    tls::enter();
     all_locks(|l| l.lock());
+    IN_FORK.store(true, Ordering::Relaxed);
     COPY_FD.store(copy_pool(), Ordering::Relaxed);
+}
+
+/// Set while a forking thread holds every lock (between `prepare` and `parent`/`child`), so
+/// that those leave exactly the allocator level that `prepare` entered.
+static IN_FORK: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+fn leave_fork() {
+    if IN_FORK.swap(false, Ordering::Relaxed) {
+        tls::leave();
+    }
 }
 
 /// Copies the pool's populated pages into a new memfd; returns it, or -1.
@@ -131,7 +145,11 @@ pub extern "C" fn parent() {
     if fd >= 0 {
         sys::close(fd);
     }
+    let entered = IN_FORK.swap(false, Ordering::Relaxed);
     all_locks(|l| l.unlock());
+    if entered {
+        tls::leave();
+    }
 }
 
 pub extern "C" fn child() {
@@ -156,6 +174,7 @@ pub extern "C" fn child() {
         cache::fork_child(tls::get());
     }
     alias::reinstall_live();
+    leave_fork();
 }
 
 /// Maps the copy in place of the shared pool, in the canonical view and in every live large

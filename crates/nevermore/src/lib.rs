@@ -205,6 +205,7 @@ pub fn register_thread(c: *mut cache::Cache) {
 }
 
 extern "C" fn thread_exit(c: *mut core::ffi::c_void) {
+    let _scope = reentry::Scope::enter();
     if !c.is_null() && tls::get() == c as *mut cache::Cache {
         // SAFETY: `c` is the exiting thread's own cache.
         unsafe { cache::retire(c as *mut cache::Cache) };

@@ -232,6 +232,11 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
         POOL.free_run(idx);
         return ptr::null_mut();
     }
+    if !dirty {
+        // Holes (fresh or punched pages): fill them before installing, which saves the failed
+        // install that would otherwise find them.
+        POOL.populate_pages(start_page, npages);
+    }
     alias::note_issue(e, start_page, npages);
     let a = alias::alias(e, start_page);
     if !alias::install(a, npages as usize) {
@@ -443,6 +448,7 @@ fn reentrant_object(p: usize) -> bool {
     !alias::in_arena(p) && reentry::owns(p)
 }
 
+#[inline(always)]
 fn free_in(p: usize, op: &'static str) {
     if let Some((obj, size)) = free_begin(p, op) {
         finish_free(p, obj, size);
@@ -459,6 +465,7 @@ fn free_nested(p: usize, op: &'static str) {
 
 /// The first half of a free, which takes no lock: checks `p` and marks its object dead (or
 /// frees a re-entrant arena object entirely, returning None).
+#[inline(always)]
 fn free_begin(p: usize, op: &'static str) -> Option<(Obj, usize)> {
     if !crate::ensure_init() {
         return None;
@@ -494,6 +501,7 @@ pub fn racing_free(p: usize, size: usize, op: &'static str) -> ! {
 
 /// The rest of a free once the object at `p` is marked dead: history, counters, and giving
 /// its memory back (revocation first).
+#[inline(always)]
 pub fn finish_free(p: usize, obj: Obj, size: usize) {
     if crate::detect() {
         crate::history::record(p, size, trace_of(p));

@@ -33,8 +33,11 @@ pub const DEAD_BIT: usize = 1 << 63;
 
 /// Spans of at least this many pages are punched out as soon as they are freed.
 const PUNCH_PAGES: u32 = 32;
-/// At most this many dirty free pages are kept for reuse.
-const DIRTY_MAX: u32 = 8192;
+/// Dirty free pages kept for reuse: at least this many (32 MiB), and up to half the peak of
+/// pages in use, so that a program whose memory swings (builds and drops a large structure
+/// again and again) reuses its pages instead of returning them to the system and getting
+/// fresh zeroed ones each time (glibc keeps all of it).
+const DIRTY_MIN: u32 = 8192;
 
 /// Out-of-band descriptor of a run of pool pages.
 #[repr(C)]
@@ -374,7 +377,8 @@ impl Pool {
         s.size.store(DEAD, Ordering::Relaxed);
         self.set_map(start, idx);
         self.set_map(start + n - 1, idx);
-        if freed >= PUNCH_PAGES || st.dirty_pages + n > DIRTY_MAX {
+        let dirty_max = st.stats.peak_pages_in_use.max(DIRTY_MIN as u64);
+        if freed >= PUNCH_PAGES || (st.dirty_pages + n) as u64 > dirty_max {
             self.punch(&mut st, idx);
         }
         self.bin(&mut st, idx);

@@ -665,5 +665,30 @@ mod tests {
         // SAFETY: the run belongs to span h.
         assert_eq!(unsafe { *ga }, 0);
         POOL.free_run(h);
+        // (In the same test: the checks above assume a pool that only this test has used.)
+        freed_pages_are_kept_up_to_the_peak_in_use();
+    }
+
+    /// Freed pages are kept (dirty, reusable without new zeroed memory) up to the peak of
+    /// pages in use, not punched as soon as a fixed budget is exceeded.
+    fn freed_pages_are_kept_up_to_the_peak_in_use() {
+        let runs: std::vec::Vec<u32> = (0..1100).map(|_| POOL.alloc_run(16, PAGES).unwrap().0).collect();
+        let (stats, _, dirty_before) = POOL.stats();
+        assert!(stats.peak_pages_in_use >= 1100 * 16);
+        for &r in &runs {
+            // SAFETY: the run belongs to span r.
+            unsafe { *(POOL.page_addr(POOL.span(r).start) as *mut u8) = 5 };
+        }
+        let punched_before = POOL.stats().0.punched_pages;
+        for &r in &runs {
+            POOL.free_run(r);
+        }
+        let (stats, _, dirty) = POOL.stats();
+        assert_eq!(stats.punched_pages, punched_before, "freed pages were punched below the peak");
+        assert!(dirty >= dirty_before + 1100 * 16 - 16, "{dirty} dirty pages kept");
+        // Reused runs still hold the old data (they were not returned to the system).
+        let (again, was_dirty) = POOL.alloc_run(16, PAGES).unwrap();
+        assert!(was_dirty);
+        POOL.free_run(again);
     }
 }

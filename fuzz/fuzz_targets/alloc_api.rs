@@ -340,9 +340,10 @@ static MISUSE: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64
 static MISUSE_SKIPPED: AtomicU64 = AtomicU64::new(0);
 /// Nanoseconds spent in misuse checks (each forks, and the fork copies the heap).
 static MISUSE_NANOS: AtomicU64 = AtomicU64::new(0);
-/// At most this share of the running time goes to misuse checks; the first one always runs
-/// (so that replaying a single input performs its misuse).
-const MISUSE_SHARE: f64 = 0.25;
+/// At most this share of the running time goes to misuse checks (`ALLOC_API_MISUSE_SHARE`,
+/// default 0.25; 1 runs every one); the first one always runs (so that replaying a single input
+/// performs its misuse). Stored as the bits of an f64.
+static MISUSE_SHARE: AtomicU64 = AtomicU64::new(0);
 static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 /// Descriptor of `ALLOC_API_SAVE_INPUT`, or -1.
 static SAVE_FD: AtomicI32 = AtomicI32::new(-1);
@@ -365,6 +366,8 @@ extern "C" fn print_counts() {
 /// libc's internal ones and for Rust's global allocator.
 fn start_up() {
     STARTED.get_or_init(Instant::now);
+    let share = std::env::var("ALLOC_API_MISUSE_SHARE").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.25);
+    MISUSE_SHARE.store(share.to_bits(), Ordering::Relaxed);
     // SAFETY: plain libc calls with valid arguments; every pointer is checked before use.
     unsafe {
         let exported = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
@@ -766,7 +769,8 @@ impl Model {
     fn misuse(&mut self, m: Misuse) {
         let started = STARTED.get_or_init(Instant::now);
         let spent = MISUSE_NANOS.load(Ordering::Relaxed);
-        if spent > 0 && spent as f64 > started.elapsed().as_nanos() as f64 * MISUSE_SHARE {
+        let share = f64::from_bits(MISUSE_SHARE.load(Ordering::Relaxed));
+        if spent > 0 && share < 1.0 && spent as f64 > started.elapsed().as_nanos() as f64 * share {
             MISUSE_SKIPPED.fetch_add(1, Ordering::Relaxed);
             let (Misuse::DoubleFree { slot, .. } | Misuse::InteriorFree { slot, .. } | Misuse::Overflow { slot, .. }) =
                 m;
@@ -778,6 +782,7 @@ impl Model {
     }
 
     fn fork_misuse(&mut self, m: Misuse) {
+        let nth = MISUSE.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>() + 1;
         let (slot, kind, idx) = match m {
             Misuse::DoubleFree { slot, .. } => (slot, "double-free", 0),
             Misuse::InteriorFree { slot, .. } => (slot, "invalid-free", 1),
@@ -839,7 +844,7 @@ impl Model {
             while libc::waitpid(pid, &mut status, 0) < 0 && errno() == libc::EINTR {}
             (String::from_utf8_lossy(&out).into_owned(), status)
         };
-        let what = format!("{m:?} on {:p} ({} bytes)", o.p, o.size);
+        let what = format!("misuse check {nth}: {m:?} on {:p} ({} bytes)", o.p, o.size);
         if !(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGABRT) {
             self.fail(format_args!("{what}: the child did not die of SIGABRT (status {status:#x}); stderr:\n{text}"));
         }

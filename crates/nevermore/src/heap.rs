@@ -24,7 +24,7 @@ use crate::{alias, large, stack, stats, tls};
 pub const MAX_PAGE_OBJECT: usize = 128 << 10;
 
 /// Requests above this can never be satisfied (and would overflow size arithmetic).
-const MAX_REQUEST: usize = 1 << 46;
+pub const MAX_REQUEST: usize = 1 << 46;
 
 /// The calling thread's cache, created on first use; null for a thread that is exiting or
 /// when the allocator could not initialise.

@@ -24,7 +24,9 @@
 //! private mappings the program never receives pointers into); every object is followed by a
 //! keyed canary.
 
-#![cfg_attr(not(test), no_std)]
+// With the `embed` feature the crate is linked into a Rust program (the coverage-guided fuzzer)
+// as its allocator: `std` is there, and so are its panic handler and personality routine.
+#![cfg_attr(not(any(test, feature = "embed")), no_std)]
 #![cfg_attr(test, allow(dead_code))]
 
 mod alias;
@@ -49,6 +51,20 @@ mod tls;
 
 #[cfg(not(test))]
 mod api;
+
+/// The boundaries a program linking the allocator statically (the coverage-guided fuzzer in
+/// `fuzz/`) aims its request sizes at, so that they follow the allocator's own tables.
+#[cfg(feature = "embed")]
+pub mod limits {
+    /// Bytes of the keyed canary that follows every object.
+    pub use crate::guard::CANARY;
+    /// Largest page object (request plus canary); larger objects get their own guarded view.
+    pub use crate::heap::MAX_PAGE_OBJECT;
+    /// Requests above this fail with `ENOMEM`.
+    pub use crate::heap::MAX_REQUEST;
+    /// Slot sizes of the size classes; a request fits a slot together with its canary.
+    pub use crate::slab::SIZES;
+}
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
@@ -230,7 +246,7 @@ static INIT_ARRAY: extern "C" fn() = at_load;
 #[link_section = ".fini_array"]
 static FINI_ARRAY: extern "C" fn() = at_exit;
 
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "embed")))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     report::say(format_args!("internal error (panic); aborting"));
@@ -239,7 +255,7 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 
 /// `core` is prebuilt with unwinding tables that name this personality routine; with
 /// `panic = "abort"` no unwind ever reaches a Rust frame, so it is never called.
-#[cfg(not(test))]
+#[cfg(not(any(test, feature = "embed")))]
 #[no_mangle]
 pub extern "C" fn rust_eh_personality() {}
 

@@ -7,6 +7,9 @@
  *   kernel-read SIZE     free an object, force revocation (free 600 other objects), then
  *                        read(2) into the dangling pointer: prints "errno=N".
  *   double-free SIZE     free an object, churn until its memory was reused, free it again.
+ *   released-slab-free K, released-slab-read K
+ *                        free, or read, a pointer into a slab released in this epoch after
+ *                        a newer slab of its class was made (K objects per slab step).
  *   own-segv             the program's own SIGSEGV handler (sigaction) must run for a fault
  *                        that is not the allocator's.
  *   own-segv-signal      the same with signal().
@@ -117,6 +120,27 @@ int main(int argc, char **argv) {
         char *keep = malloc(size); /* very likely reuses p's memory under a new address */
         free(p);
         printf("second free returned (keep=%p)\n", (void *)keep);
+        return 0;
+    }
+    if (!strcmp(c, "released-slab-free") || !strcmp(c, "released-slab-read")) {
+        /* K objects of one class fill the first lanes of a slab A; K more start slab B; freeing
+         * the first K releases A (its pages are freed when the next epoch starts), and K more
+         * start slab C in the same epoch. A stale pointer into A must still be seen as freed:
+         * not as one of C's live objects (C may reuse A's slot table). */
+        char *a[64], *b[64], *cc[64];
+        int k = size > 0 && size <= 64 ? (int)size : 8;
+        for (int i = 0; i < k; i++) a[i] = malloc(48);
+        for (int i = 0; i < k; i++) b[i] = malloc(48);
+        for (int i = 0; i < k; i++) free(a[i]);
+        for (int i = 0; i < k; i++) cc[i] = malloc(48);
+        if (!strcmp(c, "released-slab-free")) {
+            free(a[0]);
+            printf("second free returned\n");
+        } else {
+            sink = a[0][0];
+            printf("read through a dangling pointer returned\n");
+        }
+        for (int i = 0; i < k; i++) free(b[i]), free(cc[i]);
         return 0;
     }
     if (!strcmp(c, "own-segv") || !strcmp(c, "own-segv-signal")) {

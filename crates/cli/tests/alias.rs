@@ -31,6 +31,24 @@ fn detect_traps_every_dangling_read_and_write() {
     }
 }
 
+/// Regression (found by the coverage-guided fuzzer): a slab released in the current epoch used
+/// to hand its slot table to the next new slab of its class at once, while pointers into the
+/// released slab still resolved to it. A second free of such a pointer was then accepted, and
+/// (detect mode) a read through it was taken for a live alias and mapped again, unreported.
+#[test]
+fn pointers_into_a_released_slab_stay_dead() {
+    for mode in ["detect", "prevent"] {
+        for k in ["4", "8", "16"] {
+            let o = run(mode, &["released-slab-free", k]);
+            assert_report(&o, "double-free");
+            if mode == "detect" {
+                let o = run(mode, &["released-slab-read", k]);
+                assert_report(&o, "heap-use-after-free");
+            }
+        }
+    }
+}
+
 #[test]
 fn detect_report_names_the_object() {
     let o = run("detect", &["write", "5000"]);

@@ -30,6 +30,9 @@ fn all_locks(mut f: impl FnMut(&crate::lock::RawMutex)) {
     for c in slab::CENTRAL.iter() {
         f(c.raw());
     }
+    for t in slab::FREE_TABLES.iter() {
+        f(t.raw());
+    }
     f(alias::raw_lock());
     f(POOL.raw_lock());
     f(large::raw_lock());

@@ -412,6 +412,7 @@ impl Pool {
                 st.deferred = head;
                 idx
             };
+            crate::slab::recycle_table(idx);
             self.free_run(idx);
         }
     }

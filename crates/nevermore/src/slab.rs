@@ -155,17 +155,55 @@ pub struct Central {
     /// Slabs with ready lanes (head and tail of a doubly-linked list through the spans).
     partial: u32,
     tail: u32,
-    /// Recycled slot tables of this class.
-    free_meta: *mut u8,
     pub slabs: u64,
 }
 
 // SAFETY: only reached through its lock.
 unsafe impl Send for Central {}
 
-pub static CENTRAL: [Locked<Central>; NCLASS] = [const {
-    Locked::new(Central { partial: pool::NONE, tail: pool::NONE, free_meta: core::ptr::null_mut(), slabs: 0 })
-}; NCLASS];
+pub static CENTRAL: [Locked<Central>; NCLASS] =
+    [const { Locked::new(Central { partial: pool::NONE, tail: pool::NONE, slabs: 0 }) }; NCLASS];
+
+/// Recycled slot tables, per class (a list linked through their first word).
+///
+/// A released slab keeps its table until its pages are really freed, at the start of the next
+/// epoch (`recycle_table`): until then a stale pointer into the slab still resolves to it, and
+/// must find the slab's own (dead) state there. Had the table gone to a new slab at once, the
+/// stale pointer would read the new slab's lanes: a double free would be accepted, and a fault
+/// on a revoked alias would be taken for a live alias and mapped again.
+pub struct FreeTables(*mut u8);
+
+// SAFETY: only reached through its lock.
+unsafe impl Send for FreeTables {}
+
+pub static FREE_TABLES: [Locked<FreeTables>; NCLASS] =
+    [const { Locked::new(FreeTables(core::ptr::null_mut())) }; NCLASS];
+
+impl FreeTables {
+    fn push(&mut self, m: *mut u8) {
+        // SAFETY: `m` is an unused slot table; its first word becomes the link.
+        unsafe { *(m as *mut *mut u8) = self.0 };
+        self.0 = m;
+    }
+
+    fn pop(&mut self) -> *mut u8 {
+        let m = self.0;
+        if !m.is_null() {
+            // SAFETY: a recycled slot table starts with the link to the next one.
+            self.0 = unsafe { *(m as *mut *mut u8) };
+        }
+        m
+    }
+}
+
+/// The slab `idx` is leaving the pool's deferred list for good (its pages are being freed):
+/// its slot table may now serve a new slab.
+pub fn recycle_table(idx: u32) {
+    let s = POOL.span(idx);
+    if s.kind == pool::SLAB && !s.meta.is_null() {
+        FREE_TABLES[s.class as usize].lock().push(s.meta);
+    }
+}
 
 /// Prevent mode: lanes per page for each class's new (and idle) slabs. 1 (a whole page is
 /// one group: the fewest installs and revocations) unless long-lived survivors were seen to
@@ -430,10 +468,8 @@ fn lanes_total(s: &pool::Span, c: &Class) -> u32 {
 fn discard_new_slab(central: &mut Central, idx: u32) {
     central.unlink(idx);
     central.slabs -= 1;
-    let m = POOL.span(idx).meta;
-    // SAFETY: the slab was never issued, so its slot table is unused.
-    unsafe { *(m as *mut *mut u8) = central.free_meta };
-    central.free_meta = m;
+    // The slab was never issued: no pointer into it exists, its table is free at once.
+    FREE_TABLES[POOL.span(idx).class as usize].lock().push(POOL.span(idx).meta);
     POOL.free_run(idx);
 }
 
@@ -534,11 +570,9 @@ fn install_cursors(_c: &Class, cur: &[Cursor]) {
 
 fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     let c = &CLASSES[ci];
-    let meta = if !central.free_meta.is_null() {
-        let m = central.free_meta;
-        // SAFETY: a recycled slot table starts with the link to the next one.
-        central.free_meta = unsafe { *(m as *mut *mut u8) };
-        m
+    let recycled = FREE_TABLES[ci].lock().pop();
+    let meta = if !recycled.is_null() {
+        recycled
     } else {
         let m = meta::alloc(meta_bytes(c));
         if m.is_null() {
@@ -546,13 +580,8 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
         }
         m
     };
-    let give_back = |central: &mut Central| {
-        // SAFETY: `meta` is an unused slot table of this class.
-        unsafe { *(meta as *mut *mut u8) = central.free_meta };
-        central.free_meta = meta;
-    };
     let Some((idx, dirty)) = POOL.alloc_run(c.pages, pool::SLAB) else {
-        give_back(central);
+        FREE_TABLES[ci].lock().push(meta);
         return None;
     };
     if !dirty {
@@ -598,12 +627,9 @@ pub fn lane_revoked(idx: u32, lane: &Lane) {
     }
     let total = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
     if s.ready == total && central.slabs > 1 && !is_head_only(&central, idx) {
-        // Entirely ready and not the only slab: give its pages back (after this epoch).
+        // Entirely ready and not the only slab: give its pages back (after this epoch); its
+        // slot table goes with them (`recycle_table`).
         central.unlink(idx);
-        let m = s.meta;
-        // SAFETY: the slab is entirely free, so its slot table is unused now.
-        unsafe { *(m as *mut *mut u8) = central.free_meta };
-        central.free_meta = m;
         central.slabs -= 1;
         POOL.free_run_deferred(idx);
         stats::add(&stats::SLABS_RELEASED, 1);

@@ -342,8 +342,12 @@ fn run(args: RunArgs) -> Result<()> {
     cmd.env("LD_PRELOAD", colon_list(Some(lib.into_os_string()), &existing_preload));
     cmd.env("NEVERMORE_OPTIONS", colon_list(Some(env_options), &options));
 
+    // Block the forwarded signals before any thread starts (threads inherit the mask): a
+    // signal delivered to the report follower would kill this command instead of reaching
+    // the program.
+    let signals = block_forwarded();
     let follower = follow.map(|(raw, out)| Follower::start(raw, out));
-    let status = spawn_and_wait(&mut cmd, program);
+    let status = spawn_and_wait(&mut cmd, program, signals);
     if let Some(f) = follower {
         f.finish();
     }
@@ -358,11 +362,17 @@ fn run(args: RunArgs) -> Result<()> {
     die_by_signal(sig)
 }
 
-/// Spawns `cmd` and waits for it, forwarding `FORWARDED` signals to it. Returns status 127/126 like a
-/// shell when the program cannot be found or run.
-fn spawn_and_wait(cmd: &mut Command, program: &OsStr) -> Result<ExitStatus> {
-    // The forwarded signals and SIGCHLD are blocked and taken synchronously with sigwaitinfo:
-    // no handlers, and no window in which a signal could arrive before the child's pid is known.
+/// The forwarded signals and SIGCHLD, blocked in the calling thread (and so in every thread it
+/// starts afterwards), and the mask it had before.
+struct Blocked {
+    waited: libc::sigset_t,
+    old_mask: libc::sigset_t,
+}
+
+/// Blocks the forwarded signals and SIGCHLD; `spawn_and_wait` takes them synchronously with
+/// sigwaitinfo: no handlers, and no window in which a signal could arrive before the child's
+/// pid is known. Must run while this process has a single thread.
+fn block_forwarded() -> Blocked {
     // SAFETY: sigemptyset/sigaddset only write into the local set.
     let waited = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -380,6 +390,13 @@ fn spawn_and_wait(cmd: &mut Command, program: &OsStr) -> Result<ExitStatus> {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::pthread_sigmask(libc::SIG_BLOCK, &waited, &mut old_mask);
     }
+    Blocked { waited, old_mask }
+}
+
+/// Spawns `cmd` and waits for it, forwarding `FORWARDED` signals to it (`signals` must be
+/// blocked). Returns status 127/126 like a shell when the program cannot be found or run.
+fn spawn_and_wait(cmd: &mut Command, program: &OsStr, signals: Blocked) -> Result<ExitStatus> {
+    let Blocked { waited, old_mask } = signals;
     // SAFETY: the closure runs in the forked child before exec and only calls pthread_sigmask,
     // which is async-signal-safe; it gives the program the signal mask we were started with.
     unsafe {

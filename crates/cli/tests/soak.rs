@@ -58,3 +58,33 @@ fn mappings_and_page_tables_level_off() {
     }
     assert!(peak_maps <= 1000);
 }
+
+/// Large objects get fresh address space every time, and a freed view used to leave its page
+/// tables behind (a neighbouring no-access reservation keeps them from being freed) and its
+/// table entries resident: 100 000 objects of 256 KiB grew VmPTE by 51 MiB and RSS by 26 MiB.
+/// Dead 4 MiB blocks are now swept. Measured after the fix: +0.15 MiB VmPTE, +0.2 MiB RSS.
+/// Bounds: 4 MiB each for 40 000 objects (before the fix: ~20 MiB and ~10 MiB).
+#[test]
+fn large_object_churn_gives_back_page_tables_and_table_memory() {
+    let bin = compile("large_churn.c", &[]);
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}");
+        let o = run_preloaded_timeout(&bin, &["40000"], &[("NEVERMORE_OPTIONS", &opts)], 120);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("OK"), "{}", stdout(&o));
+        let samples: Vec<(u64, u64, u64)> = stdout(&o)
+            .lines()
+            .filter_map(|l| l.strip_prefix("SAMPLE "))
+            .map(|l| {
+                let v: Vec<u64> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+                (v[0], v[1], v[2])
+            })
+            .collect();
+        assert_eq!(samples.len(), 5, "{}", stdout(&o));
+        let (_, pte0, rss0) = samples[1];
+        for &(n, pte, rss) in &samples[2..] {
+            assert!(pte <= pte0 + 4096, "{mode}: VmPTE grew from {pte0} kB to {pte} kB by {n} objects");
+            assert!(rss <= rss0 + 4096, "{mode}: VmRSS grew from {rss0} kB to {rss} kB by {n} objects");
+        }
+    }
+}

@@ -9,6 +9,13 @@
 //!
 //! A two-level, direct-indexed table maps the page of each object's start address to its span
 //! descriptor; a freed object leaves a tombstone there, so a second free is named correctly.
+//!
+//! The arena only grows, so what it leaves behind must not grow with it. Each 4 MiB *block*
+//! counts the live views that overlap it; once the arena's cursor has passed a block and its
+//! last view is freed, the block is *swept*: one `MADV_DONTNEED` over it frees the page tables
+//! that its (now no-access) views left behind (unmapping a view cannot free a page table that a
+//! neighbouring reservation still covers), and the table page holding its entries is dropped.
+//! A swept block answers every lookup with a tombstone.
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -24,6 +31,17 @@ pub const TOMB_BIT: u32 = 1 << 31;
 const LEAF_SHIFT: usize = 30;
 const LEAF_ENTRIES: usize = 1 << (LEAF_SHIFT - PAGE_SHIFT);
 const TOP_ENTRIES: usize = 1 << (47 - LEAF_SHIFT);
+/// A block: the address range whose entries fill one page of a leaf table.
+const BLOCK_SHIFT: usize = PAGE_SHIFT + PAGE_SHIFT - 2;
+const BLOCK: usize = 1 << BLOCK_SHIFT;
+const BLOCKS_PER_LEAF: usize = 1 << (LEAF_SHIFT - BLOCK_SHIFT);
+/// Bytes of a leaf: its entries, then one state word per block.
+const LEAF_BYTES: usize = LEAF_ENTRIES * 4 + BLOCKS_PER_LEAF * 4;
+/// Block state: the arena's cursor has passed it (no new view will overlap it).
+const PASSED: u32 = 1 << 30;
+/// Block state: swept (every view in it freed, its page tables and table page dropped).
+const SWEPT: u32 = 1 << 31;
+const VIEWS: u32 = PASSED - 1;
 
 static TOP: AtomicPtr<AtomicPtr<AtomicU32>> = AtomicPtr::new(ptr::null_mut());
 
@@ -54,14 +72,14 @@ fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
         if !create {
             return None;
         }
-        let fresh = sys::map_meta(LEAF_ENTRIES * 4) as *mut AtomicU32;
+        let fresh = sys::map_meta(LEAF_BYTES) as *mut AtomicU32;
         if fresh.is_null() {
             return None;
         }
         match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => leaf = fresh,
             Err(other) => {
-                sys::unmap(fresh as *mut u8, LEAF_ENTRIES * 4);
+                sys::unmap(fresh as *mut u8, LEAF_BYTES);
                 leaf = other;
             }
         }
@@ -70,10 +88,44 @@ fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
     Some(unsafe { &*leaf.add((addr >> PAGE_SHIFT) & (LEAF_ENTRIES - 1)) })
 }
 
+/// The state word of the block holding `addr` (its leaf created if `create`).
+fn block(addr: usize, create: bool) -> Option<&'static AtomicU32> {
+    let first = slot(addr & !(LEAF_ENTRIES * PAGE - 1), create)? as *const AtomicU32;
+    let b = (addr >> BLOCK_SHIFT) & (BLOCKS_PER_LEAF - 1);
+    // SAFETY: the state words follow the leaf's entries (see LEAF_BYTES).
+    Some(unsafe { &*first.add(LEAF_ENTRIES + b) })
+}
+
+/// Whether the block holding `addr` was swept.
+fn swept(addr: usize) -> bool {
+    block(addr, false).is_some_and(|b| b.load(Ordering::Acquire) & SWEPT != 0)
+}
+
+/// Every block start in `[from, to)`.
+fn blocks(from: usize, to: usize) -> impl Iterator<Item = usize> {
+    ((from & !(BLOCK - 1))..to).step_by(BLOCK)
+}
+
+/// Drops what the dead, passed block at `b` still holds (arena lock held).
+fn sweep(b: usize, state: &AtomicU32) {
+    state.fetch_or(SWEPT, Ordering::AcqRel);
+    // The block lies inside the arena's reservation and every view in it is a no-access
+    // reservation again: dropping its pages only frees the page tables left behind.
+    sys::advise(b as *mut u8, BLOCK, libc::MADV_DONTNEED);
+    if let Some(first) = slot(b, false) {
+        // The block's entries fill exactly this page of the leaf; swept blocks are not read.
+        sys::advise(first as *const AtomicU32 as *mut u8, PAGE, libc::MADV_DONTNEED);
+    }
+    stats::add(&stats::LARGE_BLOCKS_SWEPT, 1);
+}
+
 /// The table entry for an object starting at `addr`: a descriptor, a tombstone, or 0.
 #[inline]
 pub fn lookup(addr: usize) -> u32 {
-    slot(addr, false).map_or(0, |s| s.load(Ordering::Acquire))
+    match slot(addr, false).map_or(0, |s| s.load(Ordering::Acquire)) {
+        0 if swept(addr) => TOMB_BIT,
+        v => v,
+    }
 }
 
 /// Takes `len` bytes of fresh address space aligned to `align`, preceded by a guard page.
@@ -82,11 +134,21 @@ fn take_va(len: usize, align: usize) -> Option<usize> {
     loop {
         let start = sys::round_up(a.next + PAGE, align);
         if a.next != 0 && start.checked_add(len + PAGE).is_some_and(|e| e <= a.end) {
+            // The view overlaps these blocks: count it before they can be passed.
+            for b in blocks(start, start + len) {
+                block(b, true)?.fetch_add(1, Ordering::AcqRel);
+            }
+            pass(a.next, start + len);
             a.next = start + len;
             return Some(start);
         }
+        // The rest of this reservation will never be used.
+        let (next, end) = (a.next, a.end);
+        if next != 0 {
+            pass(next, end);
+        }
         // A new region: 1 TiB, less when the address space is limited, more for huge requests.
-        let need = len.checked_add(align)?.checked_add(2 * PAGE)?;
+        let need = len.checked_add(align)?.checked_add(2 * PAGE + 2 * BLOCK)?;
         // Under an address-space limit, an eighth of it: taking all that is left would starve
         // the alias arena's mirrors and the program.
         let region = sys::as_limit().map_or(1usize << 40, |l| sys::pow2_floor(l / 8));
@@ -94,14 +156,41 @@ fn take_va(len: usize, align: usize) -> Option<usize> {
         loop {
             let p = sys::reserve(size);
             if !p.is_null() {
-                a.next = p as usize;
-                a.end = p as usize + size;
+                // Whole blocks only, so that sweeping a block never touches anything else.
+                a.next = sys::round_up(p as usize, BLOCK);
+                a.end = (p as usize + size) & !(BLOCK - 1);
                 break;
             }
             if size / 2 < need {
                 return None;
             }
             size /= 2;
+        }
+    }
+}
+
+/// The cursor moved from `from` to `to`: blocks wholly below `to` are passed, and swept at once
+/// when no view overlaps them (arena lock held).
+fn pass(from: usize, to: usize) {
+    for b in blocks(from, to & !(BLOCK - 1)) {
+        if let Some(state) = block(b, false) {
+            let v = state.fetch_or(PASSED, Ordering::AcqRel);
+            if v & (VIEWS | PASSED | SWEPT) == 0 {
+                sweep(b, state);
+            }
+        }
+    }
+}
+
+/// A view `[view, view + len)` is gone: blocks it leaves without views are swept if passed.
+fn view_gone(view: usize, len: usize) {
+    let _a = ARENA.lock();
+    for b in blocks(view, view + len) {
+        if let Some(state) = block(b, false) {
+            let v = state.fetch_sub(1, Ordering::AcqRel) - 1;
+            if v & VIEWS == 0 && v & PASSED != 0 && v & SWEPT == 0 {
+                sweep(b, state);
+            }
         }
     }
 }
@@ -126,6 +215,7 @@ pub fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     let entry = slot(start, true);
     if entry.is_none() || !sys::duplicate_view(canon, view as *mut u8, len) {
         sys::rereserve(view as *mut u8, len);
+        view_gone(view, len);
         POOL.free_run(idx);
         return ptr::null_mut();
     }
@@ -158,6 +248,7 @@ pub fn release(idx: u32, start: usize) {
         e.store(TOMB_BIT | pages.min(TOMB_BIT - 1), Ordering::Release);
     }
     sys::rereserve(view as *mut u8, len);
+    view_gone(view, len);
     POOL.free_run(idx);
 }
 
@@ -183,6 +274,10 @@ pub fn owner_near(addr: usize) -> Option<(usize, Owner)> {
             Some((a, Owner::Live { idx: v }))
         }
     };
+    if swept(page) {
+        // Every object of this block was freed long ago; the entries are gone.
+        return Some((page, Owner::Freed { pages: 1 }));
+    }
     for k in 0..SCAN {
         let Some(a) = page.checked_sub(k * PAGE) else { break };
         match slot(a, false) {

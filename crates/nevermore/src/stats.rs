@@ -14,6 +14,7 @@ pub static SLABS_RELEASED: AtomicU64 = AtomicU64::new(0);
 pub static PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static LARGE_BLOCKS_SWEPT: AtomicU64 = AtomicU64::new(0);
 pub static FORKS: AtomicU64 = AtomicU64::new(0);
 pub static FORK_COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static THREADS: AtomicU64 = AtomicU64::new(0);
@@ -110,9 +111,10 @@ pub fn print() {
     let _ = writeln!(b, "=={pid}==   page objects       {}", get(&PAGE_OBJECTS));
     let _ = writeln!(
         b,
-        "=={pid}==   large objects      {} (address space used {} KiB)",
+        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept)",
         get(&LARGE_OBJECTS),
-        get(&LARGE_VA_BYTES) / 1024
+        get(&LARGE_VA_BYTES) / 1024,
+        get(&LARGE_BLOCKS_SWEPT)
     );
     let _ = writeln!(
         b,

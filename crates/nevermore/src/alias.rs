@@ -103,6 +103,8 @@ pub struct Mirror {
     /// Live alias units per 2 MiB window of the mirror; a window of a sealed epoch whose count
     /// drops to zero is zapped whole, which frees its page table. Null once retired.
     pub windows: AtomicPtr<AtomicU32>,
+    /// 1 once the windows that died before the epoch was sealed were zapped (`sweep_sealed`).
+    pub swept: AtomicU32,
 }
 
 /// Pool pages per 2 MiB window.
@@ -390,7 +392,52 @@ pub fn pin_current() -> u32 {
 
 /// Drops a pin taken by `pin_current`.
 pub fn unpin(e: u32) {
-    mirror(e).pins.fetch_sub(1, Ordering::SeqCst);
+    let pins = mirror(e).pins.fetch_sub(1, Ordering::SeqCst) - 1;
+    if pins == 0 && CURRENT.load(Ordering::SeqCst) != e {
+        // The last thread that could issue in this old epoch is done: it is sealed now.
+        sweep_sealed(e);
+    }
+    unit_revoked(e);
+}
+
+/// Once epoch `e` is sealed, zaps its windows whose units were all revoked while it was still
+/// issuing: `unit_revoked_at` leaves those alone (new aliases could still appear there), and
+/// nothing else would free their page tables while the mirror lives on (pinned by a few
+/// long-lived objects elsewhere). Adjacent dead windows go in one call. Runs once per epoch.
+fn sweep_sealed(e: u32) {
+    let m = mirror(e);
+    if revoke_kind() != Revoke::Uffd || !sealed(e) || m.swept.swap(1, Ordering::AcqRel) != 0 {
+        return;
+    }
+    // Hold the mirror like a pin, so that it cannot be retired (and its tables recycled) under us.
+    if m.live.fetch_add(1, Ordering::AcqRel) & RETIRED_BIT != 0 {
+        m.live.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let windows = m.windows.load(Ordering::Acquire);
+    let npages = m.npages.load(Ordering::Relaxed) as usize;
+    if !windows.is_null() {
+        let nw = npages.div_ceil(WINDOW_PAGES as usize);
+        let base = m.base.load(Ordering::Relaxed);
+        // SAFETY: the mirror has `nw` window counters and cannot be retired while held.
+        let dead = |w: usize| unsafe { (*windows.add(w)).load(Ordering::Acquire) } == 0;
+        let mut w = 0;
+        while w < nw {
+            if !dead(w) {
+                w += 1;
+                continue;
+            }
+            let from = w;
+            while w < nw && dead(w) {
+                w += 1;
+            }
+            let start = base + (from << CHUNK_SHIFT);
+            let end = (base + (w << CHUNK_SHIFT)).min(base + (npages << PAGE_SHIFT));
+            if sys::advise(start as *mut u8, end - start, libc::MADV_DONTNEED) {
+                WINDOWS_FREED.fetch_add((w - from) as u64, Ordering::Relaxed);
+            }
+        }
+    }
     unit_revoked(e);
 }
 
@@ -521,6 +568,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     m.live.store(0, Ordering::Relaxed);
     m.pins.store(0, Ordering::Relaxed);
     m.retired.store(0, Ordering::Relaxed);
+    m.swept.store(0, Ordering::Relaxed);
     m.issued.store(bits, Ordering::Relaxed);
     let windows = bitmap_alloc(&mut st, npages.div_ceil(WINDOW_PAGES as usize) * 4) as *mut AtomicU32;
     m.windows.store(windows, Ordering::Relaxed);
@@ -541,6 +589,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     drop(st);
     if prev != 0 {
         maybe_retire(prev);
+        sweep_sealed(prev);
     }
     Some(e)
 }

@@ -7,6 +7,8 @@
  *   kernel-read SIZE     free an object, force revocation (free 600 other objects), then
  *                        read(2) into the dangling pointer: prints "errno=N".
  *   double-free SIZE     free an object, churn until its memory was reused, free it again.
+ *   gap-revoke           frees 64 page objects in two batches (odd, then even ones), for the
+ *                        revocation statistics (prevent mode, stats=1).
  *   released-slab-free K, released-slab-read K
  *                        free, or read, a pointer into a slab released in this epoch after
  *                        a newer slab of its class was made (K objects per slab step).
@@ -37,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile char sink;
@@ -120,6 +123,22 @@ int main(int argc, char **argv) {
         char *keep = malloc(size); /* very likely reuses p's memory under a new address */
         free(p);
         printf("second free returned (keep=%p)\n", (void *)keep);
+        return 0;
+    }
+    if (!strcmp(c, "gap-revoke")) {
+        /* 64 page objects on consecutive pool pages: free the odd ones, let their batch go out
+         * (the delay bound is 20 ms), then free the even ones: their ranges are separated only
+         * by revoked pages and can be revoked as one. */
+        char *p[64];
+        struct timespec d = {0, 30 * 1000 * 1000};
+        for (int i = 0; i < 64; i++) p[i] = malloc(4000);
+        for (int i = 1; i < 64; i += 2) free(p[i]);
+        nanosleep(&d, 0);
+        free(malloc(4000));
+        for (int i = 0; i < 64; i += 2) free(p[i]);
+        nanosleep(&d, 0);
+        free(malloc(4000));
+        printf("GAP OK\n");
         return 0;
     }
     if (!strcmp(c, "released-slab-free") || !strcmp(c, "released-slab-read")) {

@@ -12,7 +12,9 @@
 //! - **Revoke**: `MADV_DONTNEED` drops the entry. The mirror being MINOR-registered, the next
 //!   user access raises SIGBUS (the `fault` module reports it) and a kernel access fails with
 //!   EFAULT: a dangling pointer can never reach the page's newer contents. Revocations are
-//!   sorted and merged and issued in batches (`process_madvise`), or one by one in detect mode.
+//!   sorted and merged (also across short gaps of dead or never-issued pages: each range costs
+//!   a TLB shootdown on every CPU the process runs on) and issued in batches
+//!   (`process_madvise`), or one by one in detect mode.
 //! - **Retire**: once an old mirror has no live alias left it is overlaid with one no-access
 //!   reservation; the range stays reserved and is never handed out again.
 //!
@@ -804,16 +806,20 @@ pub fn revoke(ranges: &mut [Range]) {
         return;
     }
     ranges.sort_unstable_by_key(|r| r.addr);
+    let f = fixed();
+    let bridge = f.revoke == Revoke::Uffd;
     let mut n = 0;
     for i in 0..ranges.len() {
-        if n > 0 && ranges[n - 1].addr + ranges[n - 1].len == ranges[i].addr {
-            ranges[n - 1].len += ranges[i].len;
+        if n > 0
+            && (ranges[n - 1].addr + ranges[n - 1].len == ranges[i].addr
+                || bridge && gap_dead(&ranges[n - 1], &ranges[i]))
+        {
+            ranges[n - 1].len = ranges[i].addr + ranges[i].len - ranges[n - 1].addr;
         } else {
             ranges[n] = ranges[i];
             n += 1;
         }
     }
-    let f = fixed();
     REVOKE_BATCHES.fetch_add(1, Ordering::Relaxed);
     REVOKE_RANGES.fetch_add(n as u64, Ordering::Relaxed);
     let pages: usize = ranges[..n].iter().map(|r| r.len >> PAGE_SHIFT).sum();
@@ -849,6 +855,27 @@ pub fn revoke(ranges: &mut [Range]) {
             revoke_one(rg, advice);
         }
     }
+}
+
+/// Most pages a gap between two ranges may have to be zapped with them.
+const MAX_GAP: usize = 8;
+
+/// Whether the pages between `a` and `b` (sorted) may be zapped together with them: same
+/// mirror, a short gap, and no live unit on any gap page (dead ones, revoked or not, and pages
+/// never issued in the epoch have nothing to lose). A revocation flushes the TLB of every CPU
+/// running the process once per range, so fewer, longer ranges matter with threads.
+/// userfaultfd mode only: there a live alias zapped by a race with its issue is mapped again
+/// by the fault handler on first touch; with guard markers it would trap.
+fn gap_dead(a: &Range, b: &Range) -> bool {
+    let end = a.addr + a.len;
+    if b.addr <= end || b.addr - end > MAX_GAP * PAGE {
+        return false;
+    }
+    let (Some((ea, _)), Some((eb, _))) = (decode(a.addr), decode(b.addr)) else { return false };
+    if ea != eb {
+        return false;
+    }
+    (end..b.addr).step_by(PAGE).all(|g| decode(g).is_some_and(|(e, p)| e == ea && !alias_live(e, p)))
 }
 
 fn protect_one(r: &Range) {

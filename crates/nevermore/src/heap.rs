@@ -216,7 +216,7 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
     if waiting >= 64 && waiting as u64 * 8 >= POOL.stats().0.pages_in_use {
         advance_epoch();
     }
-    let Some((idx, dirty)) = POOL.alloc_run(npages, pool::PAGES) else { return ptr::null_mut() };
+    let Some((idx, dirty)) = POOL.alloc_run_filled(npages, pool::PAGES) else { return ptr::null_mut() };
     let start_page = POOL.span(idx).start;
     let mut e = alias::pin_current();
     if e != 0 && !(start_page..start_page + npages).all(|p| alias::issuable(e, p)) {
@@ -231,11 +231,6 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
     if e == 0 {
         POOL.free_run(idx);
         return ptr::null_mut();
-    }
-    if !dirty {
-        // Holes (fresh or punched pages): fill them before installing, which saves the failed
-        // install that would otherwise find them.
-        POOL.populate_pages(start_page, npages);
     }
     alias::note_issue(e, start_page, npages);
     let a = alias::alias(e, start_page);
@@ -573,18 +568,37 @@ fn realloc_nested(p: usize, size: usize) -> *mut u8 {
     if !crate::ensure_init() {
         return ptr::null_mut();
     }
-    let old = if reentrant_object(p) {
-        reentry::resolve(p, "realloc", Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r))
-    } else {
-        checked(p, "realloc").1
-    };
-    let q = reentry::malloc(size, 16);
+    let old = live_size(p, "realloc");
+    moved(p, old, size, |n| reentry::malloc(n, 16), free_nested)
+}
+
+/// The size of the live object at `p`, of either heap; reports and dies on a bad pointer or an
+/// overwritten canary.
+fn live_size(p: usize, op: &'static str) -> usize {
+    if !reentrant_object(p) {
+        return checked(p, op).1;
+    }
+    let size = reentry::resolve(p, op, Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
+    check_canary(p, size, op);
+    size
+}
+
+/// `realloc` by moving: the object at `p` (`old` bytes) is copied into a new one of `size`
+/// bytes from `alloc`, then freed with `free`. Null (and `p` untouched) if `alloc` fails.
+fn moved(
+    p: usize,
+    old: usize,
+    size: usize,
+    alloc: impl FnOnce(usize) -> *mut u8,
+    free: fn(usize, &'static str),
+) -> *mut u8 {
+    let q = alloc(size);
     if q.is_null() {
         return q;
     }
     // SAFETY: both objects are live and at least min(old, size) bytes long.
     unsafe { ptr::copy_nonoverlapping(p as *const u8, q, old.min(size)) };
-    free_nested(p, "realloc");
+    free(p, "realloc");
     q
 }
 
@@ -599,27 +613,18 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
     if !crate::ensure_init() {
         return ptr::null_mut();
     }
-    if reentrant_object(p as usize) {
-        let old = reentry::resolve(p as usize, "realloc", Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
-        if size > MAX_REQUEST {
-            sys::set_errno(libc::ENOMEM);
-            return ptr::null_mut();
-        }
-        let q = malloc_in(size);
-        if !q.is_null() {
-            // SAFETY: both objects are live and at least min(old, size) bytes long.
-            unsafe { ptr::copy_nonoverlapping(p, q, old.min(size)) };
-            reentry::free(p as usize, "realloc");
-        }
-        return q;
-    }
+    let a = p as usize;
     if size > MAX_REQUEST {
         // Still check the pointer: a bad one is reported even when the size is hopeless.
-        checked(p as usize, "realloc");
+        live_size(a, "realloc");
         sys::set_errno(libc::ENOMEM);
         return ptr::null_mut();
     }
-    let a = p as usize;
+    if reentrant_object(a) {
+        // An object a signal handler allocated: it moves to the ordinary heap.
+        let old = live_size(a, "realloc");
+        return moved(a, old, size, malloc_in, free_in);
+    }
     let (obj, old) = checked(a, "realloc");
     // In place when the new size still fits the same slot / run / view.
     let in_place = match obj {
@@ -657,14 +662,7 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         unsafe { guard::arm(a, size) };
         return p;
     }
-    let q = malloc_in(size);
-    if q.is_null() {
-        return q;
-    }
-    // SAFETY: both objects are live and at least min(old, size) bytes long.
-    unsafe { ptr::copy_nonoverlapping(p, q, old.min(size)) };
-    free_in(a, "realloc");
-    q
+    moved(a, old, size, malloc_in, free_in)
 }
 
 /// Whether `PAGE_SHIFT` matches the page size the tables assume.

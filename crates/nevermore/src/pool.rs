@@ -286,6 +286,18 @@ impl Pool {
         Some((idx, dirty))
     }
 
+    /// `alloc_run` for spans whose aliases userfaultfd will map (slabs, page objects), which it
+    /// can only do for pages that exist: a run of holes (fresh or punched pages) is filled at
+    /// once, with one call, rather than by every install that meets a hole.
+    pub fn alloc_run_filled(&self, n: u32, kind: u8) -> Option<(u32, bool)> {
+        let (idx, dirty) = self.alloc_run(n, kind)?;
+        if !dirty {
+            // Failure is left to `alias::install`, which fills holes itself and says why not.
+            self.populate_pages(self.span(idx).start, n);
+        }
+        Some((idx, dirty))
+    }
+
     fn take_run(&self, st: &mut State, n: u32) -> Option<u32> {
         // An exact or larger list with a run in it?
         if n <= 64 {

@@ -580,15 +580,10 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
         }
         m
     };
-    let Some((idx, dirty)) = POOL.alloc_run(c.pages, pool::SLAB) else {
+    let Some((idx, _)) = POOL.alloc_run_filled(c.pages, pool::SLAB) else {
         FREE_TABLES[ci].lock().push(meta);
         return None;
     };
-    if !dirty {
-        // Fresh or punched pages are holes in the memfd, which userfaultfd cannot map: fill
-        // the whole slab now with one call rather than once per install that meets a hole.
-        POOL.populate_pages(POOL.span(idx).start, c.pages);
-    }
     let s = POOL.span_owned(idx);
     s.class = ci as u8;
     s.addr = POOL.page_addr(s.start);

@@ -248,8 +248,11 @@ static FINI_ARRAY: extern "C" fn() = at_exit;
 
 #[cfg(not(any(test, feature = "embed")))]
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    report::say(format_args!("internal error (panic); aborting"));
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    match info.location() {
+        Some(at) => report::say(format_args!("internal error (panic at {at}); aborting")),
+        None => report::say(format_args!("internal error (panic); aborting")),
+    }
     sys::die()
 }
 

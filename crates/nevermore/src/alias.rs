@@ -712,7 +712,7 @@ pub fn reinstall_live() {
     for idx in 1..n {
         let s = POOL.span(idx);
         match s.kind {
-            crate::pool::SLAB => {
+            crate::pool::SLAB if crate::slab::set_up(s) => {
                 let c = &crate::slab::CLASSES[s.class as usize];
                 let per = crate::slab::lane_slots(s, c);
                 for j in 0..c.pages {
@@ -742,7 +742,7 @@ pub fn reinstall_live() {
 fn alias_live(e: u32, p: u32) -> bool {
     let Some((_, s)) = POOL.span_at(POOL.page_addr(p)) else { return false };
     match s.kind {
-        crate::pool::SLAB => {
+        crate::pool::SLAB if crate::slab::set_up(s) => {
             let c = &crate::slab::CLASSES[s.class as usize];
             let per = crate::slab::lane_slots(s, c);
             (0..c.spp.div_ceil(per)).any(|r| {

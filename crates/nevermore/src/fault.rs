@@ -132,7 +132,7 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
     let retired = alias::mirror(e).retired.load(Ordering::Acquire) != 0;
     if let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) {
         match s.kind {
-            pool::SLAB => {
+            pool::SLAB if slab::set_up(s) => {
                 let c = &CLASSES[s.class as usize];
                 let j = page - s.start;
                 let in_page = addr & (PAGE - 1);

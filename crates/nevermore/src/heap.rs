@@ -146,7 +146,7 @@ fn trace_slot(addr: usize) -> Option<(&'static stack::Trace, u32)> {
         let (e, page) = alias::decode(addr)?;
         let (_, s) = POOL.span_at(POOL.page_addr(page))?;
         match s.kind {
-            pool::SLAB => {
+            pool::SLAB if slab::set_up(s) => {
                 let c = &CLASSES[s.class as usize];
                 let pos = match slab::locate(c, addr & (PAGE - 1)) {
                     Slot::Start(p) | Slot::Interior(p, _) => p,
@@ -311,7 +311,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
             return Err(stale(e, page, "the memory at this address was already freed"));
         };
         match s.kind {
-            pool::SLAB => {
+            pool::SLAB if slab::set_up(s) => {
                 let c = &CLASSES[s.class as usize];
                 let j = page - s.start;
                 match slab::locate(c, p & (PAGE - 1)) {

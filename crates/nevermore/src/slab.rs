@@ -319,6 +319,17 @@ pub fn sizes(s: &pool::Span) -> *const AtomicU16 {
     s.meta as *const AtomicU16
 }
 
+/// Whether the slab `s` is set up: lock-free readers (pointer resolution, the fault handler,
+/// revocation) can meet a span the page map already calls a slab while `new_slab` is still
+/// filling in its table; until then it holds no object and its table must not be read.
+#[inline]
+pub fn set_up(s: &pool::Span) -> bool {
+    // SAFETY: a racy read of a field that `new_slab` stores last, after a release fence.
+    let lanes = unsafe { core::ptr::read_volatile(&s.lanes) };
+    core::sync::atomic::fence(Ordering::Acquire);
+    lanes != 0
+}
+
 /// Slots per lane of slab `s`.
 #[inline]
 pub fn lane_slots(s: &pool::Span, c: &Class) -> u32 {
@@ -584,13 +595,6 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
         FREE_TABLES[ci].lock().push(meta);
         return None;
     };
-    let s = POOL.span_owned(idx);
-    s.class = ci as u8;
-    s.addr = POOL.page_addr(s.start);
-    s.meta = meta;
-    s.lanes = lanes_for(c, ci);
-    let nlanes = c.spp.div_ceil(lane_slots(s, c));
-    s.ready = nlanes * c.pages;
     // SAFETY: `meta` has meta_bytes(c) bytes: the sizes, then lane_capacity(c) lanes.
     unsafe {
         let sz = meta as *mut u16;
@@ -603,6 +607,17 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
             lane_capacity(c) as usize * core::mem::size_of::<Lane>(),
         );
     }
+    let s = POOL.span_owned(idx);
+    s.class = ci as u8;
+    s.addr = POOL.page_addr(s.start);
+    s.meta = meta;
+    let lanes = lanes_for(c, ci);
+    s.ready = c.spp.div_ceil(c.spp.div_ceil(lanes)) * c.pages;
+    // Published last (see `set_up`): lock-free readers of the page map may meet this span
+    // from the moment `alloc_run_filled` marked it a slab.
+    core::sync::atomic::fence(Ordering::Release);
+    // SAFETY: a plain store to the span this thread owns; readers use a volatile load.
+    unsafe { core::ptr::write_volatile(&mut s.lanes, lanes) };
     central.push_front(idx);
     central.slabs += 1;
     stats::add(&stats::SLABS_CREATED, 1);

@@ -320,6 +320,9 @@ pub unsafe fn fork_child(mine: *mut Cache) {
     while !o.is_null() {
         // SAFETY: orphan caches are ours alone now.
         unsafe {
+            // First what was pending: the fork may have caught the thread inside `flush`,
+            // with a full batch not yet reset, and killing the bins adds more.
+            complete_all(&mut *o);
             for ci in 0..NCLASS {
                 kill_bin(o, ci, &mut (*o).bins[ci]);
             }

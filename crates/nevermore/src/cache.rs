@@ -114,16 +114,10 @@ pub fn create() -> *mut Cache {
 
 /// Takes the next slot of class `ci` from the bin, refilling it when empty; 0 when out of
 /// memory. The slot's size entry is set to `size`.
-#[inline]
+#[inline(always)]
 pub fn take(bin: &mut Bin, ci: usize, size: usize) -> usize {
-    if bin.n == 0 {
-        let got = slab::refill(ci, &mut bin.cur);
-        if got == 0 {
-            return 0;
-        }
-        // Hand out the lowest addresses first: keep the first cursor on top.
-        bin.cur[..got].reverse();
-        bin.n = got as u32;
+    if bin.n == 0 && !refill(bin, ci) {
+        return 0;
     }
     let c = &mut bin.cur[bin.n as usize - 1];
     let p = c.next;
@@ -137,6 +131,19 @@ pub fn take(bin: &mut Bin, ci: usize, size: usize) -> usize {
         bin.n -= 1;
     }
     p
+}
+
+/// Fills an empty bin with freshly issued lanes; false when out of memory.
+#[inline(never)]
+fn refill(bin: &mut Bin, ci: usize) -> bool {
+    let got = slab::refill(ci, &mut bin.cur);
+    if got == 0 {
+        return false;
+    }
+    // Hand out the lowest addresses first: keep the first cursor on top.
+    bin.cur[..got].reverse();
+    bin.n = got as u32;
+    true
 }
 
 /// Takes one slot without a cache (exiting threads): the rest of the lane dies at once.

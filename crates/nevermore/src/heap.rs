@@ -293,6 +293,37 @@ fn freed_kind(bad: Kind) -> Kind {
     }
 }
 
+/// The live object that starts at `p`, with its size, in the common case: a slab slot. None
+/// for everything else (page and large objects, and pointers to report), which `resolve`
+/// handles. Kept small so that `free` inlines it.
+#[inline(always)]
+fn lookup(p: usize) -> Option<(Obj, usize)> {
+    let (e, page) = alias::decode(p)?;
+    let (idx, s) = POOL.span_at(POOL.page_addr(page))?;
+    if s.kind != pool::SLAB || !slab::set_up(s) {
+        return None;
+    }
+    match slab::locate(&CLASSES[s.class as usize], p & (PAGE - 1)) {
+        Slot::Start(pos) => small_live(idx, s, e, page - s.start, pos),
+        _ => None,
+    }
+}
+
+/// The object in position `pos` of page `j` of the slab `idx` (set up), if it is live under
+/// an alias of epoch `e`.
+#[inline(always)]
+fn small_live(idx: u32, s: &pool::Span, e: u32, j: u32, pos: u32) -> Option<(Obj, usize)> {
+    let c = &CLASSES[s.class as usize];
+    let l = slab::lane_of(s, c, j, pos);
+    let i = slab::slot_index(c, j, pos);
+    // SAFETY: `i` < nslots.
+    let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };
+    if l.epoch.load(Ordering::Acquire) != e || size & FREED != 0 {
+        return None;
+    }
+    Some((Obj::Small { idx, slot: i, lane: l }, size as usize))
+}
+
 /// Resolves `p`, which must be the start of a live object; returns it with its size, or the
 /// report describing why `p` is not acceptable. `bad` is the kind used for pointers that are
 /// not (or no longer) objects: `invalid-free` for free/realloc, `invalid-pointer` for queries.
@@ -315,16 +346,10 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
                 let c = &CLASSES[s.class as usize];
                 let j = page - s.start;
                 match slab::locate(c, p & (PAGE - 1)) {
-                    Slot::Start(pos) => {
-                        let l = slab::lane_of(s, c, j, pos);
-                        let i = slab::slot_index(c, j, pos);
-                        // SAFETY: `i` < nslots.
-                        let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };
-                        if l.epoch.load(Ordering::Acquire) != e || size & FREED != 0 {
-                            return Err(stale(e, page, "the object was already freed"));
-                        }
-                        Ok((Obj::Small { idx, slot: i, lane: l }, size as usize))
-                    }
+                    Slot::Start(pos) => match small_live(idx, s, e, j, pos) {
+                        Some(found) => Ok(found),
+                        None => Err(stale(e, page, "the object was already freed")),
+                    },
                     Slot::Interior(pos, off) => {
                         let l = slab::lane_of(s, c, j, pos);
                         let i = slab::slot_index(c, j, pos);
@@ -373,25 +398,42 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
 }
 
 /// Resolves `p` and checks its canary; reports and dies on any problem.
+#[inline(always)]
 fn checked(p: usize, op: &'static str) -> (Obj, usize) {
-    let (obj, size) = resolve(p, op, Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
+    let (obj, size) = match lookup(p) {
+        Some(found) => found,
+        None => resolve_or_die(p, op),
+    };
     check_canary(p, size, op);
     (obj, size)
 }
 
+/// `checked` for everything but live slab slots: page and large objects, or a report.
+#[inline(never)]
+fn resolve_or_die(p: usize, op: &'static str) -> (Obj, usize) {
+    resolve(p, op, Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r))
+}
+
 /// Reports a heap-buffer-overflow and dies if the canary after the live object `p` of `size`
 /// bytes was overwritten.
+#[inline(always)]
 pub fn check_canary(p: usize, size: usize, op: &'static str) {
     // SAFETY: callers pass a live object of `size` bytes followed by its canary.
     if !unsafe { guard::intact(p, size) } {
-        report::fatal(Report {
-            kind: Kind::HeapBufferOverflow,
-            addr: p + size,
-            op,
-            what: "the canary after the object was overwritten (a write past its end)",
-            object: Some(Object { start: p, size }),
-        });
+        overflowed(p, size, op);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn overflowed(p: usize, size: usize, op: &'static str) -> ! {
+    report::fatal(Report {
+        kind: Kind::HeapBufferOverflow,
+        addr: p + size,
+        op,
+        what: "the canary after the object was overwritten (a write past its end)",
+        object: Some(Object { start: p, size }),
+    })
 }
 
 /// Flips a live object to dead; false if another thread freed it first.

@@ -201,14 +201,14 @@ pub fn flush(cache: &mut Cache) {
 
 /// After revocation: the lane becomes ready, or the run goes back to the pool.
 fn complete(p: &Pending) {
+    let page = alias::decode(p.addr).map_or(0, |(_, page)| page);
     if p.lane.is_null() {
         POOL.free_run_deferred(p.span);
     } else {
         // SAFETY: lane records live as long as their slab's slot table, which is only
         // recycled once every lane is ready again.
-        slab::lane_revoked(p.span, unsafe { &*p.lane });
+        slab::lane_revoked(p.span, unsafe { &*p.lane }, page);
     }
-    let page = alias::decode(p.addr).map_or(0, |(_, page)| page);
     alias::unit_revoked_at(p.epoch, page, p.npages);
 }
 

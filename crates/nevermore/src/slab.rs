@@ -492,6 +492,18 @@ impl Central {
         }
     }
 
+    fn push_back(&mut self, idx: u32) {
+        let s = POOL.span_owned(idx);
+        s.next = pool::NONE;
+        s.prev = self.tail;
+        if self.tail != pool::NONE {
+            POOL.span_owned(self.tail).next = idx;
+        } else {
+            self.partial = idx;
+        }
+        self.tail = idx;
+    }
+
     fn unlink(&mut self, idx: u32) {
         if self.tail == idx {
             self.tail = POOL.span(idx).prev;
@@ -505,15 +517,7 @@ impl Central {
             return;
         }
         self.unlink(idx);
-        let s = POOL.span_owned(idx);
-        s.next = pool::NONE;
-        s.prev = self.tail;
-        if self.tail != pool::NONE {
-            POOL.span_owned(self.tail).next = idx;
-        } else {
-            self.partial = idx;
-        }
-        self.tail = idx;
+        self.push_back(idx);
     }
 }
 
@@ -625,7 +629,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
 }
 
 /// A lane's alias page was revoked: its slots may be issued again (class lock taken here).
-pub fn lane_revoked(idx: u32, lane: &Lane) {
+pub fn lane_revoked(idx: u32, lane: &Lane, page: u32) {
     let s = POOL.span_owned(idx);
     let ci = s.class as usize;
     let c = &CLASSES[ci];
@@ -633,7 +637,14 @@ pub fn lane_revoked(idx: u32, lane: &Lane) {
     lane.epoch.store(0, Ordering::Release);
     s.ready += 1;
     if s.ready == 1 {
-        central.push_front(idx);
+        // A page the issuing epoch already used waits for the next one: such slabs go to the
+        // back, so that refills meet the slabs they can issue from first instead of giving up
+        // on a front full of blocked ones and growing the pool.
+        if alias::issuable(alias::current(), page) {
+            central.push_front(idx);
+        } else {
+            central.push_back(idx);
+        }
     }
     let total = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
     if s.ready == total && central.slabs > 1 && !is_head_only(&central, idx) {

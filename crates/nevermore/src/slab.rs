@@ -210,6 +210,10 @@ pub fn recycle_table(idx: u32) {
 /// pin the dead slots of their groups, in which case groups get smaller (`adapt`).
 static LANES: [AtomicU32; NCLASS] = [const { AtomicU32::new(1) }; NCLASS];
 
+/// Calls of `adapt` per class: it samples on every eighth (a sample reads hundreds of
+/// descriptors).
+static CALLS: [AtomicU32; NCLASS] = [const { AtomicU32::new(0) }; NCLASS];
+
 /// Where the next fragmentation sample of each class starts in the descriptor table.
 static SAMPLE_AT: [AtomicU32; NCLASS] = [const { AtomicU32::new(1) }; NCLASS];
 
@@ -227,12 +231,12 @@ fn lanes_for(c: &Class, ci: usize) -> u32 {
     }
 }
 
-/// Called (class lock held) when class `ci` needs a new slab: memory is growing. Samples up
-/// to 16 slabs of the class and measures how many slots of issued groups are dead but pinned
+/// Called (class lock held) when class `ci` needs a new slab: memory is growing. On every
+/// eighth call, samples up to 16 slabs of the class and measures how many slots of issued groups are dead but pinned
 /// by a live neighbour. Mostly pinned: halve the group size (more lanes per page, at most 8);
 /// hardly pinned: double it again (down to one lane per page).
 fn adapt(ci: usize) {
-    if crate::detect() {
+    if crate::detect() || CALLS[ci].fetch_add(1, Ordering::Relaxed) % 8 != 0 {
         return;
     }
     let c = &CLASSES[ci];

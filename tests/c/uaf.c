@@ -247,6 +247,37 @@ int main(int argc, char **argv) {
         printf("CHURN OK\n");
         return 0;
     }
+    if (!strcmp(c, "survivors")) {
+        /* Churn where 1 allocation in 100 lives long (a ring of 20000): each survivor keeps
+         * its group's dead slots from being reused, which adaptive grouping answers with
+         * smaller groups. Contents are checked at every free. */
+        long n = argc > 2 ? atol(argv[2]) : 1000000;
+        enum { SHORT = 1024, LONG = 20000 };
+        static unsigned char *ring[SHORT + LONG];
+        static size_t len[SHORT + LONG];
+        unsigned s = 12345;
+        for (long i = 0; i < n; i++) {
+            s = s * 1103515245u + 12345u;
+            int k = (s >> 4) % 100 == 0 ? SHORT + (int)((s >> 8) % LONG) : (int)((s >> 8) % SHORT);
+            if (ring[k]) {
+                for (size_t j = 0; j < len[k]; j++)
+                    if (ring[k][j] != (unsigned char)(k + len[k])) {
+                        printf("SURVIVORS CORRUPTED\n");
+                        return 1;
+                    }
+                free(ring[k]);
+            }
+            len[k] = (s >> 12) % 1025;
+            ring[k] = malloc(len[k]);
+            if (!ring[k]) {
+                printf("SURVIVORS NULL\n");
+                return 1;
+            }
+            memset(ring[k], k + len[k], len[k]);
+        }
+        printf("SURVIVORS OK\n");
+        return 0;
+    }
     if (!strcmp(c, "fork-uaf")) {
         char *p = malloc(size);
         char *live = malloc(size);

@@ -215,6 +215,31 @@ fn degrade_mode_reuses_retired_addresses_and_says_so() {
     assert!(stderr(&o).contains("degrade mode       0 epochs"), "{}", stderr(&o));
 }
 
+/// The value of the first number on the stats line that contains `what`.
+fn stat(err: &str, what: &str) -> u64 {
+    let line = err.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("no {what} line in:\n{err}"));
+    line.split_whitespace().find_map(|w| w.parse().ok()).unwrap_or_else(|| panic!("no number in {line}"))
+}
+
+/// Prevent mode groups the objects of an alias page adaptively (DESIGN "Grouping"): whole
+/// pages while groups die together (the fewest installs and revocations), smaller groups once
+/// long-lived survivors are seen to pin the dead slots of theirs. Detect mode never groups.
+#[test]
+fn grouping_adapts_to_survivors_only() {
+    let o = run_preloaded(&uaf(), &["survivors", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("SURVIVORS OK"), "{}", stdout(&o));
+    assert!(stat(&stderr(&o), "grouping changes") >= 1, "survivors did not make groups smaller:\n{}", stderr(&o));
+    // The same churn without survivors keeps whole-page groups.
+    let o = run_preloaded(&uaf(), &["churn", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
+    assert_eq!(stat(&stderr(&o), "grouping changes"), 0, "{}", stderr(&o));
+    let o = run_preloaded(&uaf(), &["survivors", "200000"], &[("NEVERMORE_OPTIONS", "mode=detect:stats=1")]);
+    assert_ok(&o);
+    assert_eq!(stat(&stderr(&o), "grouping changes"), 0, "{}", stderr(&o));
+}
+
 /// A live alias whose page-table entry the program itself dropped faults once and is mapped
 /// again by the handler, with its data (counted as a handled fault).
 #[test]

@@ -35,6 +35,8 @@ fn notice(no_guard: bool) -> &'static str {
 fn check_said_once(o: &Output, no_guard: bool) {
     let err = stderr(o);
     assert_eq!(err.matches(notice(no_guard)).count(), 1, "the fallback must be said exactly once:\n{err}");
+    // The notice names the kernel's answer: the seccomp filter refuses with EPERM.
+    assert!(err.contains("userfaultfd is not available (errno 1)"), "{err}");
 }
 
 #[test]

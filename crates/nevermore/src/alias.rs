@@ -194,8 +194,9 @@ pub unsafe fn init() -> bool {
     // SAFETY: single-threaded initialisation.
     let f = unsafe { FIXED.get_mut() };
     f.uffd = open_uffd();
-    f.uffd_id = sys::file_id(f.uffd).unwrap_or((0, 0));
+    // Before anything else can overwrite it (`file_id` of -1 fails with EBADF).
     let uffd_errno = sys::errno();
+    f.uffd_id = sys::file_id(f.uffd).unwrap_or((0, 0));
     f.revoke = if f.uffd >= 0 {
         Revoke::Uffd
     } else if guard_markers_work() {

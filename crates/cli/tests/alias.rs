@@ -168,6 +168,10 @@ fn stats_show_the_engine() {
     for needle in ["aliases issued", "install runs", "revocations", "mirrors", "degrade mode", "VMAs", "RSS"] {
         assert!(err.contains(needle), "missing `{needle}` in stats:\n{err}");
     }
+    // Every pool page in use holds memory in the memfd, mapped or not.
+    let in_use = stat(&err, "pool pages");
+    let pool_kib = stat(&err, "pool memory");
+    assert!(in_use > 0 && pool_kib >= in_use * 4, "pool memory {pool_kib} KiB for {in_use} pages in use:\n{err}");
 }
 
 /// userfaultfd in user-mode-only is available to ordinary users: the same detections work

@@ -152,5 +152,12 @@ pub fn print() {
         proc_status_kb(b"VmPTE").unwrap_or(0)
     );
     let _ = writeln!(b, "=={pid}==   RSS                {rss} KiB (peak {hwm} KiB)");
+    // RSS and Pss see only the pool pages some alias maps now; the pool holds more (free pages
+    // kept for reuse, lanes waiting for their next epoch), all of it physical memory.
+    let _ = writeln!(
+        b,
+        "=={pid}==   pool memory        {} KiB in the memfd (physical, mapped or not)",
+        sys::file_allocated(pool::POOL.layout().fd).unwrap_or(0) / 1024
+    );
     sys::write_all(crate::report::out_fd(), b.as_bytes());
 }

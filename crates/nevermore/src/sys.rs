@@ -145,6 +145,18 @@ pub fn file_id(fd: i32) -> Option<(u64, u64)> {
     }
 }
 
+/// Bytes of memory the file `fd` holds (for a memfd: its resident and swapped-out pages).
+pub fn file_allocated(fd: i32) -> Option<u64> {
+    // SAFETY: `st` is a plain-old-data buffer the kernel fills.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return None;
+        }
+        Some(st.st_blocks as u64 * 512)
+    }
+}
+
 /// `lseek` with SEEK_DATA / SEEK_HOLE; None past the end or on error.
 pub fn seek(fd: i32, off: usize, whence: i32) -> Option<usize> {
     // SAFETY: plain syscall.

@@ -43,7 +43,7 @@ impl Quantity {
         match self {
             Quantity::Primary => s.primary,
             Quantity::PeakRss => s.rss_kib as f64,
-            Quantity::PeakPss => s.pss_kib as f64,
+            Quantity::PeakPss => s.phys_kib as f64,
         }
     }
 
@@ -220,8 +220,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::workloads::{MOPS, NS_PER_OP};
 
-    fn sample(primary: f64, rss_kib: u64, pss_kib: u64) -> Sample {
-        Sample { primary, wall_s: 1.0, rss_kib, pss_kib }
+    fn sample(primary: f64, rss_kib: u64, phys_kib: u64) -> Sample {
+        Sample { primary, wall_s: 1.0, rss_kib, phys_kib }
     }
 
     pub(crate) fn fixture() -> Vec<CaseResult> {

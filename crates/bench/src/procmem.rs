@@ -6,11 +6,11 @@
 //! memfd (the pool, named `nevermore-pool`) that the program sees only through mappings of it,
 //! Pss misses the pool pages that are resident in the memfd but mapped nowhere at the moment
 //! (free pages kept for reuse, slab pages waiting to be reissued): they count in no process's
-//! Pss, yet they are real memory. So for a process that holds the pool's descriptor open, the
-//! Pss of the pool's mappings (from `/proc/PID/smaps`, read only for such processes) is replaced
-//! by the memfd's whole resident size (its `st_blocks`). A program that closes every
-//! descriptor it did not open itself loses the pool's descriptor and is measured by Pss and
-//! page tables only.
+//! Pss, yet they are real memory. So for a process that holds the pool's descriptor open, Rss
+//! and Pss come from `/proc/PID/smaps` (read only for such processes), and the Pss of the
+//! pool's mappings is replaced by the memfd's whole resident size (its `st_blocks`). A program
+//! that closes every descriptor it did not open itself loses the pool's descriptor and is
+//! measured by Pss and page tables only.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -80,27 +80,29 @@ fn vma_pathname(line: &str) -> Option<&str> {
     Some(fields.next().unwrap_or("").trim())
 }
 
-/// `Pss` summed over the mappings of `/proc/PID/smaps`, in KiB.
+/// Sums over the mappings of `/proc/PID/smaps`, in KiB.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SmapsPss {
-    /// Over every mapping.
-    pub total_kib: u64,
-    /// Over the mappings of nevermore's pool.
-    pub pool_kib: u64,
+pub struct Smaps {
+    /// `Rss` and `Pss` of every mapping.
+    pub all: Rollup,
+    /// `Pss` of the mappings of nevermore's pool.
+    pub pool_pss_kib: u64,
 }
 
-/// Sums the `Pss` of every mapping, and of the mappings of nevermore's pool, in the text of
-/// `/proc/PID/smaps`.
-pub fn parse_smaps_pss(smaps: &str) -> SmapsPss {
+/// Sums the `Rss` and `Pss` of every mapping, and the `Pss` of the mappings of nevermore's
+/// pool, in the text of `/proc/PID/smaps`.
+pub fn parse_smaps(smaps: &str) -> Smaps {
     let mut in_pool = false;
-    let mut sum = SmapsPss::default();
+    let mut sum = Smaps::default();
     for line in smaps.lines() {
         if let Some(path) = vma_pathname(line) {
             in_pool = path.starts_with(POOL_PREFIX);
+        } else if let Some(rest) = line.strip_prefix("Rss:") {
+            sum.all.rss_kib += kib(rest);
         } else if let Some(rest) = line.strip_prefix("Pss:") {
-            sum.total_kib += kib(rest);
+            sum.all.pss_kib += kib(rest);
             if in_pool {
-                sum.pool_kib += kib(rest);
+                sum.pool_pss_kib += kib(rest);
             }
         }
     }
@@ -115,8 +117,7 @@ pub fn parse_vm_pte(status: &str) -> Option<u64> {
 
 /// Physical memory of a process, in KiB: its Pss, less the Pss of its mappings of the pool,
 /// plus the pool's resident size (0 when the process has no pool, or when the pool was counted
-/// for another process already), plus its page tables. Never below the page tables, should the
-/// pool's Pss come from a later read than the total.
+/// for another process already), plus its page tables.
 pub fn physical_kib(pss_kib: u64, pool_pss_kib: u64, pool_resident_kib: u64, pte_kib: u64) -> u64 {
     pss_kib.saturating_sub(pool_pss_kib) + pool_resident_kib + pte_kib
 }
@@ -145,20 +146,19 @@ fn pool_files(pid: i32) -> Vec<(u64, u64, u64)> {
 /// (device, inode) is in `pools_seen` was counted for another process of the tree already
 /// (between a fork and the child's adoption of its own copy); new ones are added to it.
 pub fn usage_of(pid: i32, pools_seen: &mut HashSet<(u64, u64)>) -> Option<Usage> {
-    let rollup = parse_smaps_rollup(&fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?);
-    let pte = fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| parse_vm_pte(&s)).unwrap_or(0);
     let pools = pool_files(pid);
-    let phys_kib = if pools.is_empty() {
-        physical_kib(rollup.pss_kib, 0, 0, pte)
+    let (all, pool_pss, resident) = if pools.is_empty() {
+        (parse_smaps_rollup(&fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?), 0, 0)
     } else {
-        // The Pss outside the pool comes from the same pass over smaps as the pool's: a
-        // nevermore heap maps and unmaps pages all the time, and smaps_rollup read a moment
-        // earlier can differ from it by a large fraction of the pool.
-        let pss = fs::read_to_string(format!("/proc/{pid}/smaps")).map(|s| parse_smaps_pss(&s)).unwrap_or_default();
+        // Everything from one pass over smaps instead of the rollup: a nevermore heap maps and
+        // unmaps pages all the time, and a rollup read a moment before smaps can differ from
+        // it by a large fraction of the pool.
+        let smaps = parse_smaps(&fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?);
         let resident = pools.iter().filter(|f| pools_seen.insert((f.0, f.1))).map(|f| f.2).sum();
-        physical_kib(pss.total_kib, pss.pool_kib, resident, pte)
+        (smaps.all, smaps.pool_pss_kib, resident)
     };
-    Some(Usage { rss_kib: rollup.rss_kib, phys_kib })
+    let pte = fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| parse_vm_pte(&s)).unwrap_or(0);
+    Some(Usage { rss_kib: all.rss_kib, phys_kib: physical_kib(all.pss_kib, pool_pss, resident, pte) })
 }
 
 /// `VmHWM` (the peak RSS of the process's own address space) from the text of
@@ -340,13 +340,14 @@ VmFlags: rd wr sh mr mw me ms sd
 ";
 
     #[test]
-    fn parses_smaps_pss() {
-        assert_eq!(parse_smaps_pss(SMAPS), SmapsPss { total_kib: 14 + 2048 + 100 + 6, pool_kib: 2048 + 6 });
-        assert_eq!(parse_smaps_pss(""), SmapsPss::default());
+    fn parses_smaps() {
+        let all = Rollup { rss_kib: 160 + 4096 + 100 + 12, pss_kib: 14 + 2048 + 100 + 6 };
+        assert_eq!(parse_smaps(SMAPS), Smaps { all, pool_pss_kib: 2048 + 6 });
+        assert_eq!(parse_smaps(""), Smaps::default());
         // The rollup's header has no pathname, and other memfds are not the pool.
-        assert_eq!(parse_smaps_pss(SAMPLE), SmapsPss { total_kib: 9876, pool_kib: 0 });
+        assert_eq!(parse_smaps(SAMPLE), Smaps { all: parse_smaps_rollup(SAMPLE), pool_pss_kib: 0 });
         let other = SMAPS.replace("/memfd:nevermore-pool", "/memfd:wayland-shm");
-        assert_eq!(parse_smaps_pss(&other).pool_kib, 0);
+        assert_eq!(parse_smaps(&other).pool_pss_kib, 0);
     }
 
     #[test]
@@ -382,7 +383,7 @@ VmFlags: rd wr sh mr mw me ms sd
         assert_eq!(physical_kib(70 * 1024, 59 * 1024, 147 * 1024, 16 * 1024), (11 + 147 + 16) * 1024);
         // No pool: Pss plus page tables.
         assert_eq!(physical_kib(9876, 0, 0, 48), 9924);
-        // Files read a moment apart never make it negative.
+        // Never negative, whatever the inputs.
         assert_eq!(physical_kib(100, 200, 0, 8), 8);
     }
 
@@ -429,7 +430,7 @@ VmFlags: rd wr sh mr mw me ms sd
             assert_eq!(pools.len(), 1, "{pools:?}");
             assert!(pools[0].2 >= 6 * 1024, "resident {pools:?}");
             let smaps = fs::read_to_string(format!("/proc/{me}/smaps")).unwrap();
-            let pool_pss = parse_smaps_pss(&smaps).pool_kib;
+            let pool_pss = parse_smaps(&smaps).pool_pss_kib;
             assert!((4 * 1024..6 * 1024).contains(&pool_pss), "pool Pss {pool_pss}");
             let u = usage_of(me, &mut HashSet::new()).unwrap();
             assert!(u.phys_kib >= pools[0].2, "{u:?} {pools:?}");

@@ -1,6 +1,6 @@
 //! nevermore-bench: runs workloads under glibc, other allocators and nevermore, alternating
 //! between allocators inside every repetition, and reports medians, ranges and ratios against
-//! glibc for time (or throughput), peak RSS and peak Pss.
+//! glibc for time (or throughput), peak RSS and peak physical memory.
 //!
 //! `cargo run --release -p nevermore-bench -- [--quick|--full] [--only W,...] [--alloc A,...]
 //! [--lib NAME=PATH.so]... [--reps N] [--out DIR]`
@@ -255,8 +255,9 @@ fn run(args: Args) -> Result<(), String> {
         }
     }
     md += "\nRatios are medians over glibc's median. Peak RSS counts a page once per mapping of it \
-           (aliases count many times); peak Pss is physical memory (shared pages split between processes), \
-           sampled every 20 ms and summed over the process tree.\n\n";
+           (aliases count many times); peak physical memory is Pss (shared pages split between processes) with \
+           nevermore's pool counted whole (its resident pages, mapped or not) instead of by its mappings, \
+           plus page tables, sampled every 20 ms and summed over the process tree.\n\n";
     md += &report::markdown_tables(&results);
 
     std::fs::write(out.join("results.md"), &md).map_err(|e| e.to_string())?;

@@ -71,10 +71,10 @@ pub fn write_charts(dir: &Path, results: &[CaseResult], allocs: &[String]) -> Re
     grouped_bars(
         &root,
         &bottom,
-        "Peak Pss vs glibc (physical memory, shared pages split) — lower is better",
+        "Peak physical memory vs glibc (Pss, plus the whole allocator pool and page tables) — lower is better",
         "× glibc (log scale)",
         &groups,
-        &series(&|r, a| r.ratio(a, Quantity::PeakPss)),
+        &series(&|r, a| r.ratio(a, Quantity::PeakPhys)),
         allocs,
     )?;
     root.present().map_err(err)?;

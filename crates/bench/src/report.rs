@@ -33,17 +33,17 @@ pub const BASELINE: &str = "glibc";
 pub enum Quantity {
     Primary,
     PeakRss,
-    PeakPss,
+    PeakPhys,
 }
 
 impl Quantity {
-    pub const ALL: [Quantity; 3] = [Quantity::Primary, Quantity::PeakRss, Quantity::PeakPss];
+    pub const ALL: [Quantity; 3] = [Quantity::Primary, Quantity::PeakRss, Quantity::PeakPhys];
 
     pub fn value(self, s: &Sample) -> f64 {
         match self {
             Quantity::Primary => s.primary,
             Quantity::PeakRss => s.rss_kib as f64,
-            Quantity::PeakPss => s.pss_kib as f64,
+            Quantity::PeakPhys => s.phys_kib as f64,
         }
     }
 
@@ -51,7 +51,7 @@ impl Quantity {
         match self {
             Quantity::Primary => m.key,
             Quantity::PeakRss => "peak_rss_kib",
-            Quantity::PeakPss => "peak_pss_kib",
+            Quantity::PeakPhys => "peak_phys_kib",
         }
     }
 
@@ -175,7 +175,7 @@ pub fn markdown_tables(results: &[CaseResult]) -> String {
         let _ = writeln!(out, "### {} — {} ({better})\n", r.name, r.metric.label);
         let _ = writeln!(
             out,
-            "| allocator | {} median (min–max) | × glibc | peak RSS MiB | × glibc | peak Pss MiB | × glibc |",
+            "| allocator | {} median (min–max) | × glibc | peak RSS MiB | × glibc | peak physical MiB | × glibc |",
             r.metric.label
         );
         out += "|---|---:|---:|---:|---:|---:|---:|\n";
@@ -206,8 +206,8 @@ pub fn markdown_tables(results: &[CaseResult]) -> String {
                 ratio_cell(r.ratio(&c.alloc, Quantity::Primary)),
                 median_range(c.summary(Quantity::PeakRss), mib),
                 ratio_cell(r.ratio(&c.alloc, Quantity::PeakRss)),
-                median_range(c.summary(Quantity::PeakPss), mib),
-                ratio_cell(r.ratio(&c.alloc, Quantity::PeakPss)),
+                median_range(c.summary(Quantity::PeakPhys), mib),
+                ratio_cell(r.ratio(&c.alloc, Quantity::PeakPhys)),
             );
         }
         out += "\n";
@@ -220,8 +220,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::workloads::{MOPS, NS_PER_OP};
 
-    fn sample(primary: f64, rss_kib: u64, pss_kib: u64) -> Sample {
-        Sample { primary, wall_s: 1.0, rss_kib, pss_kib }
+    fn sample(primary: f64, rss_kib: u64, phys_kib: u64) -> Sample {
+        Sample { primary, wall_s: 1.0, rss_kib, phys_kib }
     }
 
     pub(crate) fn fixture() -> Vec<CaseResult> {
@@ -269,7 +269,7 @@ pub(crate) mod tests {
         let r = &fixture()[0];
         assert_eq!(r.ratio("nevermore", Quantity::Primary), Some(92.0 / 42.0));
         assert_eq!(r.ratio("nevermore", Quantity::PeakRss), Some(4.0));
-        assert_eq!(r.ratio("nevermore", Quantity::PeakPss), Some(2.0));
+        assert_eq!(r.ratio("nevermore", Quantity::PeakPhys), Some(2.0));
         assert_eq!(r.ratio("scudo", Quantity::Primary), None);
         assert_eq!(r.ratio("glibc", Quantity::Primary), Some(1.0));
         // Throughput: half the ops per second is twice as slow.

@@ -50,7 +50,7 @@ pub fn install_interrupt_handler() {
     }
 }
 
-/// Sampling period of `/proc/PID/smaps_rollup`.
+/// Sampling period of the memory of a process (see [`procmem`]).
 pub const SAMPLE_PERIOD: Duration = Duration::from_millis(20);
 
 struct Shared {
@@ -59,7 +59,7 @@ struct Shared {
     deadline_ms: AtomicU64,
     timed_out: AtomicBool,
     peak_rss_kib: AtomicU64,
-    peak_pss_kib: AtomicU64,
+    peak_phys_kib: AtomicU64,
 }
 
 /// A running program in its own process group.
@@ -81,8 +81,9 @@ pub struct Finished {
     /// peak RSS (after a `vfork`-style spawn the child's `ru_maxrss` starts at the parent's RSS,
     /// so a smaller value may be the harness's, not the program's).
     pub peak_rss_kib: u64,
-    /// Peak of the sampled Pss summed over the process tree.
-    pub peak_pss_kib: u64,
+    /// Peak of the sampled physical memory (Pss with nevermore's pool counted whole, plus page
+    /// tables; see [`procmem`]) summed over the process tree.
+    pub peak_phys_kib: u64,
     pub timed_out: bool,
 }
 
@@ -128,7 +129,7 @@ pub fn spawn(cmd: &mut Command, timeout: Duration, sample: bool, tree: bool) -> 
         deadline_ms: AtomicU64::new(timeout.as_millis() as u64),
         timed_out: AtomicBool::new(false),
         peak_rss_kib: AtomicU64::new(0),
-        peak_pss_kib: AtomicU64::new(0),
+        peak_phys_kib: AtomicU64::new(0),
     });
     let s = Arc::clone(&shared);
     let sampler = std::thread::spawn(move || {
@@ -138,7 +139,7 @@ pub fn spawn(cmd: &mut Command, timeout: Duration, sample: bool, tree: bool) -> 
                 let u = procmem::sample(pid, tree);
                 let hwm = procmem::vm_hwm(pid).unwrap_or(0);
                 s.peak_rss_kib.fetch_max(u.rss_kib.max(hwm), Ordering::Relaxed);
-                s.peak_pss_kib.fetch_max(u.pss_kib, Ordering::Relaxed);
+                s.peak_phys_kib.fetch_max(u.phys_kib, Ordering::Relaxed);
             }
             if start.elapsed().as_millis() as u64 >= s.deadline_ms.load(Ordering::Acquire)
                 && !s.timed_out.swap(true, Ordering::AcqRel)
@@ -220,7 +221,7 @@ impl Monitored {
             status,
             wall,
             peak_rss_kib: self.shared.peak_rss_kib.load(Ordering::Relaxed).max(maxrss_kib),
-            peak_pss_kib: self.shared.peak_pss_kib.load(Ordering::Relaxed),
+            peak_phys_kib: self.shared.peak_phys_kib.load(Ordering::Relaxed),
             timed_out: self.shared.timed_out.load(Ordering::Relaxed),
         }
     }
@@ -265,6 +266,6 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let f = m.stop(libc::SIGTERM, Duration::from_secs(5));
         assert!(f.ended_by(libc::SIGTERM), "{}", f.describe());
-        assert!(f.peak_rss_kib > 0);
+        assert!(f.peak_rss_kib > 0 && f.peak_phys_kib > 0, "{f:?}");
     }
 }

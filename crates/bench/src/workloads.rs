@@ -35,7 +35,8 @@ pub struct Sample {
     pub primary: f64,
     pub wall_s: f64,
     pub rss_kib: u64,
-    pub pss_kib: u64,
+    /// Peak physical memory (see [`crate::procmem`]).
+    pub phys_kib: u64,
 }
 
 /// How big and where.
@@ -388,7 +389,7 @@ impl Case for Batch {
                 parse_result(&text, k).ok_or_else(|| format!("no `RESULT {k}=` in the output"))? * self.factor
             }
         };
-        Ok(Sample { primary, wall_s, rss_kib: f.peak_rss_kib, pss_kib: f.peak_pss_kib })
+        Ok(Sample { primary, wall_s, rss_kib: f.peak_rss_kib, phys_kib: f.peak_phys_kib })
     }
 }
 
@@ -452,7 +453,12 @@ impl Serve<'_> {
         if !srv.ended_by(self.stop_signal) {
             return Err(format!("server: {}", failure(&srv, &serr)));
         }
-        Ok(Sample { primary, wall_s: client.wall.as_secs_f64(), rss_kib: srv.peak_rss_kib, pss_kib: srv.peak_pss_kib })
+        Ok(Sample {
+            primary,
+            wall_s: client.wall.as_secs_f64(),
+            rss_kib: srv.peak_rss_kib,
+            phys_kib: srv.peak_phys_kib,
+        })
     }
 }
 

@@ -28,7 +28,7 @@ fn tiny_loop_run_writes_every_output() {
     assert!(stdout.contains("### loop"), "the Markdown is printed at the end: {stdout}");
 
     let csv = std::fs::read_to_string(out.join("results.csv")).expect("results.csv");
-    for metric in ["ns_per_op", "peak_rss_kib", "peak_pss_kib"] {
+    for metric in ["ns_per_op", "peak_rss_kib", "peak_phys_kib"] {
         assert!(csv.lines().any(|l| l.starts_with(&format!("loop,glibc,{metric},"))), "{metric}: {csv}");
     }
     for svg in ["time_ratio.svg", "memory_ratio.svg", "scaling.svg"] {

@@ -219,63 +219,38 @@ int main(int argc, char **argv) {
         free(p);
         return 0;
     }
-    if (!strcmp(c, "churn")) {
+    if (!strcmp(c, "churn") || !strcmp(c, "survivors")) {
+        /* Allocations replace random slots of a ring of 1024, contents checked at every free.
+         * "survivors": 1 allocation in 100 goes to a ring of 20000 instead and lives long, so
+         * it keeps its group's dead slots from being reused (which adaptive grouping answers
+         * with smaller groups). */
         long n = argc > 2 ? atol(argv[2]) : 100000;
-        enum { LIVE = 1024 };
-        static unsigned char *live[LIVE];
-        static size_t len[LIVE];
-        unsigned s = 99;
-        for (long i = 0; i < n; i++) {
-            s = s * 1103515245u + 12345u;
-            int k = (s >> 8) % LIVE;
-            if (live[k]) {
-                for (size_t j = 0; j < len[k]; j++)
-                    if (live[k][j] != (unsigned char)(k + len[k])) {
-                        printf("CHURN CORRUPTED\n");
-                        return 1;
-                    }
-                free(live[k]);
-            }
-            len[k] = (s >> 12) % 1500;
-            live[k] = malloc(len[k]);
-            if (!live[k]) {
-                printf("CHURN NULL\n");
-                return 1;
-            }
-            memset(live[k], k + len[k], len[k]);
-        }
-        printf("CHURN OK\n");
-        return 0;
-    }
-    if (!strcmp(c, "survivors")) {
-        /* Churn where 1 allocation in 100 lives long (a ring of 20000): each survivor keeps
-         * its group's dead slots from being reused, which adaptive grouping answers with
-         * smaller groups. Contents are checked at every free. */
-        long n = argc > 2 ? atol(argv[2]) : 1000000;
+        int survivors = !strcmp(c, "survivors");
         enum { SHORT = 1024, LONG = 20000 };
         static unsigned char *ring[SHORT + LONG];
         static size_t len[SHORT + LONG];
-        unsigned s = 12345;
+        unsigned s = survivors ? 12345 : 99;
         for (long i = 0; i < n; i++) {
             s = s * 1103515245u + 12345u;
-            int k = (s >> 4) % 100 == 0 ? SHORT + (int)((s >> 8) % LONG) : (int)((s >> 8) % SHORT);
+            int k = (int)((s >> 8) % SHORT);
+            if (survivors && (s >> 4) % 100 == 0) k = SHORT + (int)((s >> 8) % LONG);
             if (ring[k]) {
                 for (size_t j = 0; j < len[k]; j++)
                     if (ring[k][j] != (unsigned char)(k + len[k])) {
-                        printf("SURVIVORS CORRUPTED\n");
+                        printf("CHURN CORRUPTED\n");
                         return 1;
                     }
                 free(ring[k]);
             }
-            len[k] = (s >> 12) % 1025;
+            len[k] = (s >> 12) % (survivors ? 1025 : 1500);
             ring[k] = malloc(len[k]);
             if (!ring[k]) {
-                printf("SURVIVORS NULL\n");
+                printf("CHURN NULL\n");
                 return 1;
             }
             memset(ring[k], k + len[k], len[k]);
         }
-        printf("SURVIVORS OK\n");
+        printf("CHURN OK\n");
         return 0;
     }
     if (!strcmp(c, "fork-uaf")) {

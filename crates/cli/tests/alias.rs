@@ -232,7 +232,7 @@ fn stat(err: &str, what: &str) -> u64 {
 fn grouping_adapts_to_survivors_only() {
     let o = run_preloaded(&uaf(), &["survivors", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
     assert_ok(&o);
-    assert!(stdout(&o).contains("SURVIVORS OK"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
     assert!(stat(&stderr(&o), "grouping changes") >= 1, "survivors did not make groups smaller:\n{}", stderr(&o));
     // The same churn without survivors keeps whole-page groups.
     let o = run_preloaded(&uaf(), &["churn", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);

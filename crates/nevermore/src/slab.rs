@@ -236,7 +236,7 @@ fn lanes_for(c: &Class, ci: usize) -> u32 {
 /// by a live neighbour. Mostly pinned: halve the group size (more lanes per page, at most 8);
 /// hardly pinned: double it again (down to one lane per page).
 fn adapt(ci: usize) {
-    if crate::detect() || CALLS[ci].fetch_add(1, Ordering::Relaxed) % 8 != 0 {
+    if crate::detect() || !CALLS[ci].fetch_add(1, Ordering::Relaxed).is_multiple_of(8) {
         return;
     }
     let c = &CLASSES[ci];

@@ -862,11 +862,13 @@ pub fn revoke(ranges: &mut [Range]) {
 const MAX_GAP: usize = 8;
 
 /// Whether the pages between `a` and `b` (sorted) may be zapped together with them: same
-/// mirror, a short gap, and no live unit on any gap page (dead ones, revoked or not, and pages
-/// never issued in the epoch have nothing to lose). A revocation flushes the TLB of every CPU
-/// running the process once per range, so fewer, longer ranges matter with threads.
-/// userfaultfd mode only: there a live alias zapped by a race with its issue is mapped again
-/// by the fault handler on first touch; with guard markers it would trap.
+/// mirror, a short gap, and nothing on any gap page that may be live: pages issued in the
+/// epoch whose unit is dead now (a page is issued at most once per epoch, so they stay dead),
+/// and, once the epoch can issue no more, pages it never issued. A page the epoch has not
+/// issued *yet* is not a gap: another thread may issue and install it between this check and
+/// the zap, and a live alias that lost its entry makes a kernel access to it (`read(2)` into
+/// a fresh buffer) fail with EFAULT. A revocation flushes the TLB of every CPU running the
+/// process once per range, so fewer, longer ranges matter with threads. userfaultfd mode only.
 fn gap_dead(a: &Range, b: &Range) -> bool {
     let end = a.addr + a.len;
     if b.addr <= end || b.addr - end > MAX_GAP * PAGE {
@@ -876,7 +878,10 @@ fn gap_dead(a: &Range, b: &Range) -> bool {
     if ea != eb {
         return false;
     }
-    (end..b.addr).step_by(PAGE).all(|g| decode(g).is_some_and(|(e, p)| e == ea && !alias_live(e, p)))
+    let closed = sealed(ea);
+    (end..b.addr).step_by(PAGE).all(|g| {
+        decode(g).is_some_and(|(e, p)| e == ea && (closed || was_issued(e, p) == Some(true)) && !alias_live(e, p))
+    })
 }
 
 fn protect_one(r: &Range) {

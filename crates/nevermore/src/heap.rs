@@ -232,21 +232,23 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
         POOL.free_run(idx);
         return ptr::null_mut();
     }
-    alias::note_issue(e, start_page, npages);
     let a = alias::alias(e, start_page);
+    // Live before it is issued: from `note_issue` on, revocations on other threads look at the
+    // object's pages, and a page issued but not live would count as dead (a gap they may zap).
+    let s = POOL.span_owned(idx);
+    s.addr = a;
+    s.epoch.store(e, Ordering::Relaxed);
+    s.size.store(size, Ordering::Release);
+    alias::note_issue(e, start_page, npages);
     if !alias::install(a, npages as usize) {
         report::say(format_args!("installing aliases failed (errno {}); aborting", sys::errno()));
         sys::die();
     }
     alias::unpin(e);
-    let s = POOL.span_owned(idx);
-    s.addr = a;
-    s.epoch.store(e, Ordering::Relaxed);
     if zero && dirty {
         // SAFETY: the run is ours, installed, and spans at least size bytes.
         unsafe { ptr::write_bytes(a as *mut u8, 0, size) };
     }
-    s.size.store(size, Ordering::Release);
     if stack::enabled() {
         s.trace.set_alloc(stack::record(), sys::gettid(), e);
     }

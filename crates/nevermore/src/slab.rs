@@ -232,9 +232,9 @@ fn lanes_for(c: &Class, ci: usize) -> u32 {
 }
 
 /// Called (class lock held) when class `ci` needs a new slab: memory is growing. On every
-/// eighth call, samples up to 16 slabs of the class and measures how many slots of issued groups are dead but pinned
-/// by a live neighbour. Mostly pinned: halve the group size (more lanes per page, at most 8);
-/// hardly pinned: double it again (down to one lane per page).
+/// eighth call, samples up to 16 slabs of the class and measures how many slots of issued
+/// groups are dead but pinned by a live neighbour. Mostly pinned: halve the group size (more
+/// lanes per page, at most 8); hardly pinned: double it again (down to one lane per page).
 fn adapt(ci: usize) {
     if crate::detect() || !CALLS[ci].fetch_add(1, Ordering::Relaxed).is_multiple_of(8) {
         return;

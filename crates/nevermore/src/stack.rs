@@ -572,6 +572,7 @@ mod cfi {
         let len = unsafe { r.u32() };
         match len {
             0 => None,
+            // SAFETY: caller's contract (a 64-bit length follows the escape value).
             0xffff_ffff => Some(unsafe { r.u64() } as usize),
             n => Some(n as usize),
         }

@@ -28,6 +28,7 @@
 // as its allocator: `std` is there, and so are its panic handler and personality routine.
 #![cfg_attr(not(any(test, feature = "embed")), no_std)]
 #![cfg_attr(test, allow(dead_code))]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod alias;
 mod cache;

@@ -141,6 +141,23 @@ int main(int argc, char **argv) {
         printf("GAP OK\n");
         return 0;
     }
+    if (!strcmp(c, "gap-revoke-long")) {
+        /* 50 page objects on consecutive pool pages. A batch's delay bound is checked when a
+         * unit arrives at a multiple of 16 pending ones. Batch 1: objects 1..33. Batch 2:
+         * object 0 and objects 34..49, 33 revoked pages apart: revoked as one range. */
+        char *p[50];
+        struct timespec d = {0, 30 * 1000 * 1000};
+        for (int i = 0; i < 50; i++) p[i] = malloc(4000);
+        for (int i = 1; i <= 32; i++) free(p[i]);
+        nanosleep(&d, 0);
+        free(p[33]);
+        free(p[0]);
+        for (int i = 34; i <= 48; i++) free(p[i]);
+        nanosleep(&d, 0);
+        free(p[49]);
+        printf("GAP OK\n");
+        return 0;
+    }
     if (!strcmp(c, "released-slab-free") || !strcmp(c, "released-slab-read")) {
         /* K objects of one class fill the first lanes of a slab A; K more start slab B; freeing
          * the first K releases A (its pages are freed when the next epoch starts), and K more

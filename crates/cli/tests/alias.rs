@@ -66,6 +66,22 @@ fn revocations_bridge_gaps_of_dead_pages() {
     assert!(ranges <= 40, "the even objects were not revoked as one range: {line}");
 }
 
+/// Gaps of many revoked pages are bridged too (up to 128 pages): object 0 and objects 34..49
+/// go out in one range, over the 33 pages of the first batch (measured: 2 ranges in all; 3
+/// with gaps of at most 8 pages).
+#[test]
+fn revocations_bridge_long_gaps() {
+    let o = run_preloaded(&uaf(), &["gap-revoke-long"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("GAP OK"), "{}", stdout(&o));
+    let line = stderr(&o).lines().find(|l| l.contains("revocations")).map(str::to_string).unwrap_or_default();
+    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
+    let [pages, batches, ranges, _calls] = nums[..] else { panic!("no revocation counters in:\n{}", stderr(&o)) };
+    assert_eq!(batches, 2, "{line}");
+    assert!(pages >= 50, "{line}");
+    assert_eq!(ranges, 2, "the second batch was not revoked as one range: {line}");
+}
+
 #[test]
 fn detect_report_names_the_object() {
     let o = run("detect", &["write", "5000"]);

@@ -809,11 +809,14 @@ pub fn revoke(ranges: &mut [Range]) {
     ranges.sort_unstable_by_key(|r| r.addr);
     let f = fixed();
     let bridge = f.revoke == Revoke::Uffd;
+    // Gap pages this batch may look at: long gaps pay off, but one that ends on a live page
+    // was looked at for nothing.
+    let mut budget = ranges.len() * GAP_CHECKS_PER_RANGE;
     let mut n = 0;
     for i in 0..ranges.len() {
         if n > 0
             && (ranges[n - 1].addr + ranges[n - 1].len == ranges[i].addr
-                || bridge && gap_dead(&ranges[n - 1], &ranges[i]))
+                || bridge && gap_dead(&ranges[n - 1], &ranges[i], &mut budget))
         {
             ranges[n - 1].len = ranges[i].addr + ranges[i].len - ranges[n - 1].addr;
         } else {
@@ -859,21 +862,25 @@ pub fn revoke(ranges: &mut [Range]) {
 }
 
 /// Most pages a gap between two ranges may have to be zapped with them.
-const MAX_GAP: usize = 8;
+const MAX_GAP: usize = 128;
+/// Gap pages a batch may check, per range it starts with.
+const GAP_CHECKS_PER_RANGE: usize = 16;
 
 /// Whether the pages between `a` and `b` (sorted) may be zapped together with them: same
-/// mirror, a short gap, and nothing on any gap page that may be live: pages issued in the
+/// mirror, a gap of at most `MAX_GAP` pages within the batch's `budget` of page checks, and
+/// nothing on any gap page that may be live: pages issued in the
 /// epoch whose unit is dead now (a page is issued at most once per epoch, so they stay dead),
 /// and, once the epoch can issue no more, pages it never issued. A page the epoch has not
 /// issued *yet* is not a gap: another thread may issue and install it between this check and
 /// the zap, and a live alias that lost its entry makes a kernel access to it (`read(2)` into
 /// a fresh buffer) fail with EFAULT. A revocation flushes the TLB of every CPU running the
 /// process once per range, so fewer, longer ranges matter with threads. userfaultfd mode only.
-fn gap_dead(a: &Range, b: &Range) -> bool {
+fn gap_dead(a: &Range, b: &Range, budget: &mut usize) -> bool {
     let end = a.addr + a.len;
-    if b.addr <= end || b.addr - end > MAX_GAP * PAGE {
+    if b.addr <= end || b.addr - end > MAX_GAP * PAGE || (b.addr - end) >> PAGE_SHIFT > *budget {
         return false;
     }
+    *budget -= (b.addr - end) >> PAGE_SHIFT;
     let (Some((ea, _)), Some((eb, _))) = (decode(a.addr), decode(b.addr)) else { return false };
     if ea != eb {
         return false;

@@ -15,8 +15,10 @@ use crate::slab::{self, Bin, Lane, CLASSES, NCLASS};
 use crate::sys::{PAGE, PAGE_SHIFT};
 use crate::{meta, stats, tls};
 
-/// Revocations a thread collects before it revokes them together.
-const BATCH: usize = 256;
+/// Revocations a thread collects before it revokes them together. Bigger batches merge into
+/// fewer ranges (each costs a TLB flush on every CPU running the process), and hold up to this
+/// many dead pages per thread a little longer.
+const BATCH: usize = 512;
 /// ... or once the oldest has waited this long.
 const MAX_DELAY_NS: u64 = 20_000_000;
 
@@ -43,6 +45,8 @@ pub struct Cache {
     pending: [Pending; BATCH],
     npending: usize,
     oldest_ns: u64,
+    /// `flush`'s ranges: here rather than on the stack, which may be a small signal stack.
+    ranges: [Range; BATCH],
 }
 
 impl Cache {
@@ -188,11 +192,10 @@ pub fn flush(cache: &mut Cache) {
     if n == 0 {
         return;
     }
-    let mut ranges = [Range::default(); BATCH];
-    for (r, p) in ranges.iter_mut().zip(&cache.pending[..n]) {
+    for (r, p) in cache.ranges.iter_mut().zip(&cache.pending[..n]) {
         *r = Range { addr: p.addr, len: (p.npages as usize) << PAGE_SHIFT };
     }
-    alias::revoke(&mut ranges[..n]);
+    alias::revoke(&mut cache.ranges[..n]);
     cache.npending = 0;
     for p in &cache.pending[..n] {
         complete(p);

@@ -49,18 +49,26 @@ fn pointers_into_a_released_slab_stay_dead() {
     }
 }
 
+/// Runs a `gap-revoke` case of uaf.c under prevent mode; returns the stats line on
+/// revocations and its counters: pages, batches, ranges, calls.
+fn revocation_counters(case: &str) -> (String, [u64; 4]) {
+    let o = run_preloaded(&uaf(), &[case], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("GAP OK"), "{}", stdout(&o));
+    let o = &o;
+    let line = stderr(o).lines().find(|l| l.contains("revocations")).map(str::to_string).unwrap_or_default();
+    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
+    let Ok(counters) = <[u64; 4]>::try_from(nums) else { panic!("no revocation counters in:\n{}", stderr(o)) };
+    (line, counters)
+}
+
 /// Revocation ranges separated only by revoked (or never issued) pages are revoked as one:
 /// every range costs a TLB shootdown on each CPU running the process. 64 page objects on
 /// consecutive pages, the odd ones revoked first: then the even ones go in one range
 /// (measured: 33 ranges in all; 65 before gaps were bridged).
 #[test]
 fn revocations_bridge_gaps_of_dead_pages() {
-    let o = run_preloaded(&uaf(), &["gap-revoke"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
-    assert_ok(&o);
-    assert!(stdout(&o).contains("GAP OK"), "{}", stdout(&o));
-    let line = stderr(&o).lines().find(|l| l.contains("revocations")).map(str::to_string).unwrap_or_default();
-    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
-    let [pages, batches, ranges, _calls] = nums[..] else { panic!("no revocation counters in:\n{}", stderr(&o)) };
+    let (line, [pages, batches, ranges, _calls]) = revocation_counters("gap-revoke");
     assert!(batches >= 2, "{line}");
     assert!(pages >= 64, "{line}");
     assert!(ranges <= 40, "the even objects were not revoked as one range: {line}");
@@ -71,12 +79,7 @@ fn revocations_bridge_gaps_of_dead_pages() {
 /// with gaps of at most 8 pages).
 #[test]
 fn revocations_bridge_long_gaps() {
-    let o = run_preloaded(&uaf(), &["gap-revoke-long"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
-    assert_ok(&o);
-    assert!(stdout(&o).contains("GAP OK"), "{}", stdout(&o));
-    let line = stderr(&o).lines().find(|l| l.contains("revocations")).map(str::to_string).unwrap_or_default();
-    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
-    let [pages, batches, ranges, _calls] = nums[..] else { panic!("no revocation counters in:\n{}", stderr(&o)) };
+    let (line, [pages, batches, ranges, _calls]) = revocation_counters("gap-revoke-long");
     assert_eq!(batches, 2, "{line}");
     assert!(pages >= 50, "{line}");
     assert_eq!(ranges, 2, "the second batch was not revoked as one range: {line}");

@@ -252,101 +252,51 @@ Locked:                0 kB
         assert_eq!(parse_smaps_rollup(""), Rollup::default());
     }
 
-    /// Three mappings as a process under nevermore shows them: a library, the pool (the
-    /// canonical view) and an anonymous mapping, then the pool again (an alias).
-    const SMAPS: &str = "\
-7f3a1c000000-7f3a1c028000 r--p 00000000 fe:00 1835054                    /usr/lib/x86_64-linux-gnu/libc.so.6
-Size:                160 kB
-KernelPageSize:        4 kB
-MMUPageSize:           4 kB
-Rss:                 160 kB
-Pss:                  14 kB
-Pss_Dirty:             0 kB
-Shared_Clean:        160 kB
-Shared_Dirty:          0 kB
-Private_Clean:         0 kB
-Private_Dirty:         0 kB
-Referenced:          160 kB
-Anonymous:             0 kB
-KSM:                   0 kB
-LazyFree:              0 kB
-AnonHugePages:         0 kB
-ShmemPmdMapped:        0 kB
-FilePmdMapped:         0 kB
-Shared_Hugetlb:        0 kB
-Private_Hugetlb:       0 kB
-Swap:                  0 kB
-SwapPss:               0 kB
-Locked:                0 kB
-THPeligible:           0
-VmFlags: rd mr mw me sd
-5f6d05c00000-5f6d06200000 rw-s 00000000 00:01 83314                      /memfd:nevermore-pool (deleted)
-Size:               6144 kB
-KernelPageSize:        4 kB
-MMUPageSize:           4 kB
-Rss:                4096 kB
-Pss:                2048 kB
-Pss_Dirty:          2048 kB
-Shared_Clean:          0 kB
-Shared_Dirty:       4096 kB
-Private_Clean:         0 kB
-Private_Dirty:         0 kB
-Referenced:         4096 kB
-Anonymous:             0 kB
-KSM:                   0 kB
-LazyFree:              0 kB
-AnonHugePages:         0 kB
-ShmemPmdMapped:        0 kB
-FilePmdMapped:         0 kB
-Shared_Hugetlb:        0 kB
-Private_Hugetlb:       0 kB
-Swap:                  0 kB
-SwapPss:               0 kB
-Locked:                0 kB
-THPeligible:           0
-VmFlags: rd wr sh mr mw me ms sd
-7f3a1c400000-7f3a1c421000 rw-p 00000000 00:00 0 
-Size:                132 kB
-KernelPageSize:        4 kB
-MMUPageSize:           4 kB
-Rss:                 100 kB
-Pss:                 100 kB
-Pss_Dirty:           100 kB
-Shared_Clean:          0 kB
-Shared_Dirty:          0 kB
-Private_Clean:         0 kB
-Private_Dirty:       100 kB
-Referenced:          100 kB
-Anonymous:           100 kB
-KSM:                   0 kB
-LazyFree:              0 kB
-AnonHugePages:         0 kB
-ShmemPmdMapped:        0 kB
-FilePmdMapped:         0 kB
-Shared_Hugetlb:        0 kB
-Private_Hugetlb:       0 kB
-Swap:                  0 kB
-SwapPss:               0 kB
-Locked:                0 kB
-THPeligible:           0
-VmFlags: rd wr mr mw me ac sd
-7f6d6a027000-7f7d6a027000 rw-s 00000000 00:01 83314                      /memfd:nevermore-pool (deleted)
-Size:           67108864 kB
-KernelPageSize:        4 kB
-MMUPageSize:           4 kB
-Rss:                  12 kB
-Pss:                   6 kB
-VmFlags: rd wr sh mr mw me ms sd
-";
+    /// One mapping of `/proc/PID/smaps` as the kernel prints it (every field, in its order).
+    fn vma(header: &str, rss: u64, pss: u64) -> String {
+        let mut out = format!("{header}\nSize:                {rss} kB\nKernelPageSize:        4 kB\n");
+        out += &format!("MMUPageSize:           4 kB\nRss:                 {rss} kB\nPss:                 {pss} kB\n");
+        for field in [
+            "Pss_Dirty",
+            "Shared_Clean",
+            "Shared_Dirty",
+            "Private_Clean",
+            "Private_Dirty",
+            "Referenced",
+            "Anonymous",
+            "KSM",
+            "LazyFree",
+            "AnonHugePages",
+            "ShmemPmdMapped",
+            "FilePmdMapped",
+            "Shared_Hugetlb",
+            "Private_Hugetlb",
+            "Swap",
+            "SwapPss",
+            "Locked",
+        ] {
+            out += &format!("{field}:{:>16} kB\n", 0);
+        }
+        out + "THPeligible:           0\nVmFlags: rd wr mr mw me sd\n"
+    }
+
+    /// Four mappings as a process under nevermore shows them: a library, the pool (the
+    /// canonical view), an anonymous mapping, then the pool again (an alias).
+    fn smaps() -> String {
+        vma("7f3a1c000000-7f3a1c028000 r--p 00000000 fe:00 1835054    /usr/lib/x86_64-linux-gnu/libc.so.6", 160, 14)
+            + &vma("5f6d05c00000-5f6d06200000 rw-s 00000000 00:01 83314    /memfd:nevermore-pool (deleted)", 4096, 2048)
+            + &vma("7f3a1c400000-7f3a1c421000 rw-p 00000000 00:00 0 ", 100, 100)
+            + &vma("7f6d6a027000-7f7d6a027000 rw-s 00000000 00:01 83314    /memfd:nevermore-pool (deleted)", 12, 6)
+    }
 
     #[test]
     fn parses_smaps() {
         let all = Rollup { rss_kib: 160 + 4096 + 100 + 12, pss_kib: 14 + 2048 + 100 + 6 };
-        assert_eq!(parse_smaps(SMAPS), Smaps { all, pool_pss_kib: 2048 + 6 });
+        assert_eq!(parse_smaps(&smaps()), Smaps { all, pool_pss_kib: 2048 + 6 });
         assert_eq!(parse_smaps(""), Smaps::default());
         // The rollup's header has no pathname, and other memfds are not the pool.
         assert_eq!(parse_smaps(SAMPLE), Smaps { all: parse_smaps_rollup(SAMPLE), pool_pss_kib: 0 });
-        let other = SMAPS.replace("/memfd:nevermore-pool", "/memfd:wayland-shm");
+        let other = smaps().replace("/memfd:nevermore-pool", "/memfd:wayland-shm");
         assert_eq!(parse_smaps(&other).pool_pss_kib, 0);
     }
 

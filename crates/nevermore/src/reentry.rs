@@ -113,11 +113,16 @@ fn drain() {
 // ---- the re-entrant arena ----
 
 /// Address space for nested allocations (reserved on first use, scaled down under
-/// `RLIMIT_AS`). It is used once: when it is gone, nested allocations fail with ENOMEM.
-const ARENA_MAX: usize = 4 << 30;
+/// `RLIMIT_AS`). It is used once: when it is gone, nested allocations fail with ENOMEM (said
+/// once). 64 GiB is some five million small objects (an object, its page rounding and a guard
+/// page); a handler that allocated in every one of ~35 000 signals a second landing inside the
+/// allocator used 4 GiB up in about 10 s. Unused address space costs nothing but its share of
+/// the table (8 bytes per page, touched as it is used).
+const ARENA_MAX: usize = 64 << 30;
 const ARENA_MIN: usize = 16 << 20;
 
 static BASE: AtomicUsize = AtomicUsize::new(0);
+static SAID_FULL: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 static PAGES: AtomicUsize = AtomicUsize::new(0);
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -220,6 +225,13 @@ fn alloc(size: usize, align: usize) -> usize {
     let npages = run / PAGE + 1;
     let first = NEXT.fetch_add(npages, Ordering::Relaxed);
     if first + npages > pages {
+        if !SAID_FULL.swap(true, Ordering::Relaxed) {
+            report::say(format_args!(
+                "the arena for allocations inside signal handlers that interrupted the allocator ({} MiB) \
+                 is used up: such allocations fail with ENOMEM from now on",
+                area >> 20
+            ));
+        }
         return 0;
     }
     let start = objects(base, pages) + first * PAGE;

@@ -55,10 +55,10 @@ fn revocation_counters(case: &str) -> (String, [u64; 4]) {
     let o = run_preloaded(&uaf(), &[case], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
     assert_ok(&o);
     assert!(stdout(&o).contains("GAP OK"), "{}", stdout(&o));
-    let o = &o;
-    let line = stderr(o).lines().find(|l| l.contains("revocations")).map(str::to_string).unwrap_or_default();
+    let err = stderr(&o);
+    let line = err.lines().find(|l| l.contains("revocations")).map(str::to_string).unwrap_or_default();
     let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
-    let Ok(counters) = <[u64; 4]>::try_from(nums) else { panic!("no revocation counters in:\n{}", stderr(o)) };
+    let Ok(counters) = <[u64; 4]>::try_from(nums) else { panic!("no revocation counters in:\n{err}") };
     (line, counters)
 }
 

@@ -12,9 +12,9 @@
 //! - **Revoke**: `MADV_DONTNEED` drops the entry. The mirror being MINOR-registered, the next
 //!   user access raises SIGBUS (the `fault` module reports it) and a kernel access fails with
 //!   EFAULT: a dangling pointer can never reach the page's newer contents. Revocations are
-//!   sorted and merged (also across short gaps of dead or never-issued pages: each range costs
-//!   a TLB shootdown on every CPU the process runs on) and issued in batches
-//!   (`process_madvise`), or one by one in detect mode.
+//!   sorted and merged (also across gaps of up to 128 pages that are dead, or that an epoch
+//!   which can issue no more never issued: each range costs a TLB shootdown on every CPU the
+//!   process runs on) and issued in batches (`process_madvise`), or one by one in detect mode.
 //! - **Retire**: once an old mirror has no live alias left it is overlaid with one no-access
 //!   reservation; the range stays reserved and is never handed out again.
 //!

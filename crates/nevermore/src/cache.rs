@@ -16,9 +16,11 @@ use crate::sys::{PAGE, PAGE_SHIFT};
 use crate::{meta, stats, tls};
 
 /// Revocations a thread collects before it revokes them together. Bigger batches merge into
-/// fewer ranges (each costs a TLB flush on every CPU running the process), and hold up to this
-/// many dead pages per thread a little longer.
-const BATCH: usize = 512;
+/// fewer ranges (each costs a TLB flush on every CPU running the process), and hold as many
+/// dead pages per thread a little longer: `BATCH_MIN` units, and up to `BATCH_MAX` in a heap of
+/// at least 32 pages in use per unit of batch (where those pages are at most 1/32 of it).
+const BATCH_MIN: usize = 512;
+const BATCH_MAX: usize = 1024;
 /// ... or once the oldest has waited this long.
 const MAX_DELAY_NS: u64 = 20_000_000;
 
@@ -42,12 +44,19 @@ pub struct Cache {
     pub frees: AtomicU64,
     pub alloc_bytes: AtomicU64,
     pub free_bytes: AtomicU64,
-    pending: [Pending; BATCH],
     npending: usize,
     oldest_ns: u64,
+    /// Units at which the current batch is revoked (set when it reaches `BATCH_MIN`).
+    batch: usize,
+    /// The batch. It and `ranges` come last: a new cache zeroes only the fields before them,
+    /// and their pages are touched only once a batch grows that large.
+    pending: [Pending; BATCH_MAX],
     /// `flush`'s ranges: here rather than on the stack, which may be a small signal stack.
-    ranges: [Range; BATCH],
+    ranges: [Range; BATCH_MAX],
 }
+
+/// Bytes of a cache that a new or recycled one must have zeroed.
+const CACHE_HEAD: usize = core::mem::offset_of!(Cache, pending);
 
 impl Cache {
     /// Owner-only counter bump: a relaxed load and store, no locked instruction.
@@ -105,9 +114,10 @@ pub fn create() -> *mut Cache {
         }
         c
     };
-    // SAFETY: `c` is unused cache memory; all-zero is a valid empty cache.
+    // SAFETY: `c` is unused cache memory; all-zero is a valid empty cache (the batch arrays
+    // after `CACHE_HEAD` are only read up to `npending`, which is zero).
     unsafe {
-        ptr::write_bytes(c as *mut u8, 0, core::mem::size_of::<Cache>());
+        ptr::write_bytes(c as *mut u8, 0, CACHE_HEAD);
         (*c).next = l.live;
     }
     l.live = c;
@@ -174,7 +184,13 @@ pub fn retire_unit(c: *mut Cache, u: Pending) {
     }
     cache.pending[cache.npending] = u;
     cache.npending += 1;
-    if cache.npending == BATCH || (now != 0 && now.wrapping_sub(cache.oldest_ns) > MAX_DELAY_NS) {
+    if cache.npending == BATCH_MIN {
+        let in_use = POOL.stats().0.pages_in_use as usize;
+        cache.batch = (in_use / 32).clamp(BATCH_MIN, BATCH_MAX);
+    }
+    if (cache.npending >= BATCH_MIN && cache.npending >= cache.batch)
+        || (now != 0 && now.wrapping_sub(cache.oldest_ns) > MAX_DELAY_NS)
+    {
         flush(cache);
     }
 }

@@ -287,7 +287,8 @@ pub enum Obj {
     },
 }
 
-fn freed_kind(bad: Kind) -> Kind {
+/// The kind reported for a pointer to an object already freed: a free of it is a double free.
+pub fn freed_kind(bad: Kind) -> Kind {
     if bad == Kind::InvalidFree {
         Kind::DoubleFree
     } else {
@@ -353,12 +354,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
                         None => Err(stale(e, page, "the object was already freed")),
                     },
                     Slot::Interior(pos, off) => {
-                        let l = slab::lane_of(s, c, j, pos);
-                        let i = slab::slot_index(c, j, pos);
-                        // SAFETY: `i` < nslots.
-                        let size = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Acquire) };
-                        let live = size & FREED == 0 && l.epoch.load(Ordering::Acquire) == e;
-                        let object = live.then_some(Object { start: p - off, size: size as usize });
+                        let object = small_live(idx, s, e, j, pos).map(|(_, size)| Object { start: p - off, size });
                         Err(rep(bad, "the address points inside an object, not at its start", object))
                     }
                     Slot::Tail => Err(rep(bad, "the address was never returned by an allocation", None)),
@@ -618,7 +614,7 @@ fn realloc_nested(p: usize, size: usize) -> *mut u8 {
 
 /// The size of the live object at `p`, of either heap; reports and dies on a bad pointer or an
 /// overwritten canary.
-fn live_size(p: usize, op: &'static str) -> usize {
+pub fn live_size(p: usize, op: &'static str) -> usize {
     if !reentrant_object(p) {
         return checked(p, op).1;
     }

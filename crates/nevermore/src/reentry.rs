@@ -277,11 +277,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<usize, Report> {
     let at_start = e != 0 && entry_off(e) == p & (PAGE - 1);
     match e & 3 {
         LIVE if at_start => Ok(entry_size(e)),
-        FREED if at_start => Err(rep(
-            if bad == Kind::InvalidFree { Kind::DoubleFree } else { bad },
-            "the object was already freed",
-            None,
-        )),
+        FREED if at_start => Err(rep(crate::heap::freed_kind(bad), "the object was already freed", None)),
         _ => match object_around(p) {
             Some((start, size, LIVE)) => {
                 Err(rep(bad, "the address points inside an object, not at its start", Some(Object { start, size })))
@@ -294,8 +290,7 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<usize, Report> {
 /// Frees the arena object at `p`; reports and dies if `p` is not a live object's start or its
 /// canary was overwritten.
 pub fn free(p: usize, op: &'static str) {
-    let size = resolve(p, op, Kind::InvalidFree).unwrap_or_else(|r| report::fatal(r));
-    crate::heap::check_canary(p, size, op);
+    let size = crate::heap::live_size(p, op);
     let (w, e) = lookup(p);
     if w.compare_exchange(e, (e & !3) | FREED, Ordering::AcqRel, Ordering::Acquire).is_err() {
         crate::heap::racing_free(p, size, op);

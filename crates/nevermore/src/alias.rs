@@ -424,24 +424,32 @@ fn sweep_sealed(e: u32) {
         let base = m.base.load(Ordering::Relaxed);
         // SAFETY: the mirror has `nw` window counters and cannot be retired while held.
         let dead = |w: usize| unsafe { (*windows.add(w)).load(Ordering::Acquire) } == 0;
-        let mut w = 0;
-        while w < nw {
-            if !dead(w) {
-                w += 1;
-                continue;
-            }
-            let from = w;
-            while w < nw && dead(w) {
-                w += 1;
-            }
+        for_each_run(nw, dead, |from, to| {
             let start = base + (from << CHUNK_SHIFT);
-            let end = (base + (w << CHUNK_SHIFT)).min(base + (npages << PAGE_SHIFT));
+            let end = (base + (to << CHUNK_SHIFT)).min(base + (npages << PAGE_SHIFT));
             if sys::advise(start as *mut u8, end - start, libc::MADV_DONTNEED) {
-                WINDOWS_FREED.fetch_add((w - from) as u64, Ordering::Relaxed);
+                WINDOWS_FREED.fetch_add((to - from) as u64, Ordering::Relaxed);
             }
-        }
+        });
     }
     unit_revoked(e);
+}
+
+/// Calls `f(from, to)` for every maximal run `from..to` of indices below `n` where `pred`
+/// holds, in order.
+fn for_each_run(n: usize, pred: impl Fn(usize) -> bool, mut f: impl FnMut(usize, usize)) {
+    let mut i = 0;
+    while i < n {
+        if !pred(i) {
+            i += 1;
+            continue;
+        }
+        let from = i;
+        while i < n && pred(i) {
+            i += 1;
+        }
+        f(from, i);
+    }
 }
 
 /// No thread can issue in epoch `e` any more: it is not the issuing epoch and nobody holds a
@@ -770,26 +778,16 @@ pub unsafe fn retrap_in_child() {
     }
     let cur = current();
     for_each_live_mirror(|e, m| {
-        let n = m.npages.load(Ordering::Relaxed);
+        let n = m.npages.load(Ordering::Relaxed) as usize;
         let base = m.base.load(Ordering::Relaxed);
-        let mut p = 0;
-        while p < n {
-            let dead = |q: u32| {
-                let issued = was_issued(e, q) == Some(true);
-                (issued || e != cur) && !alias_live(e, q)
-            };
-            if !dead(p) {
-                p += 1;
-                continue;
-            }
-            let from = p;
-            while p < n && dead(p) {
-                p += 1;
-            }
-            let mut r =
-                [Range { addr: base + ((from as usize) << PAGE_SHIFT), len: ((p - from) as usize) << PAGE_SHIFT }];
+        let dead = |q: usize| {
+            let issued = was_issued(e, q as u32) == Some(true);
+            (issued || e != cur) && !alias_live(e, q as u32)
+        };
+        for_each_run(n, dead, |from, to| {
+            let mut r = [Range { addr: base + (from << PAGE_SHIFT), len: (to - from) << PAGE_SHIFT }];
             revoke(&mut r);
-        }
+        });
     });
 }
 
@@ -868,9 +866,9 @@ const GAP_CHECKS_PER_RANGE: usize = 16;
 
 /// Whether the pages between `a` and `b` (sorted) may be zapped together with them: same
 /// mirror, a gap of at most `MAX_GAP` pages within the batch's `budget` of page checks, and
-/// nothing on any gap page that may be live: pages issued in the
-/// epoch whose unit is dead now (a page is issued at most once per epoch, so they stay dead),
-/// and, once the epoch can issue no more, pages it never issued. A page the epoch has not
+/// nothing on any gap page that may be live: pages issued in the epoch whose unit is dead now
+/// (a page is issued at most once per epoch, so they stay dead), and, once the epoch can issue
+/// no more, pages it never issued. A page the epoch has not
 /// issued *yet* is not a gap: another thread may issue and install it between this check and
 /// the zap, and a live alias that lost its entry makes a kernel access to it (`read(2)` into
 /// a fresh buffer) fail with EFAULT. A revocation flushes the TLB of every CPU running the
@@ -1116,4 +1114,20 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
         g(&DEGRADED),
         fixed().arena_len >> 20
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_maximal_and_in_order() {
+        let dead = [false, true, true, false, true, false, false, true];
+        let mut runs = std::vec::Vec::new();
+        for_each_run(dead.len(), |i| dead[i], |a, b| runs.push((a, b)));
+        assert_eq!(runs, [(1, 3), (4, 5), (7, 8)]);
+        runs.clear();
+        for_each_run(0, |_| true, |a, b| runs.push((a, b)));
+        assert!(runs.is_empty());
+    }
 }

@@ -466,17 +466,17 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
         }
         // Giving up (ENOMEM): a fresh slab that nothing could issue goes back to the pool, so
         // that failing requests never grow it.
-        if fresh != pool::NONE && POOL.span(fresh).ready == lanes_total(POOL.span(fresh), c) {
+        if fresh != pool::NONE && POOL.span(fresh).ready == lanes_total(POOL.span(fresh).lanes, c) {
             discard_new_slab(&mut central, fresh);
         }
         return 0;
     }
 }
 
-/// Lanes in slab `s`.
+/// Lanes in a slab of class `c` whose pages are split into `lanes` lanes each.
 #[inline]
-fn lanes_total(s: &pool::Span, c: &Class) -> u32 {
-    c.spp.div_ceil(lane_slots(s, c)) * c.pages
+fn lanes_total(lanes: u32, c: &Class) -> u32 {
+    c.spp.div_ceil(c.spp.div_ceil(lanes)) * c.pages
 }
 
 /// Undoes `new_slab` for a slab that was never issued.
@@ -620,7 +620,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     s.addr = POOL.page_addr(s.start);
     s.meta = meta;
     let lanes = lanes_for(c, ci);
-    s.ready = c.spp.div_ceil(c.spp.div_ceil(lanes)) * c.pages;
+    s.ready = lanes_total(lanes, c);
     // Published last (see `set_up`): lock-free readers of the page map may meet this span
     // from the moment `alloc_run_filled` marked it a slab.
     core::sync::atomic::fence(Ordering::Release);
@@ -650,7 +650,7 @@ pub fn lane_revoked(idx: u32, lane: &Lane, page: u32) {
             central.push_back(idx);
         }
     }
-    let total = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
+    let total = lanes_total(s.lanes, c);
     if s.ready == total && central.slabs > 1 && !is_head_only(&central, idx) {
         // Entirely ready and not the only slab: give its pages back (after this epoch); its
         // slot table goes with them (`recycle_table`).
@@ -661,7 +661,7 @@ pub fn lane_revoked(idx: u32, lane: &Lane, page: u32) {
     } else if s.ready == total && s.lanes != lanes_for(c, ci) {
         // Re-lane an idle slab when the policy changed.
         s.lanes = lanes_for(c, ci);
-        s.ready = c.spp.div_ceil(lane_slots(s, c)) * c.pages;
+        s.ready = lanes_total(s.lanes, c);
     }
 }
 

@@ -33,8 +33,8 @@ pub const DEAD_BIT: usize = 1 << 63;
 
 /// Spans of at least this many pages are punched out as soon as they are freed.
 const PUNCH_PAGES: u32 = 32;
-/// Dirty free pages kept for reuse: at least this many (32 MiB), and up to half the peak of
-/// pages in use, so that a program whose memory swings (builds and drops a large structure
+/// Dirty free pages kept for reuse: at least this many (32 MiB), and up to the peak of pages
+/// in use, so that a program whose memory swings (builds and drops a large structure
 /// again and again) reuses its pages instead of returning them to the system and getting
 /// fresh zeroed ones each time (glibc keeps all of it).
 const DIRTY_MIN: u32 = 8192;

@@ -133,28 +133,23 @@ pub fn ftruncate(fd: i32, len: usize) -> bool {
     unsafe { libc::ftruncate(fd, len as libc::off_t) == 0 }
 }
 
-/// (device, inode) of an open descriptor, or None.
-pub fn file_id(fd: i32) -> Option<(u64, u64)> {
+/// `fstat` of `fd`.
+fn stat(fd: i32) -> Option<libc::stat> {
     // SAFETY: `st` is a plain-old-data buffer the kernel fills.
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
-            return None;
-        }
-        Some((st.st_dev, st.st_ino))
+        (libc::fstat(fd, &mut st) == 0).then_some(st)
     }
+}
+
+/// (device, inode) of an open descriptor, or None.
+pub fn file_id(fd: i32) -> Option<(u64, u64)> {
+    stat(fd).map(|st| (st.st_dev, st.st_ino))
 }
 
 /// Bytes of memory the file `fd` holds (for a memfd: its resident and swapped-out pages).
 pub fn file_allocated(fd: i32) -> Option<u64> {
-    // SAFETY: `st` is a plain-old-data buffer the kernel fills.
-    unsafe {
-        let mut st: libc::stat = core::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
-            return None;
-        }
-        Some(st.st_blocks as u64 * 512)
-    }
+    stat(fd).map(|st| st.st_blocks as u64 * 512)
 }
 
 /// `lseek` with SEEK_DATA / SEEK_HOLE; None past the end or on error.

@@ -56,10 +56,11 @@ fn revocation_counters(case: &str) -> (String, [u64; 4]) {
     assert_ok(&o);
     assert!(stdout(&o).contains("GAP OK"), "{}", stdout(&o));
     let err = stderr(&o);
-    let line = err.lines().find(|l| l.contains("revocations")).map(str::to_string).unwrap_or_default();
-    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
-    let Ok(counters) = <[u64; 4]>::try_from(nums) else { panic!("no revocation counters in:\n{err}") };
-    (line, counters)
+    let line = err.lines().find(|l| l.contains("revocations")).unwrap_or_default().to_string();
+    let Ok(nums) = <[u64; 4]>::try_from(counters(&err, "revocations")) else {
+        panic!("no revocation counters in:\n{err}")
+    };
+    (line, nums)
 }
 
 /// Revocation ranges separated only by revoked (or never issued) pages are revoked as one:
@@ -188,8 +189,8 @@ fn stats_show_the_engine() {
         assert!(err.contains(needle), "missing `{needle}` in stats:\n{err}");
     }
     // Every pool page in use holds memory in the memfd, mapped or not.
-    let in_use = stat(&err, "pool pages");
-    let pool_kib = stat(&err, "pool memory");
+    let in_use = counter(&err, "pool pages");
+    let pool_kib = counter(&err, "pool memory");
     assert!(in_use > 0 && pool_kib >= in_use * 4, "pool memory {pool_kib} KiB for {in_use} pages in use:\n{err}");
 }
 
@@ -229,19 +230,12 @@ fn degrade_mode_reuses_retired_addresses_and_says_so() {
     assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
     let err = stderr(&o);
     assert_eq!(err.matches("is used up: reusing addresses of retired epochs").count(), 1, "{err}");
-    let line = err.lines().find(|l| l.contains("degrade mode")).expect("degrade line in stats");
-    let n: u64 = line.split_whitespace().find_map(|w| w.parse().ok()).unwrap();
-    assert!(n > 0, "{line}");
+    let n = counter(&err, "degrade mode");
+    assert!(n > 0, "{err}");
     // With the default address space nothing is degraded.
     let o = run_preloaded(&uaf(), &["churn", "100000"], &[("NEVERMORE_OPTIONS", "stats=1")]);
     assert_ok(&o);
     assert!(stderr(&o).contains("degrade mode       0 epochs"), "{}", stderr(&o));
-}
-
-/// The value of the first number on the stats line that contains `what`.
-fn stat(err: &str, what: &str) -> u64 {
-    let line = err.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("no {what} line in:\n{err}"));
-    line.split_whitespace().find_map(|w| w.parse().ok()).unwrap_or_else(|| panic!("no number in {line}"))
 }
 
 /// Prevent mode groups the objects of an alias page adaptively (DESIGN "Grouping"): whole
@@ -252,15 +246,15 @@ fn grouping_adapts_to_survivors_only() {
     let o = run_preloaded(&uaf(), &["survivors", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
     assert_ok(&o);
     assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
-    assert!(stat(&stderr(&o), "grouping changes") >= 1, "survivors did not make groups smaller:\n{}", stderr(&o));
+    assert!(counter(&stderr(&o), "grouping changes") >= 1, "survivors did not make groups smaller:\n{}", stderr(&o));
     // The same churn without survivors keeps whole-page groups.
     let o = run_preloaded(&uaf(), &["churn", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
     assert_ok(&o);
     assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
-    assert_eq!(stat(&stderr(&o), "grouping changes"), 0, "{}", stderr(&o));
+    assert_eq!(counter(&stderr(&o), "grouping changes"), 0, "{}", stderr(&o));
     let o = run_preloaded(&uaf(), &["survivors", "200000"], &[("NEVERMORE_OPTIONS", "mode=detect:stats=1")]);
     assert_ok(&o);
-    assert_eq!(stat(&stderr(&o), "grouping changes"), 0, "{}", stderr(&o));
+    assert_eq!(counter(&stderr(&o), "grouping changes"), 0, "{}", stderr(&o));
 }
 
 /// A live alias whose page-table entry the program itself dropped faults once and is mapped
@@ -273,8 +267,7 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
         assert_ok(&o);
         assert!(stdout(&o).contains("DATA KEPT"), "{mode}: {}", stdout(&o));
         let err = stderr(&o);
-        let line = err.lines().find(|l| l.contains("faults handled")).expect("stats line");
-        let n: u64 = line.split_whitespace().find_map(|w| w.parse().ok()).unwrap();
-        assert!(n >= 1, "{mode}: {line}");
+        let n = counter(&err, "faults handled");
+        assert!(n >= 1, "{mode}: {err}");
     }
 }

@@ -64,13 +64,8 @@ fn handled_count(o: &Output) -> u64 {
 
 /// A `stats=1` counter line `re-entrant calls  A allocations, F freed, D frees deferred, L dropped`.
 fn reentrant_counts(o: &Output) -> [u64; 4] {
-    let line = stderr(o)
-        .lines()
-        .find(|l| l.contains("re-entrant calls"))
-        .unwrap_or_else(|| panic!("no re-entrant counters in:\n{}", stderr(o)))
-        .to_string();
-    let nums: Vec<u64> = line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect();
-    nums.try_into().unwrap_or_else(|_| panic!("malformed counters: {line}"))
+    let err = stderr(o);
+    counters(&err, "re-entrant calls").try_into().unwrap_or_else(|_| panic!("malformed counters in:\n{err}"))
 }
 
 /// Signals land anywhere, inside malloc, calloc, realloc and free included: handlers that

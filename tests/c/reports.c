@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,22 @@ NOINLINE static void *huge_new(void) {
     return p;
 }
 
+static struct record *shared;
+
+static void *alloc_thread(void *arg) {
+    (void)arg;
+    printf("alloc tid %ld\n", (long)gettid());
+    shared = make_record();
+    return NULL;
+}
+
+static void *free_thread(void *arg) {
+    (void)arg;
+    printf("free tid %ld\n", (long)gettid());
+    drop_record(shared);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -119,6 +136,31 @@ int main(int argc, char **argv) {
         int st = 0;
         waitpid(pid, &st, 0);
         printf("child %s %d\n", WIFEXITED(st) ? "exited" : "killed",
+               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        return 0;
+    } else if (!strcmp(c, "tids")) {
+        /* One thread allocates, another frees, the main thread touches: three thread ids. */
+        pthread_t t;
+        pthread_create(&t, NULL, alloc_thread, NULL);
+        pthread_join(t, NULL);
+        pthread_create(&t, NULL, free_thread, NULL);
+        pthread_join(t, NULL);
+        printf("access tid %ld\n", (long)gettid());
+        touch_record(shared);
+    } else if (!strcmp(c, "fork-tids")) {
+        /* The parent allocates before the fork; the child's report must name the child. */
+        drop_record(make_record());
+        pid_t pid = fork();
+        if (pid == 0) {
+            printf("child tid %ld\n", (long)gettid());
+            struct record *r = make_record();
+            drop_record(r);
+            touch_record(r);
+            _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        printf("parent tid %ld child %s %d\n", (long)gettid(), WIFEXITED(st) ? "exited" : "killed",
                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 0;
     } else if (!strcmp(c, "exit")) {

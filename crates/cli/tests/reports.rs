@@ -286,6 +286,45 @@ fn report_of_a_forked_and_execd_child_is_shown() {
     assert_frame(&alloc, "make_record", "make", "child allocation", &err);
 }
 
+/// The number after `<what> tid ` in the program's output.
+fn tid_of(out: &str, what: &str) -> u32 {
+    let key = format!("{what} tid ");
+    let at = out.find(&key).unwrap_or_else(|| panic!("no `{key}` in:\n{out}")) + key.len();
+    out[at..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn reports_name_the_threads_that_allocated_freed_and_touched() {
+    let o = run_detect(&bins()[1], &["tids"], &[]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(23), "{err}");
+    let (alloc_tid, free_tid, access_tid) = (tid_of(&out, "alloc"), tid_of(&out, "free"), tid_of(&out, "access"));
+    assert!(alloc_tid != free_tid && free_tid != access_tid && alloc_tid != access_tid, "{out}");
+    assert!(err.contains("heap-use-after-free on address 0x"), "{err}");
+    assert!(err.contains(&format!("(thread {access_tid})")), "access thread {access_tid}:\n{err}");
+    assert!(err.contains(&format!("freed by thread {free_tid} here:")), "free thread {free_tid}:\n{err}");
+    assert!(
+        err.contains(&format!("previously allocated by thread {alloc_tid} here:")),
+        "alloc thread {alloc_tid}:\n{err}"
+    );
+}
+
+#[test]
+fn a_forked_child_reports_its_own_thread_id() {
+    // The parent's thread allocated (and so learnt its id) before the fork; the child's report
+    // must carry the child's id everywhere, not the parent's.
+    let o = run_detect(&bins()[1], &["fork-tids"], &[]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("child exited 23"), "{out}");
+    let (parent, child) = (tid_of(&out, "parent"), tid_of(&out, "child"));
+    assert_ne!(parent, child);
+    assert!(err.contains(&format!("(thread {child})")), "child {child}:\n{err}");
+    assert!(err.contains(&format!("freed by thread {child} here:")), "child {child}:\n{err}");
+    assert!(err.contains(&format!("previously allocated by thread {child} here:")), "child {child}:\n{err}");
+    assert!(!err.contains(&format!("thread {parent}")), "parent {parent} named:\n{err}");
+}
+
 #[test]
 fn report_file_gets_the_symbolized_report() {
     let dir = scratch("report-file");

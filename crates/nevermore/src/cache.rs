@@ -44,6 +44,9 @@ pub struct Cache {
     pub frees: AtomicU64,
     pub alloc_bytes: AtomicU64,
     pub free_bytes: AtomicU64,
+    /// The owner's thread id once asked for (0 before): detect mode records it with every
+    /// allocation and free, and a `gettid` system call each time cost ~4 % of its time.
+    pub tid: u32,
     npending: usize,
     oldest_ns: u64,
     /// Units at which the current batch is revoked (set when it reaches `BATCH_MIN`).
@@ -321,6 +324,10 @@ pub fn raw_lock() -> &'static crate::lock::RawMutex {
 /// # Safety
 /// Only in the fork child handler (single-threaded), after the locks were reset.
 pub unsafe fn fork_child(mine: *mut Cache) {
+    if !mine.is_null() && mine != tls::EXITED {
+        // SAFETY: the forking thread's own cache; the child's thread has its own id.
+        unsafe { (*mine).tid = 0 };
+    }
     let mut orphans: *mut Cache = ptr::null_mut();
     {
         let mut l = LIST.lock();

@@ -37,6 +37,21 @@ fn my_cache() -> *mut Cache {
     new_thread_cache()
 }
 
+/// The calling thread's id, from its cache when it has one (reset in a forked child).
+pub fn my_tid() -> u32 {
+    let c = tls::get();
+    if c.is_null() || c == tls::EXITED {
+        return sys::gettid();
+    }
+    // SAFETY: this thread's own cache; `tid` is only read and written by its owner.
+    unsafe {
+        if (*c).tid == 0 {
+            (*c).tid = sys::gettid();
+        }
+        (*c).tid
+    }
+}
+
 #[cold]
 fn new_thread_cache() -> *mut Cache {
     if !crate::ensure_init() {
@@ -132,7 +147,7 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
 #[inline(never)]
 fn note_alloc(p: usize) {
     if let Some((t, e)) = trace_slot(p) {
-        t.set_alloc(stack::record(), sys::gettid(), e);
+        t.set_alloc(stack::record(), my_tid(), e);
     }
 }
 
@@ -250,7 +265,7 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
         unsafe { ptr::write_bytes(a as *mut u8, 0, size) };
     }
     if stack::enabled() {
-        s.trace.set_alloc(stack::record(), sys::gettid(), e);
+        s.trace.set_alloc(stack::record(), my_tid(), e);
     }
     // SAFETY: the run holds size + CANARY bytes.
     unsafe { guard::arm(a, size) };
@@ -461,7 +476,7 @@ fn note_free(obj: Obj) {
         }
         Obj::Pages { idx } | Obj::Large { idx } => &POOL.span(idx).trace,
     };
-    t.set_free(stack::record(), sys::gettid());
+    t.set_free(stack::record(), my_tid());
 }
 
 /// `free` (and every `operator delete`); `op` names the call in reports.

@@ -228,7 +228,7 @@ pub fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     }
     s.size.store(size, Ordering::Release);
     if crate::stack::enabled() {
-        s.trace.set_alloc(crate::stack::record(), sys::gettid(), 0);
+        s.trace.set_alloc(crate::stack::record(), crate::heap::my_tid(), 0);
     }
     // SAFETY: the canary fits between the object's end and the view's end.
     unsafe { guard::arm(start, size) };

@@ -27,6 +27,9 @@
  *                        live object's contents checked: prints CHURN OK.
  *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
  *                        reads it. The parent prints how the child ended.
+ *   spike MS             allocates and frees ~64 MiB of small objects, then keeps a light
+ *                        allocation load for MS milliseconds; prints the pool's memory
+ *                        (POOL_KIB n, the allocated size of the memfd named nevermore-pool).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -287,6 +291,39 @@ int main(int argc, char **argv) {
             printf("CHILD SIGNAL %d\n", WTERMSIG(st));
         else
             printf("CHILD EXIT %d\n", WEXITSTATUS(st));
+        return 0;
+    }
+    if (!strcmp(c, "spike")) {
+        enum { N = 100000 };
+        static char *big[N];
+        for (int i = 0; i < N; i++) {
+            big[i] = malloc(640);
+            memset(big[i], 1, 640);
+        }
+        for (int i = 0; i < N; i++) free(big[i]);
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        char *ring[256] = {0};
+        unsigned k = 0;
+        do {
+            for (int i = 0; i < 1000; i++, k++) {
+                free(ring[k % 256]);
+                ring[k % 256] = malloc(32 + k % 200);
+            }
+            usleep(1000);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size);
+        long kib = -1;
+        for (int fd = 0; fd < 4096 && kib < 0; fd++) {
+            char path[64], target[256];
+            snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+            ssize_t n = readlink(path, target, sizeof target - 1);
+            if (n <= 0) continue;
+            target[n] = 0;
+            struct stat st;
+            if (strstr(target, "nevermore-pool") && fstat(fd, &st) == 0) kib = (long)st.st_blocks / 2;
+        }
+        printf("POOL_KIB %ld\n", kib);
         return 0;
     }
     if (!strcmp(c, "unique")) {

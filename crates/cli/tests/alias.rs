@@ -192,6 +192,26 @@ fn stats_show_the_engine() {
     let in_use = counter(&err, "pool pages");
     let pool_kib = counter(&err, "pool memory");
     assert!(in_use > 0 && pool_kib >= in_use * 4, "pool memory {pool_kib} KiB for {in_use} pages in use:\n{err}");
+    // How much of the one-time address space the mirrors took: some, and no more than there is.
+    let [_, used, total] = counters(&err, "degrade mode")[..] else { panic!("degrade mode line:\n{err}") };
+    assert!(used >= 2 && used < total, "one-time address space {used} of {total} MiB:\n{err}");
+}
+
+/// Freed pool pages that nobody reuses go back to the system after `dirty_decay`
+/// milliseconds, while the program keeps allocating; with a long decay they are kept (up to
+/// the peak, for a program whose memory swings).
+#[test]
+fn freed_pool_pages_decay_back_to_the_system() {
+    let pool_kib = |opts: &str| {
+        let o = run_preloaded(&uaf(), &["spike", "1500"], &[("NEVERMORE_OPTIONS", opts)]);
+        assert_ok(&o);
+        counter(&stdout(&o), "POOL_KIB")
+    };
+    // ~64 MiB were allocated and freed; 1.5 s of light load follows.
+    let kept = pool_kib("dirty_decay=3600000");
+    let decayed = pool_kib("dirty_decay=200");
+    assert!(kept >= 48 << 10, "pages freed within the decay period were given back: {kept} KiB");
+    assert!(decayed <= 16 << 10, "freed pages kept past the decay period: {decayed} KiB");
 }
 
 /// userfaultfd in user-mode-only is available to ordinary users: the same detections work

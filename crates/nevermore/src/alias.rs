@@ -161,6 +161,8 @@ static STATE: Locked<State> =
 // SAFETY: the raw pointers in State are only reached under its lock.
 unsafe impl Send for State {}
 
+/// Bytes of the alias arena handed to mirrors so far (fresh addresses; degrade mode reuses).
+static ARENA_USED: AtomicUsize = AtomicUsize::new(0);
 pub static MIRRORS_MADE: AtomicU64 = AtomicU64::new(0);
 pub static MIRRORS_RETIRED: AtomicU64 = AtomicU64::new(0);
 pub static PEAK_MIRRORS: AtomicU64 = AtomicU64::new(0);
@@ -590,6 +592,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     }
     if fresh {
         st.cursor += len;
+        ARENA_USED.store(st.cursor - f.arena, Ordering::Relaxed);
     }
     ISSUED_NOW.store(0, Ordering::Relaxed);
     st.live_mirrors += 1;
@@ -1110,8 +1113,9 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   degrade mode       {} epochs reused retired addresses (one-time address space {} MiB)",
+        "=={pid}==   degrade mode       {} epochs reused retired addresses (one-time address space: {} of {} MiB used)",
         g(&DEGRADED),
+        ARENA_USED.load(Ordering::Relaxed) >> 20,
         fixed().arena_len >> 20
     );
 }

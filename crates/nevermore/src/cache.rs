@@ -181,7 +181,7 @@ pub fn retire_unit(c: *mut Cache, u: Pending) {
     }
     // SAFETY: `c` is the calling thread's own cache.
     let cache = unsafe { &mut *c };
-    let now = if cache.npending == 0 || cache.npending % 16 == 0 { now_ns() } else { 0 };
+    let now = if cache.npending == 0 || cache.npending % 16 == 0 { crate::sys::now_ns() } else { 0 };
     if cache.npending == 0 {
         cache.oldest_ns = now;
     }
@@ -198,13 +198,6 @@ pub fn retire_unit(c: *mut Cache, u: Pending) {
     }
 }
 
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime fills `ts` (vDSO, no system call).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Revokes every pending unit of `cache` in one batch, then makes their memory reusable.
 pub fn flush(cache: &mut Cache) {
     let n = cache.npending;
@@ -219,6 +212,7 @@ pub fn flush(cache: &mut Cache) {
     for p in &cache.pending[..n] {
         complete(p);
     }
+    POOL.decay_if_due();
 }
 
 /// After revocation: the lane becomes ready, or the run goes back to the pool.

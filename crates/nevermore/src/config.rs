@@ -34,6 +34,8 @@ pub struct Options {
     pub json: bool,
     /// Detect mode: record allocation and free stacks (`stacks=0` turns it off).
     pub stacks: bool,
+    /// Freed pool pages not reused for this many milliseconds are returned to the system.
+    pub dirty_decay_ms: u32,
 }
 
 impl Options {
@@ -46,11 +48,12 @@ impl Options {
         json: false,
         stacks: true,
         alias_space_mib: 32 << 20,
+        dirty_decay_ms: 10_000,
     };
 }
 
 /// Every option, for the error message and the docs.
-pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space";
+pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -110,6 +113,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                     expected: "a size in MiB from 16 to 67108864",
                 })?;
                 o.alias_space_mib = n as usize;
+            }
+            b"dirty_decay" => {
+                let n = parse_uint(value).filter(|&n| n <= 3_600_000).ok_or(ParseError::BadValue {
+                    key,
+                    value,
+                    expected: "milliseconds from 0 to 3600000",
+                })?;
+                o.dirty_decay_ms = n as u32;
             }
             _ => return Err(ParseError::UnknownKey(key)),
         }
@@ -173,5 +184,10 @@ mod tests {
         assert_eq!(parse(b"stats"), Err(ParseError::MissingValue(b"stats")));
         assert!(matches!(parse(b"mode=fast"), Err(ParseError::BadValue { key: b"mode", .. })));
         assert!(matches!(parse(b"report_path="), Err(ParseError::BadValue { .. })));
+        assert_eq!(Options::DEFAULT.dirty_decay_ms, 10_000);
+        assert_eq!(parse(b"dirty_decay=0").unwrap().dirty_decay_ms, 0);
+        assert_eq!(parse(b"dirty_decay=3600000").unwrap().dirty_decay_ms, 3_600_000);
+        assert!(matches!(parse(b"dirty_decay=3600001"), Err(ParseError::BadValue { key: b"dirty_decay", .. })));
+        assert!(matches!(parse(b"dirty_decay=1s"), Err(ParseError::BadValue { .. })));
     }
 }

@@ -11,7 +11,7 @@
 //! with `MADV_REMOVE`, which returns their memory to the system and makes them read as zero.
 
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::lock::Locked;
 use crate::sys::{self, PAGE_SHIFT};
@@ -30,6 +30,9 @@ pub const LARGE: u8 = 4;
 pub const DEAD: usize = usize::MAX;
 /// Set in `Span::size` once the object is freed (the rest keeps its size, for reports).
 pub const DEAD_BIT: usize = 1 << 63;
+
+/// When `Pool::decay` next looks at the free runs (`sys::now_ns` time).
+static NEXT_DECAY: AtomicU64 = AtomicU64::new(0);
 
 /// Spans of at least this many pages are punched out as soon as they are freed.
 const PUNCH_PAGES: u32 = 32;
@@ -58,6 +61,8 @@ pub struct Span {
     /// LARGE: the object's own view and its length.
     pub view: usize,
     pub view_len: usize,
+    /// FREE_RUN: when its newest pages were freed (`sys::now_ns`), for the dirty decay.
+    pub since: u64,
     /// SLAB: slot table (per-slot sizes, then lanes).
     pub meta: *mut u8,
     /// SLAB: lanes per page in use; lanes ready to issue.
@@ -343,6 +348,7 @@ impl Pool {
                 r.start = start + n;
                 r.npages = total - n;
                 r.dirty = dirty;
+                r.since = self.span(idx).since;
                 r.kind = FREE_RUN;
                 self.span_mut(idx).npages = n;
                 self.bin(st, rest);
@@ -363,10 +369,18 @@ impl Pool {
         if kind == LARGE {
             self.unlink_list(&mut st.large, idx);
         }
+        // A neighbour that sat unused past the decay period is punched before it merges into
+        // this run, which counts as freed now and would otherwise hide its age.
+        let now = sys::now_ns();
+        let decay = crate::options().dirty_decay_ms;
+        let expired = |s: &Span| s.dirty && s.since.saturating_add(decay as u64 * 1_000_000) <= now;
         let mut dirty = true;
         if start > 0 {
             if let Some(l) = self.free_run_at(start - 1) {
                 self.unbin(&mut st, l);
+                if expired(self.span(l)) {
+                    self.punch(&mut st, l);
+                }
                 let ls = self.span(l);
                 start = ls.start;
                 n += ls.npages;
@@ -377,6 +391,9 @@ impl Pool {
         if start + n < st.bump {
             if let Some(r) = self.free_run_at(start + n) {
                 self.unbin(&mut st, r);
+                if expired(self.span(r)) {
+                    self.punch(&mut st, r);
+                }
                 n += self.span(r).npages;
                 self.release_desc(&mut st, r);
             }
@@ -386,14 +403,60 @@ impl Pool {
         s.start = start;
         s.npages = n;
         s.dirty = dirty;
+        s.since = now;
         s.size.store(DEAD, Ordering::Relaxed);
         self.set_map(start, idx);
         self.set_map(start + n - 1, idx);
         let dirty_max = st.stats.peak_pages_in_use.max(DIRTY_MIN as u64);
-        if freed >= PUNCH_PAGES || (st.dirty_pages + n) as u64 > dirty_max {
+        if freed >= PUNCH_PAGES || decay == 0 || (st.dirty_pages + n) as u64 > dirty_max {
             self.punch(&mut st, idx);
         }
         self.bin(&mut st, idx);
+        self.decay(&mut st, now, decay);
+    }
+
+    /// Punches the dirty free runs that nobody reused for `decay_ms` (the `dirty_decay`
+    /// option): a program whose memory swings keeps the pages it keeps coming back for,
+    /// and a server past its peak gives the rest back. Looks at most four times per decay
+    /// period (and at most every 50 ms), when pool pages are freed.
+    fn decay(&self, st: &mut State, now: u64, decay_ms: u32) {
+        if now < NEXT_DECAY.load(Ordering::Relaxed) {
+            return;
+        }
+        let period = decay_ms as u64 * 1_000_000;
+        NEXT_DECAY.store(now + (period / 4).max(50_000_000), Ordering::Relaxed);
+        self.punch_runs(st, |s| s.since.saturating_add(period) <= now);
+    }
+
+    /// `decay`, when it is due, for callers that free no pool pages themselves (a thread's
+    /// revocation batch): a program that stopped freeing spans still gives back old ones.
+    pub fn decay_if_due(&self) {
+        let now = sys::now_ns();
+        if now >= NEXT_DECAY.load(Ordering::Relaxed) {
+            let mut st = self.state.lock();
+            self.decay(&mut st, now, crate::options().dirty_decay_ms);
+        }
+    }
+
+    /// Punches every dirty free run for which `old` holds; returns whether any was.
+    fn punch_runs(&self, st: &mut State, old: impl Fn(&Span) -> bool) -> bool {
+        let mut released = false;
+        for b in 0..65 {
+            let mut idx = st.bins[b];
+            while idx != NONE {
+                let next = self.span(idx).next;
+                if self.span(idx).dirty && old(self.span(idx)) {
+                    let n = self.span(idx).npages;
+                    self.punch(st, idx);
+                    if !self.span(idx).dirty {
+                        st.dirty_pages -= n;
+                        released = true;
+                    }
+                }
+                idx = next;
+            }
+        }
+        released
     }
 
     /// Frees span `idx` once the next epoch begins (see `State::deferred`).
@@ -480,23 +543,7 @@ impl Pool {
     /// Punches every dirty free run (malloc_trim). Returns whether anything was released.
     pub fn trim(&self) -> bool {
         let mut st = self.state.lock();
-        let mut released = false;
-        for b in 0..65 {
-            let mut idx = st.bins[b];
-            while idx != NONE {
-                let next = self.span(idx).next;
-                if self.span(idx).dirty {
-                    let n = self.span(idx).npages;
-                    self.punch(&mut st, idx);
-                    if !self.span(idx).dirty {
-                        st.dirty_pages -= n;
-                        released = true;
-                    }
-                }
-                idx = next;
-            }
-        }
-        released
+        self.punch_runs(&mut st, |_| true)
     }
 
     fn bin_of(n: u32) -> usize {

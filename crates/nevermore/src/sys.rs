@@ -181,6 +181,14 @@ pub fn getrandom(buf: &mut [u8]) -> bool {
     true
 }
 
+/// A coarse monotonic clock in nanoseconds (vDSO, no system call; async-signal-safe).
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 pub fn gettid() -> u32 {
     // SAFETY: gettid cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }

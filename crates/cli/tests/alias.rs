@@ -214,6 +214,17 @@ fn freed_pool_pages_decay_back_to_the_system() {
     assert!(decayed <= 16 << 10, "freed pages kept past the decay period: {decayed} KiB");
 }
 
+/// The programs of these tests run as the user the CI asks for: as `nobody` in its second
+/// pass (`NEVERMORE_TEST_USER=nobody`, see `common::program`), else as the tests' own user.
+#[test]
+fn programs_under_test_run_as_the_requested_user() {
+    let o = run_preloaded(std::path::Path::new("/usr/bin/id"), &["-u"], &[("NEVERMORE_OPTIONS", "mode=detect")]);
+    assert_ok(&o);
+    let own = Command::new("id").arg("-u").output().unwrap();
+    let want = if unprivileged_run() { "65534".to_string() } else { stdout(&own).trim().to_string() };
+    assert_eq!(stdout(&o).trim(), want, "{}", stderr(&o));
+}
+
 /// userfaultfd in user-mode-only is available to ordinary users: the same detections work
 /// for `nobody`.
 #[test]

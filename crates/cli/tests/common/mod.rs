@@ -73,8 +73,35 @@ fn hash(parts: &[&str]) -> u64 {
 }
 
 /// Runs `prog args` with `LD_PRELOAD=libnevermore.so` and the given extra environment.
+/// A command for `prog`, to be run under the allocator. With `NEVERMORE_TEST_USER=nobody`
+/// in the tests' environment (and the tests running as root), it runs as the unprivileged
+/// user `nobody` (uid and gid 65534, no supplementary groups) through `setpriv`: the CI runs
+/// the alias engine's tests a second time that way, since userfaultfd must work for ordinary
+/// users (`UFFD_USER_MODE_ONLY`).
+pub fn program(prog: &Path) -> Command {
+    if unprivileged_run() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(prog);
+        c
+    } else {
+        Command::new(prog)
+    }
+}
+
+/// Whether `program` runs programs as `nobody` (see there).
+pub fn unprivileged_run() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let asked = std::env::var("NEVERMORE_TEST_USER").is_ok_and(|u| u == "nobody");
+        let root =
+            Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        assert!(!asked || root, "NEVERMORE_TEST_USER=nobody needs the tests to run as root");
+        asked
+    })
+}
+
 pub fn run_preloaded(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(prog);
+    let mut cmd = program(prog);
     cmd.args(args).env("LD_PRELOAD", lib_path()).env_remove("NEVERMORE_OPTIONS");
     for (k, v) in env {
         cmd.env(k, v);
@@ -118,7 +145,7 @@ fn libc_sigabrt() -> i32 {
 /// `run_preloaded` with a deadline: a program still running after `secs` seconds is killed and
 /// the test fails (a hang must fail the test, not stall the suite).
 pub fn run_preloaded_timeout(prog: &Path, args: &[&str], env: &[(&str, &str)], secs: u64) -> Output {
-    let mut cmd = Command::new(prog);
+    let mut cmd = program(prog);
     cmd.args(args).env("LD_PRELOAD", lib_path()).env_remove("NEVERMORE_OPTIONS");
     for (k, v) in env {
         cmd.env(k, v);

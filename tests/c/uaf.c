@@ -27,6 +27,9 @@
  *                        live object's contents checked: prints CHURN OK.
  *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
  *                        reads it. The parent prints how the child ended.
+ *   ancient N [read]     N allocations and frees (many epochs come and go); a quarter of the
+ *                        way, one object is freed, which is read at the end with `read`: it
+ *                        must trap.
  *   spike MS             allocates and frees ~64 MiB of small objects, then keeps a light
  *                        allocation load for MS milliseconds; prints the pool's memory
  *                        (POOL_KIB n, the allocated size of the memfd named nevermore-pool).
@@ -291,6 +294,29 @@ int main(int argc, char **argv) {
             printf("CHILD SIGNAL %d\n", WTERMSIG(st));
         else
             printf("CHILD EXIT %d\n", WEXITSTATUS(st));
+        return 0;
+    }
+    if (!strcmp(c, "ancient")) {
+        long n = argc > 2 ? atol(argv[2]) : 1000000;
+        char *ring[1024] = {0}, *old = NULL;
+        unsigned s = 99;
+        for (long i = 0; i < n; i++) {
+            if (i == n / 4) { /* past the first epochs, which the program's early objects keep */
+                old = malloc(100);
+                memset(old, 7, 100);
+                free(old);
+            }
+            s = s * 1103515245u + 12345u;
+            int k = (s >> 8) & 1023;
+            free(ring[k]);
+            ring[k] = malloc((s >> 12) % 1025);
+        }
+        printf("churned\n");
+        fflush(stdout);
+        if (argc > 3 && !strcmp(argv[3], "read")) {
+            sink = old[10];
+            printf("no trap\n");
+        }
         return 0;
     }
     if (!strcmp(c, "spike")) {

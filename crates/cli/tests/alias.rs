@@ -225,6 +225,24 @@ fn programs_under_test_run_as_the_requested_user() {
     assert_eq!(stdout(&o).trim(), want, "{}", stderr(&o));
 }
 
+/// Retired mirrors leave a page-middle directory per GiB of one-time address space; whole
+/// GiBs whose mirrors all retired get a fresh reservation, which frees it. Dangling pointers
+/// into them still trap.
+#[test]
+fn page_tables_of_retired_address_space_are_freed_and_it_stays_trapped() {
+    let o = run_preloaded(&uaf(), &["ancient", "2000000"], &[("NEVERMORE_OPTIONS", "stats=1")]);
+    assert_ok(&o);
+    let err = stderr(&o);
+    let [_, _, freed] = counters(&err, "windows freed")[..] else { panic!("windows freed line:\n{err}") };
+    let [_, used, _] = counters(&err, "degrade mode")[..] else { panic!("degrade mode line:\n{err}") };
+    assert!(used >= 2048 && freed >= 1 && freed <= used >> 10, "{freed} GiB freed of {used} MiB used:\n{err}");
+    for mode in ["prevent", "detect"] {
+        let o = run(mode, &["ancient", "2000000", "read"]);
+        assert!(stdout(&o).contains("churned"), "{mode}: {}", stdout(&o));
+        assert_report(&o, "heap-use-after-free");
+    }
+}
+
 /// userfaultfd in user-mode-only is available to ordinary users: the same detections work
 /// for `nobody`.
 #[test]

@@ -994,10 +994,13 @@ fn reclaim_tables(st: &mut State, base: usize, len: usize) {
     if st.reclaimed.is_null() || DEGRADED.load(Ordering::Relaxed) != 0 {
         return;
     }
-    let mut b = base.saturating_sub(GIB).max(f.arena) & !(GIB - 1);
+    // Whole GiBs only: the first starts at or after the arena's start (which is only 2 MiB
+    // aligned), and the bits count from there.
+    let lo = sys::round_up(f.arena, GIB);
+    let mut b = (base.saturating_sub(GIB) & !(GIB - 1)).max(lo);
     while b < base + len + GIB && b + GIB <= st.cursor {
-        let k = (b - f.arena) / GIB;
-        // SAFETY: one bit per GiB of the arena, `b` inside it.
+        let k = (b - lo) / GIB;
+        // SAFETY: one bit per GiB of the arena; `b` is a whole GiB inside it.
         let word = unsafe { &mut *st.reclaimed.add(k / 64) };
         let retired = |c: usize| {
             // SAFETY: the chunk index is inside the arena.
@@ -1007,7 +1010,7 @@ fn reclaim_tables(st: &mut State, base: usize, len: usize) {
                 m.epoch.load(Ordering::Acquire) != v - 1 || m.retired.load(Ordering::Acquire) != 0
             }
         };
-        if b >= f.arena && *word & (1 << (k % 64)) == 0 {
+        if *word & (1 << (k % 64)) == 0 {
             let first = (b - f.arena) >> CHUNK_SHIFT;
             if (first..first + (GIB >> CHUNK_SHIFT)).all(retired) && sys::rereserve(b as *mut u8, GIB) {
                 *word |= 1 << (k % 64);

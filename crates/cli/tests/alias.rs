@@ -247,17 +247,11 @@ fn page_tables_of_retired_address_space_are_freed_and_it_stays_trapped() {
 /// for `nobody`.
 #[test]
 fn works_unprivileged() {
-    let is_root = Command::new("id").arg("-u").output().map(|o| stdout(&o).trim() == "0").unwrap_or(false);
+    let root = is_root();
     let bin = uaf();
     let lib = lib_path();
     let run_as_nobody = |args: &[&str], opts: &str| {
-        let mut cmd = if is_root {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(&bin);
-            c
-        } else {
-            Command::new(&bin)
-        };
+        let mut cmd = if root { as_nobody(&bin) } else { Command::new(&bin) };
         cmd.args(args).env("LD_PRELOAD", &lib).env("NEVERMORE_OPTIONS", opts).output().unwrap()
     };
     let o = run_as_nobody(&["read", "24"], "mode=detect");

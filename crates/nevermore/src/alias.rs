@@ -1002,22 +1002,26 @@ fn reclaim_tables(st: &mut State, base: usize, len: usize) {
         let k = (b - lo) / GIB;
         // SAFETY: one bit per GiB of the arena; `b` is a whole GiB inside it.
         let word = unsafe { &mut *st.reclaimed.add(k / 64) };
-        let retired = |c: usize| {
-            // SAFETY: the chunk index is inside the arena.
-            let v = unsafe { (*f.chunks.add(c)).load(Ordering::Acquire) };
-            v == 0 || {
-                let m = mirror(v - 1);
-                m.epoch.load(Ordering::Acquire) != v - 1 || m.retired.load(Ordering::Acquire) != 0
-            }
-        };
         if *word & (1 << (k % 64)) == 0 {
             let first = (b - f.arena) >> CHUNK_SHIFT;
-            if (first..first + (GIB >> CHUNK_SHIFT)).all(retired) && sys::rereserve(b as *mut u8, GIB) {
+            if (first..first + (GIB >> CHUNK_SHIFT)).all(chunk_retired) && sys::rereserve(b as *mut u8, GIB) {
                 *word |= 1 << (k % 64);
                 TABLES_RECLAIMED.fetch_add(1, Ordering::Relaxed);
             }
         }
         b += GIB;
+    }
+}
+
+/// Whether 2 MiB chunk `c` of the arena (an index below its chunk count) belongs to no mirror
+/// or only to a retired one.
+fn chunk_retired(c: usize) -> bool {
+    // SAFETY: one entry per chunk of the arena; the caller's index is inside it.
+    let e = unsafe { (*fixed().chunks.add(c)).load(Ordering::Acquire) };
+    e == 0 || {
+        // An entry reused by a newer epoch means the old mirror was retired.
+        let m = mirror(e - 1);
+        m.epoch.load(Ordering::Acquire) != e - 1 || m.retired.load(Ordering::Acquire) != 0
     }
 }
 
@@ -1067,15 +1071,6 @@ fn reusable_range(st: &mut State, len: usize) -> Option<usize> {
     if need == 0 || need > chunks {
         return None;
     }
-    let free = |c: usize| {
-        // SAFETY: c < chunks.
-        let e = unsafe { (*f.chunks.add(c)).load(Ordering::Acquire) };
-        e == 0 || {
-            // An entry reused by a newer epoch means the old mirror was retired.
-            let m = mirror(e - 1);
-            m.epoch.load(Ordering::Acquire) != e - 1 || m.retired.load(Ordering::Acquire) != 0
-        }
-    };
     let start = ((st.wrap.saturating_sub(f.arena)) >> CHUNK_SHIFT) % chunks;
     let mut run = 0;
     let mut c = start;
@@ -1084,7 +1079,7 @@ fn reusable_range(st: &mut State, len: usize) -> Option<usize> {
             c = 0;
             run = 0;
         }
-        if free(c) {
+        if chunk_retired(c) {
             run += 1;
             if run == need {
                 let first = c + 1 - need;

@@ -34,6 +34,11 @@ pub const DEAD_BIT: usize = 1 << 63;
 /// When `Pool::decay` next looks at the free runs (`sys::now_ns` time).
 static NEXT_DECAY: AtomicU64 = AtomicU64::new(0);
 
+/// Whether the free run `s` was freed at least `decay_ms` milliseconds before `now`.
+fn unused_for(s: &Span, now: u64, decay_ms: u32) -> bool {
+    s.since.saturating_add(decay_ms as u64 * 1_000_000) <= now
+}
+
 /// Spans of at least this many pages are punched out as soon as they are freed.
 const PUNCH_PAGES: u32 = 32;
 /// Dirty free pages kept for reuse: at least this many (32 MiB), and up to the peak of pages
@@ -373,7 +378,7 @@ impl Pool {
         // this run, which counts as freed now and would otherwise hide its age.
         let now = sys::now_ns();
         let decay = crate::options().dirty_decay_ms;
-        let expired = |s: &Span| s.dirty && s.since.saturating_add(decay as u64 * 1_000_000) <= now;
+        let expired = |s: &Span| s.dirty && unused_for(s, now, decay);
         let mut dirty = true;
         if start > 0 {
             if let Some(l) = self.free_run_at(start - 1) {
@@ -423,9 +428,8 @@ impl Pool {
         if now < NEXT_DECAY.load(Ordering::Relaxed) {
             return;
         }
-        let period = decay_ms as u64 * 1_000_000;
-        NEXT_DECAY.store(now + (period / 4).max(50_000_000), Ordering::Relaxed);
-        self.punch_runs(st, |s| s.since.saturating_add(period) <= now);
+        NEXT_DECAY.store(now + (decay_ms as u64 * 250_000).max(50_000_000), Ordering::Relaxed);
+        self.punch_runs(st, |s| unused_for(s, now, decay_ms));
     }
 
     /// `decay`, when it is due, for callers that free no pool pages themselves (a thread's

@@ -72,20 +72,29 @@ fn hash(parts: &[&str]) -> u64 {
     h
 }
 
-/// Runs `prog args` with `LD_PRELOAD=libnevermore.so` and the given extra environment.
 /// A command for `prog`, to be run under the allocator. With `NEVERMORE_TEST_USER=nobody`
-/// in the tests' environment (and the tests running as root), it runs as the unprivileged
-/// user `nobody` (uid and gid 65534, no supplementary groups) through `setpriv`: the CI runs
-/// the alias engine's tests a second time that way, since userfaultfd must work for ordinary
-/// users (`UFFD_USER_MODE_ONLY`).
+/// in the tests' environment (and the tests running as root), it runs as `nobody`
+/// (`as_nobody`): the CI runs the alias engine's tests a second time that way, since
+/// userfaultfd must work for ordinary users (`UFFD_USER_MODE_ONLY`).
 pub fn program(prog: &Path) -> Command {
     if unprivileged_run() {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(prog);
-        c
+        as_nobody(prog)
     } else {
         Command::new(prog)
     }
+}
+
+/// A command running `prog` as the unprivileged user `nobody` (uid and gid 65534, no
+/// supplementary groups) through `setpriv`; the caller must be root.
+pub fn as_nobody(prog: &Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(prog);
+    c
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// Whether `program` runs programs as `nobody` (see there).
@@ -93,13 +102,12 @@ pub fn unprivileged_run() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         let asked = std::env::var("NEVERMORE_TEST_USER").is_ok_and(|u| u == "nobody");
-        let root =
-            Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-        assert!(!asked || root, "NEVERMORE_TEST_USER=nobody needs the tests to run as root");
+        assert!(!asked || is_root(), "NEVERMORE_TEST_USER=nobody needs the tests to run as root");
         asked
     })
 }
 
+/// Runs `prog args` with `LD_PRELOAD=libnevermore.so` and the given extra environment.
 pub fn run_preloaded(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = program(prog);
     cmd.args(args).env("LD_PRELOAD", lib_path()).env_remove("NEVERMORE_OPTIONS");

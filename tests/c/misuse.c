@@ -154,7 +154,44 @@ static void invalid_usable(const char *what) {
 }
 
 /* Correct use right up to the last byte of every block: must not be reported. */
+/* Fails unless all n bytes of p hold v. */
+static void expect_bytes(const unsigned char *p, size_t n, unsigned char v, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v) {
+            fprintf(stderr, "FAIL: %s: byte %zu is %#x, not %#x\n", what, i, p[i], v);
+            exit(1);
+        }
+}
+
+/* Objects of whole pages end in a guard page; growing, shrinking and re-sizing them in place
+ * or by moving keeps every byte and never touches the guard. */
+static void whole_pages(void) {
+    unsigned char *p = filled(4096);
+    p = realloc(p, sz(4096)); /* the same size: in place */
+    expect_bytes(p, 4096, 0x42, "realloc 4096 -> 4096");
+    p = realloc(p, sz(4100)); /* past the guard: moves */
+    expect_bytes(p, 4096, 0x42, "realloc 4096 -> 4100");
+    memset(p, 0x43, 4100);
+    p = realloc(p, sz(4096)); /* a canary object shrunk to a whole page */
+    expect_bytes(p, 4096, 0x43, "realloc 4100 -> 4096");
+    memset(p, 0x44, 4096);
+    p = realloc(p, sz(8192));
+    expect_bytes(p, 4096, 0x44, "realloc 4096 -> 8192");
+    memset(p, 0x45, 8192);
+    p = realloc(p, sz(4090)); /* from a guarded object to one with a canary */
+    expect_bytes(p, 4090, 0x45, "realloc 8192 -> 4090");
+    memset(p, 0x46, 4090);
+    free(p);
+    unsigned char *q = calloc(2, sz(4096));
+    expect_bytes(q, 8192, 0, "calloc(2, 4096)");
+    free(q);
+    q = memalign(4096, sz(12288));
+    memset(q, 0x47, 12288);
+    free(q);
+}
+
 static void none(void) {
+    whole_pages();
     static const size_t sizes[] = {0, 1, 13, 16, 24, 32, 100, 1000, 4096, 5000, 40000, 65536, 300000, 1 << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
@@ -408,6 +445,19 @@ static void df_forked_child(void) {
     exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
 }
 
+/* Reads past the end of a whole-page object: nothing is written, so only a trap finds it. */
+static void ovf_read_4096(void) {
+    volatile unsigned char *p = launder(filled(4096));
+    sink_size = p[4096];
+    free((void *)p);
+}
+/* Writes a little further past the end of a two-page object. */
+static void ovf_write_8192(void) {
+    volatile unsigned char *p = launder(filled(8192));
+    p[8192 + 100] = 1;
+    free((void *)p);
+}
+
 #define CASE_OVF(n) {"overflow-free-" #n, overflow_free_##n}, {"overflow-realloc-" #n, overflow_realloc_##n},
 
 static const struct misuse_case cases[] = {
@@ -460,6 +510,8 @@ static const struct misuse_case cases[] = {
     {"overflow-aligned-alloc", ovf_aligned_alloc},
     {"overflow-posix-memalign", ovf_posix_memalign},
     {"overflow-memalign", ovf_memalign},
+    {"overflow-read-4096", ovf_read_4096},
+    {"overflow-write-8192", ovf_write_8192},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

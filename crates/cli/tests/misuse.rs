@@ -39,6 +39,27 @@ fn correct_use_is_not_reported() {
     assert!(!stderr(&o).contains("nevermore:"), "false report:\n{}", stderr(&o));
 }
 
+/// An object of whole pages ends in a guard page rather than a canary: an access past its end
+/// traps at the access itself, a read too (which no canary can notice), and the report names
+/// the object and the offset.
+#[test]
+fn access_past_an_object_of_whole_pages_traps_at_once() {
+    for (case, what) in [
+        ("overflow-read-4096", " of 4096 bytes; the address is at offset 4096 from its start"),
+        ("overflow-write-8192", " of 8192 bytes; the address is at offset 8292 from its start"),
+    ] {
+        let o = run_case(case);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        let op = if case.contains("read") { "READ" } else { "WRITE" };
+        assert!(
+            err.contains(&format!("{op} of 0x")) && err.contains("past the end of the object (guard page)"),
+            "{case}: not reported at the access:\n{err}"
+        );
+        assert!(err.contains(what), "{case}: object not named:\n{err}");
+    }
+}
+
 /// Every case listed by the program has a test here (and vice versa), so no case goes unchecked.
 #[test]
 fn every_case_is_tested() {
@@ -138,4 +159,6 @@ misuse_tests! {
     overflow_aligned_alloc: "overflow-aligned-alloc" => "heap-buffer-overflow";
     overflow_posix_memalign: "overflow-posix-memalign" => "heap-buffer-overflow";
     overflow_memalign: "overflow-memalign" => "heap-buffer-overflow";
+    overflow_read_past_a_page: "overflow-read-4096" => "heap-buffer-overflow";
+    overflow_write_past_two_pages: "overflow-write-8192" => "heap-buffer-overflow";
 }

@@ -4,7 +4,8 @@
 //!   `madvise`): it is installed again and the access retried;
 //! - a revoked alias: **heap-use-after-free**, reported with the object's address, size and
 //!   the offset into it, READ or WRITE;
-//! - a guard page next to a large object: **heap-buffer-overflow**;
+//! - a guard page next to a large object, or after a page object whose size is a whole number
+//!   of pages: **heap-buffer-overflow**;
 //! - an alias never issued: **wild-access**.
 //!
 //! Anything else belongs to the program: the fault goes to the handler the program installed
@@ -182,6 +183,17 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
             pool::PAGES => {
                 let size = s.size.load(Ordering::Acquire);
                 if !retired && s.epoch.load(Ordering::Acquire) == e {
+                    if size & pool::DEAD_BIT == 0 && alias::is_guard(s, page) {
+                        let object = Some(Object { start: s.addr, size });
+                        report::fatal_at(
+                            regs,
+                            rep(
+                                Kind::HeapBufferOverflow,
+                                "the access is past the end of the object (guard page)",
+                                object,
+                            ),
+                        );
+                    }
                     if size & pool::DEAD_BIT == 0 && reinstall(addr) {
                         return;
                     }

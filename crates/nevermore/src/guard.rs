@@ -5,6 +5,10 @@
 //! predict the canary nor copy a canary seen elsewhere; and since no allocator metadata lives
 //! next to objects (it is all out of band), an overflow can corrupt only program data — which
 //! the canary check then reports.
+//!
+//! One exception: a page object whose size is a whole number of pages (with userfaultfd)
+//! has no canary; the page the canary would have taken is left without an alias instead, so
+//! that an access past the end traps at once (`heap::ends_in_guard`).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

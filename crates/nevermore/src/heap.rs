@@ -223,9 +223,29 @@ fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     p
 }
 
+/// Whether a page object of `size` bytes ends in a guard page rather than a canary. When the
+/// size is a whole number of pages (buffers of 4 or 8 KiB are common), the canary alone would
+/// take one more page: that page stays in the run and is issued with it, but its alias is
+/// never installed, so an access past the end traps at once, at the faulting instruction,
+/// instead of being found at `free`; and the object costs one installed page less. Only with
+/// userfaultfd, where an alias that was not installed traps.
+fn ends_in_guard(size: usize) -> bool {
+    size.is_multiple_of(PAGE) && alias::revoke_kind() == alias::Revoke::Uffd
+}
+
+/// Whether the object has a canary after it (all but page objects ending in a guard page).
+#[inline(always)]
+fn has_canary(obj: Obj) -> bool {
+    match obj {
+        Obj::Pages { idx } => POOL.span(idx).class != pool::ENDS_IN_GUARD,
+        _ => true,
+    }
+}
+
 /// A page object: a run of pool pages issued as one alias unit of the current epoch.
 fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
     let npages = (size + CANARY).div_ceil(PAGE) as u32;
+    let guard = ends_in_guard(size);
     // Memory freed during this epoch is reused from the next one: start it when enough waits.
     let waiting = POOL.deferred_pages();
     if waiting >= 64 && waiting as u64 * 8 >= POOL.stats().0.pages_in_use {
@@ -252,10 +272,11 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
     // object's pages, and a page issued but not live would count as dead (a gap they may zap).
     let s = POOL.span_owned(idx);
     s.addr = a;
+    s.class = if guard { pool::ENDS_IN_GUARD } else { 0 };
     s.epoch.store(e, Ordering::Relaxed);
     s.size.store(size, Ordering::Release);
     alias::note_issue(e, start_page, npages);
-    if !alias::install(a, npages as usize) {
+    if !alias::install(a, npages as usize - guard as usize) {
         report::say(format_args!("installing aliases failed (errno {}); aborting", sys::errno()));
         sys::die();
     }
@@ -267,8 +288,12 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
     if stack::enabled() {
         s.trace.set_alloc(stack::record(), my_tid(), e);
     }
-    // SAFETY: the run holds size + CANARY bytes.
-    unsafe { guard::arm(a, size) };
+    if guard {
+        stats::add(&stats::GUARDED_PAGE_OBJECTS, 1);
+    } else {
+        // SAFETY: the run holds size + CANARY bytes.
+        unsafe { guard::arm(a, size) };
+    }
     stats::add(&stats::PAGE_OBJECTS, 1);
     a as *mut u8
 }
@@ -417,7 +442,9 @@ fn checked(p: usize, op: &'static str) -> (Obj, usize) {
         Some(found) => found,
         None => resolve_or_die(p, op),
     };
-    check_canary(p, size, op);
+    if has_canary(obj) {
+        check_canary(p, size, op);
+    }
     (obj, size)
 }
 
@@ -697,7 +724,12 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         }
         Obj::Pages { idx } => {
             let s = POOL.span(idx);
-            let fits = size + CANARY <= MAX_PAGE_OBJECT && (size + CANARY).div_ceil(PAGE) == s.npages as usize;
+            let fits = if s.class == pool::ENDS_IN_GUARD {
+                // Nothing may grow into the guard, nor leave a gap before it.
+                size == (s.npages as usize - 1) * PAGE
+            } else {
+                size + CANARY <= MAX_PAGE_OBJECT && (size + CANARY).div_ceil(PAGE) == s.npages as usize
+            };
             if fits {
                 s.size.store(size, Ordering::Release);
             }
@@ -713,8 +745,10 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         }
     };
     if in_place {
-        // SAFETY: the slot/run/view holds size + CANARY bytes from `a`.
-        unsafe { guard::arm(a, size) };
+        if has_canary(obj) {
+            // SAFETY: the slot/run/view holds size + CANARY bytes from `a`.
+            unsafe { guard::arm(a, size) };
+        }
         return p;
     }
     moved(a, old, size, malloc_in, free_in)

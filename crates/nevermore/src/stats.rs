@@ -12,6 +12,8 @@ pub static FLUSHES: AtomicU64 = AtomicU64::new(0);
 pub static SLABS_CREATED: AtomicU64 = AtomicU64::new(0);
 pub static SLABS_RELEASED: AtomicU64 = AtomicU64::new(0);
 pub static PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
+/// Page objects of a whole number of pages, which end in a guard page instead of a canary.
+pub static GUARDED_PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_BLOCKS_SWEPT: AtomicU64 = AtomicU64::new(0);
@@ -108,7 +110,12 @@ pub fn print() {
         get(&SLABS_RELEASED)
     );
     let _ = writeln!(b, "=={pid}==   grouping changes   {}", get(&REGROUPS));
-    let _ = writeln!(b, "=={pid}==   page objects       {}", get(&PAGE_OBJECTS));
+    let _ = writeln!(
+        b,
+        "=={pid}==   page objects       {} ({} ending in a guard page)",
+        get(&PAGE_OBJECTS),
+        get(&GUARDED_PAGE_OBJECTS)
+    );
     let _ = writeln!(
         b,
         "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept)",

@@ -265,9 +265,23 @@ pub fn parse_lib(s: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
+/// The absolute path of a library to preload. Programs run in their own directories, where a
+/// relative `LD_PRELOAD` finds nothing: the loader says so on their stderr and they run on
+/// glibc, which would then be measured under the library's name.
+pub fn absolute_lib(p: &Path) -> Result<PathBuf, String> {
+    std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libraries_are_preloaded_by_absolute_path() {
+        let got = absolute_lib(Path::new("target/release/libx.so")).unwrap();
+        assert_eq!(got, std::env::current_dir().unwrap().join("target/release/libx.so"));
+        assert_eq!(absolute_lib(Path::new("/x/liby.so")), Ok(PathBuf::from("/x/liby.so")));
+    }
 
     #[test]
     fn lib_argument() {

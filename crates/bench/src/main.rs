@@ -113,10 +113,12 @@ fn run(args: Args) -> Result<(), String> {
 
     let mut notices = vec![];
     let source = match &args.nevermore {
-        Some(p) => NevermoreSource::Path(p.clone()),
+        Some(p) => NevermoreSource::Path(allocs::absolute_lib(p)?),
         None => NevermoreSource::Build,
     };
-    let allocators: Vec<Allocator> = allocs::resolve(args.alloc.as_deref(), &args.lib, source, &mut notices);
+    let libs =
+        args.lib.iter().map(|(n, p)| Ok((n.clone(), allocs::absolute_lib(p)?))).collect::<Result<Vec<_>, String>>()?;
+    let allocators: Vec<Allocator> = allocs::resolve(args.alloc.as_deref(), &libs, source, &mut notices);
     for n in &notices {
         notice(n);
     }

@@ -316,6 +316,17 @@ fn log_files(logs: &Path, stem: &str) -> Result<(PathBuf, PathBuf, File, File), 
     Ok((out, err, fo, fe))
 }
 
+/// Fails a run whose program the dynamic loader started without the preloaded library (a
+/// path it cannot open, a library of the wrong architecture): it ran on glibc, and its
+/// numbers must not stand under the library's name.
+fn preloaded(err_log: &Path) -> Result<(), String> {
+    let text = fs::read_to_string(err_log).unwrap_or_default();
+    match text.lines().find(|l| l.contains("from LD_PRELOAD cannot be preloaded")) {
+        Some(l) => Err(format!("the library was not loaded: {}", l.trim())),
+        None => Ok(()),
+    }
+}
+
 fn failure(f: &Finished, err_log: &Path) -> String {
     let t = tail(err_log);
     if t.is_empty() {
@@ -381,6 +392,7 @@ impl Case for Batch {
         if !f.success() {
             return Err(failure(&f, &err));
         }
+        preloaded(&err)?;
         let wall_s = f.wall.as_secs_f64();
         let primary = match self.result_key {
             None => wall_s,
@@ -453,6 +465,7 @@ impl Serve<'_> {
         if !srv.ended_by(self.stop_signal) {
             return Err(format!("server: {}", failure(&srv, &serr)));
         }
+        preloaded(&serr).map_err(|e| format!("server: {e}"))?;
         Ok(Sample {
             primary,
             wall_s: client.wall.as_secs_f64(),
@@ -791,6 +804,21 @@ mod tests {
         let r = parse_redis(redis).unwrap();
         assert!((r - 300000.0).abs() < 1e-6, "{r}");
         assert_eq!(parse_redis("nothing"), None);
+    }
+
+    #[test]
+    fn a_run_without_its_library_fails() {
+        let log = std::env::temp_dir().join(format!("nevermore-bench-preload-{}.err", std::process::id()));
+        fs::write(&log, "warming up\n").unwrap();
+        assert_eq!(preloaded(&log), Ok(()));
+        fs::write(
+            &log,
+            "ERROR: ld.so: object 'target/release/libnevermore.so' from LD_PRELOAD cannot be preloaded \
+             (cannot open shared object file): ignored.\n",
+        )
+        .unwrap();
+        assert!(preloaded(&log).unwrap_err().contains("the library was not loaded: ERROR: ld.so: object"));
+        fs::remove_file(&log).unwrap();
     }
 
     #[test]

@@ -120,6 +120,10 @@ int main(int argc, char **argv) {
         /* An object of whole pages: the write lands on its guard page and traps at once. */
         size_t n = 8192;
         write_past(make_big(n), n);
+    } else if (!strcmp(c, "overflow-page-object")) {
+        /* Any page object, in detect mode, lies against its guard page. */
+        size_t n = 5000;
+        write_past(make_big(n), n);
     } else if (!strcmp(c, "uaf-big")) {
         /* A large object: its descriptor is recycled at free, the report still has the stacks. */
         char *p = make_big(300000);

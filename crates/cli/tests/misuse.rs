@@ -60,6 +60,25 @@ fn access_past_an_object_of_whole_pages_traps_at_once() {
     }
 }
 
+/// In detect mode every page object lies against a guard page, its canary in between: correct
+/// use up to the last byte of every size is not reported, an access further on traps (see
+/// `reports.rs`), and a write of one byte past the end still lands on the canary, found at
+/// `free` or `realloc`, not in the few bytes of slack before the guard.
+#[test]
+fn detect_mode_page_objects_keep_their_canary_before_the_guard() {
+    let detect = [("NEVERMORE_OPTIONS", "mode=detect")];
+    let o = run_preloaded(bin(), &["none"], &detect);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("OK"));
+    assert!(!stderr(&o).contains("nevermore:"), "false report:\n{}", stderr(&o));
+    for case in ["overflow-free-5000", "overflow-free-40000", "overflow-realloc-5000", "overflow-free-13"] {
+        let o = run_preloaded(bin(), &[case], &detect);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(err.contains("the canary after the object was overwritten"), "{case}:\n{err}");
+    }
+}
+
 /// Every case listed by the program has a test here (and vice versa), so no case goes unchecked.
 #[test]
 fn every_case_is_tested() {

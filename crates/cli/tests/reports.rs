@@ -121,6 +121,13 @@ const CASES: &[Case] = &[
         alloc: Some(("make_big", "make-big")),
     },
     Case {
+        arg: "overflow-page-object",
+        kind: "heap-buffer-overflow",
+        access: ("write_past", "overflow"),
+        free: None,
+        alloc: Some(("make_big", "make-big")),
+    },
+    Case {
         arg: "uaf-big",
         kind: "heap-use-after-free",
         access: ("read_big", "uaf-big"),

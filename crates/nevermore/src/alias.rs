@@ -754,7 +754,8 @@ pub fn reinstall_live() {
                 let size = s.size.load(Ordering::Relaxed);
                 let e = s.epoch.load(Ordering::Relaxed);
                 if size & crate::pool::DEAD_BIT == 0 && e != 0 {
-                    install(s.addr, s.npages as usize - (s.class == crate::pool::ENDS_IN_GUARD) as usize);
+                    let guard = s.class & crate::pool::GUARD_AT_END != 0;
+                    install(s.addr & !(PAGE - 1), s.npages as usize - guard as usize);
                 }
             }
             _ => {}
@@ -786,7 +787,7 @@ fn alias_live(e: u32, p: u32) -> bool {
 
 /// Whether pool page `p` is the guard page at the end of the page object `s`.
 pub fn is_guard(s: &crate::pool::Span, p: u32) -> bool {
-    s.kind == crate::pool::PAGES && s.class == crate::pool::ENDS_IN_GUARD && p == s.start + s.npages - 1
+    s.kind == crate::pool::PAGES && s.class & crate::pool::GUARD_AT_END != 0 && p == s.start + s.npages - 1
 }
 
 /// In a forked child without userfaultfd: the mirrors were mapped afresh, so the traps on

@@ -6,9 +6,9 @@
 //! next to objects (it is all out of band), an overflow can corrupt only program data — which
 //! the canary check then reports.
 //!
-//! One exception: a page object whose size is a whole number of pages (with userfaultfd)
-//! has no canary; the page the canary would have taken is left without an alias instead, so
-//! that an access past the end traps at once (`heap::ends_in_guard`).
+//! With userfaultfd, page objects may also end against a guard page that traps any access
+//! past them at once; one whose size is a whole number of pages then has no canary at all
+//! (`heap::page_layout`).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

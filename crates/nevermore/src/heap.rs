@@ -205,7 +205,7 @@ fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
         return ptr::null_mut();
     }
     let p = if size + CANARY <= MAX_PAGE_OBJECT && align <= PAGE {
-        alloc_pages(size, zero)
+        alloc_pages(size, align, zero)
     } else {
         large::alloc(size, align, zero)
     };
@@ -223,29 +223,58 @@ fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     p
 }
 
-/// Whether a page object of `size` bytes ends in a guard page rather than a canary. When the
-/// size is a whole number of pages (buffers of 4 or 8 KiB are common), the canary alone would
-/// take one more page: that page stays in the run and is issued with it, but its alias is
-/// never installed, so an access past the end traps at once, at the faulting instruction,
-/// instead of being found at `free`; and the object costs one installed page less. Only with
-/// userfaultfd, where an alias that was not installed traps.
-fn ends_in_guard(size: usize) -> bool {
-    size.is_multiple_of(PAGE) && alias::revoke_kind() == alias::Revoke::Uffd
+/// Where a page object lies in its run of pool pages.
+struct PageLayout {
+    /// Pool pages of the run, a guard page included.
+    run: u32,
+    /// The object's offset from the start of the run (below one page).
+    offset: usize,
+    /// `Span::class` of the run: `pool::GUARD_AT_END`, `pool::NO_CANARY`.
+    class: u8,
 }
 
-/// Whether the object has a canary after it (all but page objects ending in a guard page).
+/// The layout of a page object of `size` bytes aligned to `align`. With userfaultfd, a run may
+/// end in a *guard page*: issued with the object, so that nobody else gets its alias in this
+/// epoch, but never installed, so that an access past the end traps at once, at the faulting
+/// instruction, instead of being found at `free` (and a read past the end, which no canary
+/// notices, too):
+///
+/// - a size of whole pages (4 and 8 KiB buffers are common) ends on the guard, without a
+///   canary: the canary alone would have taken, and installed, one more page;
+/// - in detect mode, every other page object is placed against the guard, followed by its
+///   canary (which catches the last few bytes before the guard): one more pool page per
+///   object, the price of finding overflows where they happen. Not for alignments above 16,
+///   which keep the object at the start of its pages.
+///
+/// Otherwise the object starts its run, followed by its canary.
+fn page_layout(size: usize, align: usize) -> PageLayout {
+    let uffd = alias::revoke_kind() == alias::Revoke::Uffd;
+    let pages = (size + CANARY).div_ceil(PAGE);
+    if uffd && size.is_multiple_of(PAGE) {
+        PageLayout { run: pages as u32, offset: 0, class: pool::GUARD_AT_END | pool::NO_CANARY }
+    } else if uffd && crate::detect() && align <= 16 {
+        let used = (size + CANARY).next_multiple_of(16);
+        PageLayout { run: pages as u32 + 1, offset: pages * PAGE - used, class: pool::GUARD_AT_END }
+    } else {
+        PageLayout { run: pages as u32, offset: 0, class: 0 }
+    }
+}
+
+/// Whether the object has a canary after it (all but page objects of whole pages ending on
+/// their guard).
 #[inline(always)]
 fn has_canary(obj: Obj) -> bool {
     match obj {
-        Obj::Pages { idx } => POOL.span(idx).class != pool::ENDS_IN_GUARD,
+        Obj::Pages { idx } => POOL.span(idx).class & pool::NO_CANARY == 0,
         _ => true,
     }
 }
 
 /// A page object: a run of pool pages issued as one alias unit of the current epoch.
-fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
-    let npages = (size + CANARY).div_ceil(PAGE) as u32;
-    let guard = ends_in_guard(size);
+fn alloc_pages(size: usize, align: usize, zero: bool) -> *mut u8 {
+    let layout = page_layout(size, align);
+    let npages = layout.run;
+    let guard = layout.class & pool::GUARD_AT_END != 0;
     // Memory freed during this epoch is reused from the next one: start it when enough waits.
     let waiting = POOL.deferred_pages();
     if waiting >= 64 && waiting as u64 * 8 >= POOL.stats().0.pages_in_use {
@@ -267,22 +296,23 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
         POOL.free_run(idx);
         return ptr::null_mut();
     }
-    let a = alias::alias(e, start_page);
+    let base = alias::alias(e, start_page);
+    let a = base + layout.offset;
     // Live before it is issued: from `note_issue` on, revocations on other threads look at the
     // object's pages, and a page issued but not live would count as dead (a gap they may zap).
     let s = POOL.span_owned(idx);
     s.addr = a;
-    s.class = if guard { pool::ENDS_IN_GUARD } else { 0 };
+    s.class = layout.class;
     s.epoch.store(e, Ordering::Relaxed);
     s.size.store(size, Ordering::Release);
     alias::note_issue(e, start_page, npages);
-    if !alias::install(a, npages as usize - guard as usize) {
+    if !alias::install(base, npages as usize - guard as usize) {
         report::say(format_args!("installing aliases failed (errno {}); aborting", sys::errno()));
         sys::die();
     }
     alias::unpin(e);
     if zero && dirty {
-        // SAFETY: the run is ours, installed, and spans at least size bytes.
+        // SAFETY: the run is ours, installed, and holds size bytes from `a`.
         unsafe { ptr::write_bytes(a as *mut u8, 0, size) };
     }
     if stack::enabled() {
@@ -290,8 +320,9 @@ fn alloc_pages(size: usize, zero: bool) -> *mut u8 {
     }
     if guard {
         stats::add(&stats::GUARDED_PAGE_OBJECTS, 1);
-    } else {
-        // SAFETY: the run holds size + CANARY bytes.
+    }
+    if layout.class & pool::NO_CANARY == 0 {
+        // SAFETY: the run holds size + CANARY bytes from `a`.
         unsafe { guard::arm(a, size) };
     }
     stats::add(&stats::PAGE_OBJECTS, 1);
@@ -601,7 +632,8 @@ pub fn finish_free(p: usize, obj: Obj, size: usize) {
         Obj::Pages { idx } => {
             let s = POOL.span(idx);
             let unit = Pending {
-                addr: p,
+                // The run's first page: the object may lie further in (`page_layout`).
+                addr: p & !(PAGE - 1),
                 npages: s.npages,
                 epoch: s.epoch.load(Ordering::Relaxed),
                 span: idx,
@@ -724,9 +756,9 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         }
         Obj::Pages { idx } => {
             let s = POOL.span(idx);
-            let fits = if s.class == pool::ENDS_IN_GUARD {
-                // Nothing may grow into the guard, nor leave a gap before it.
-                size == (s.npages as usize - 1) * PAGE
+            let fits = if s.class & pool::GUARD_AT_END != 0 {
+                // The object ends where the guard begins: only the same size stays.
+                size == old
             } else {
                 size + CANARY <= MAX_PAGE_OBJECT && (size + CANARY).div_ceil(PAGE) == s.npages as usize
             };

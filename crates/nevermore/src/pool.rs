@@ -30,9 +30,10 @@ pub const LARGE: u8 = 4;
 pub const DEAD: usize = usize::MAX;
 /// Set in `Span::size` once the object is freed (the rest keeps its size, for reports).
 pub const DEAD_BIT: usize = 1 << 63;
-/// `Span::class` of a PAGES span whose last page is a guard: a page object whose size is a
-/// whole number of pages ends exactly where the guard's alias, never installed, begins.
-pub const ENDS_IN_GUARD: u8 = 1;
+/// `Span::class` bits of a PAGES span (see `heap::page_layout`): the run's last page is a
+/// guard, issued with the object but never installed; the object has no canary.
+pub const GUARD_AT_END: u8 = 1;
+pub const NO_CANARY: u8 = 2;
 
 /// When `Pool::decay` next looks at the free runs (`sys::now_ns` time).
 static NEXT_DECAY: AtomicU64 = AtomicU64::new(0);
@@ -56,7 +57,7 @@ pub struct Span {
     pub start: u32,
     pub npages: u32,
     pub kind: u8,
-    /// SLAB: the size class. PAGES: `ENDS_IN_GUARD` or 0.
+    /// SLAB: the size class. PAGES: `GUARD_AT_END` and `NO_CANARY` bits.
     pub class: u8,
     pub dirty: bool,
     /// Slabs: free slots in the slab's bitmap (slots in thread caches count as taken).

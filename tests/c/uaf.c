@@ -33,6 +33,10 @@
  *   spike MS             allocates and frees ~64 MiB of small objects, then keeps a light
  *                        allocation load for MS milliseconds; prints the pool's memory
  *                        (POOL_KIB n, the allocated size of the memfd named nevermore-pool).
+ *   dump-flags           for a small, a page and a large object, and for the biggest mapping
+ *                        of the pool's memfd (its canonical view), prints whether a core dump
+ *                        would leave the mapping out ("dd" in /proc/self/smaps): DUMP <what>
+ *                        yes|no.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -95,10 +99,42 @@ static void *blocked_reader(void *arg) {
     return NULL;
 }
 
+/* The VmFlags of the mapping containing `addr` (or, with addr 0, of the biggest mapping of the
+ * memfd named nevermore-pool) contain "dd"? -1 when there is no such mapping. */
+static int dont_dump(uintptr_t addr) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0, found = -1;
+    unsigned long best = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = addr ? (addr >= lo && addr < hi) : (strstr(line, "nevermore-pool") && hi - lo > best);
+            if (in && !addr) best = hi - lo;
+        } else if (in && !strncmp(line, "VmFlags:", 8)) {
+            found = strstr(line, " dd") != NULL;
+        }
+    }
+    if (f) fclose(f);
+    return found;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *c = argv[1];
     size_t size = argc > 2 ? strtoul(argv[2], NULL, 0) : 24;
+    if (!strcmp(c, "dump-flags")) {
+        static const size_t sizes[] = {24, 5000, 300000};
+        for (int i = 0; i < 3; i++) {
+            char *p = malloc(sizes[i]);
+            memset(p, 1, sizes[i]);
+            int dd = dont_dump((uintptr_t)p);
+            printf("DUMP object-%zu %s\n", sizes[i], dd < 0 ? "unknown" : dd ? "no" : "yes");
+        }
+        int dd = dont_dump(0);
+        printf("DUMP canonical %s\n", dd < 0 ? "unknown" : dd ? "no" : "yes");
+        return 0;
+    }
     if (!strcmp(c, "read") || !strcmp(c, "write")) {
         char *p = malloc(size);
         memset(p, 0x11, size);

@@ -314,3 +314,20 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
         assert!(n >= 1, "{mode}: {err}");
     }
 }
+
+/// A crash with core dumps enabled made the kernel fault in the pool's whole 64 GiB canonical
+/// view, filling the memfd with zeroed pages (memory ran out) and writing a core as big. The
+/// canonical view is left out of dumps now, while the views that hold the objects at the
+/// addresses the program uses (mirrors, large objects' views) stay in.
+#[test]
+fn core_dumps_keep_the_objects_and_leave_out_the_canonical_view() {
+    for mode in ["prevent", "detect"] {
+        let o = run(mode, &["dump-flags"]);
+        assert_ok(&o);
+        let out = stdout(&o);
+        for what in ["object-24", "object-5000", "object-300000"] {
+            assert!(out.contains(&format!("DUMP {what} yes")), "{mode}: {what} left out of core dumps:\n{out}");
+        }
+        assert!(out.contains("DUMP canonical no"), "{mode}: the canonical view is dumped:\n{out}");
+    }
+}

@@ -67,6 +67,13 @@ pub fn map_meta(len: usize) -> *mut u8 {
 }
 
 /// Maps `len` bytes of file `fd` at `off`, shared, read-write; at `fixed` if non-null.
+///
+/// The mapping is left out of core dumps. The kernel dumps shared mappings of a memfd whole,
+/// faulting in every page: for the pool's canonical view (64 GiB, mostly never used) a crash
+/// with core dumps enabled would fill the memfd with zeroed pages, all of memory, and write
+/// a core as big. The heap's contents are still in the dump, at the addresses the program
+/// knows: through the mirrors and large objects' views (`duplicate_view`), where only
+/// installed pages are read (the others fail without allocating: userfaultfd's SIGBUS mode).
 pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
     let flags = libc::MAP_SHARED | libc::MAP_NORESERVE | if fixed.is_null() { 0 } else { libc::MAP_FIXED };
     // SAFETY: with a null hint the kernel picks free space; with `fixed` the caller owns the
@@ -75,20 +82,25 @@ pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
         libc::mmap(fixed as *mut c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, off as libc::off_t)
     };
     if p == libc::MAP_FAILED {
-        ptr::null_mut()
-    } else {
-        p as *mut u8
+        return ptr::null_mut();
     }
+    advise(p as *mut u8, len, libc::MADV_DONTDUMP);
+    p as *mut u8
 }
 
 /// Creates a second view of the shared mapping at `src` (`len` bytes) at address `dst`,
 /// replacing what was there (`mremap` with an old size of 0 duplicates shared mappings).
+/// Unlike the canonical view it copies, the new view goes into core dumps (see `map_shared`).
 pub fn duplicate_view(src: *mut u8, dst: *mut u8, len: usize) -> bool {
     // SAFETY: `src` lies in the allocator's shared canonical view, `dst` in its own reservation.
     let p = unsafe {
         libc::mremap(src as *mut c_void, 0, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, dst as *mut c_void)
     };
-    p != libc::MAP_FAILED
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    advise(dst, len, libc::MADV_DODUMP);
+    true
 }
 
 pub fn unmap(addr: *mut u8, len: usize) {

@@ -50,11 +50,14 @@ static uint64_t mix(uint64_t x) {
 }
 
 /* An object: [size_t size][uint64 tag][pattern...]. */
+/* Set while the SIGUSR1 handler runs (it is not re-entered: SIGUSR1 is blocked inside). */
+static volatile sig_atomic_t in_handler;
+
 static void *make(uint64_t tag) {
     size_t size = 17 + mix(tag) % 3000;
     if (mix(tag) % 97 == 0) size += 200000; /* now and then a large one */
     unsigned char *p = malloc(size);
-    if (!p) fail("malloc", (long)size);
+    if (!p) fail(in_handler ? "malloc in a signal handler" : "malloc", (long)size);
     memcpy(p, &size, 8);
     memcpy(p + 8, &tag, 8);
     memset(p + 16, (int)(tag & 0xff), size - 16);
@@ -228,6 +231,7 @@ static _Atomic(void *) to_handler, from_handler;
 static void on_usr1(int sig) {
     (void)sig;
     int e = errno;
+    in_handler = 1;
     long n = atomic_fetch_add(&handled, 1);
     unsigned char *a = malloc(24), *b = malloc(5000), *c = calloc(3, 100);
     if (!a || !b || !c) fail("malloc in a signal handler", 0);
@@ -265,6 +269,7 @@ static void on_usr1(int sig) {
     if (mine) verify_and_free(mine);
     void *old = atomic_exchange(&from_handler, make(1000000007ull + (uint64_t)n));
     if (old) verify_and_free(old);
+    in_handler = 0;
     errno = e;
 }
 

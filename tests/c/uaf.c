@@ -33,6 +33,7 @@
  *   spike MS             allocates and frees ~64 MiB of small objects, then keeps a light
  *                        allocation load for MS milliseconds; prints the pool's memory
  *                        (POOL_KIB n, the allocated size of the memfd named nevermore-pool).
+ *   whole-pages N        allocates N objects of 4096 bytes and fills them; prints POOL_KIB.
  *   dump-flags           for a small, a page and a large object, and for the biggest mapping
  *                        of the pool's memfd (its canonical view), prints whether a core dump
  *                        would leave the mapping out ("dd" in /proc/self/smaps): DUMP <what>
@@ -117,6 +118,20 @@ static int dont_dump(uintptr_t addr) {
     }
     if (f) fclose(f);
     return found;
+}
+
+/* The allocated size of the memfd named nevermore-pool, in KiB (-1 if not found). */
+static long pool_kib(void) {
+    for (int fd = 0; fd < 4096; fd++) {
+        char path[64], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        struct stat st;
+        if (strstr(target, "nevermore-pool") && fstat(fd, &st) == 0) return (long)st.st_blocks / 2;
+    }
+    return -1;
 }
 
 int main(int argc, char **argv) {
@@ -375,17 +390,13 @@ int main(int argc, char **argv) {
             usleep(1000);
             clock_gettime(CLOCK_MONOTONIC, &t);
         } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size);
-        long kib = -1;
-        for (int fd = 0; fd < 4096 && kib < 0; fd++) {
-            char path[64], target[256];
-            snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-            ssize_t n = readlink(path, target, sizeof target - 1);
-            if (n <= 0) continue;
-            target[n] = 0;
-            struct stat st;
-            if (strstr(target, "nevermore-pool") && fstat(fd, &st) == 0) kib = (long)st.st_blocks / 2;
-        }
-        printf("POOL_KIB %ld\n", kib);
+        printf("POOL_KIB %ld\n", pool_kib());
+        return 0;
+    }
+    if (!strcmp(c, "whole-pages")) {
+        long n = argc > 2 ? atol(argv[2]) : 2000;
+        for (long i = 0; i < n; i++) memset(malloc(4096), 1, 4096);
+        printf("POOL_KIB %ld\n", pool_kib());
         return 0;
     }
     if (!strcmp(c, "unique")) {

@@ -331,3 +331,21 @@ fn core_dumps_keep_the_objects_and_leave_out_the_canonical_view() {
         assert!(out.contains("DUMP canonical no"), "{mode}: the canonical view is dumped:\n{out}");
     }
 }
+
+/// An object of whole pages costs its pages and no more: the guard page after it is issued
+/// with it but never installed, nor given memory (2000 objects of 4 KiB took 16 000 KiB of
+/// pool when the guard page was filled like the others).
+#[test]
+fn guard_pages_take_no_memory() {
+    for mode in ["prevent", "detect"] {
+        let o = run(mode, &["whole-pages", "2000"]);
+        assert_ok(&o);
+        let out = stdout(&o);
+        let kib: u64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("POOL_KIB "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{mode}: no POOL_KIB in:\n{out}"));
+        assert!((8000..9000).contains(&kib), "{mode}: {kib} KiB of pool for 2000 objects of 4 KiB");
+    }
+}

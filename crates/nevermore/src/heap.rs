@@ -280,7 +280,9 @@ fn alloc_pages(size: usize, align: usize, zero: bool) -> *mut u8 {
     if waiting >= 64 && waiting as u64 * 8 >= POOL.stats().0.pages_in_use {
         advance_epoch();
     }
-    let Some((idx, dirty)) = POOL.alloc_run_filled(npages, pool::PAGES) else { return ptr::null_mut() };
+    let Some((idx, dirty)) = POOL.alloc_run_filled(npages, npages - guard as u32, pool::PAGES) else {
+        return ptr::null_mut();
+    };
     let start_page = POOL.span(idx).start;
     let mut e = alias::pin_current();
     if e != 0 && !(start_page..start_page + npages).all(|p| alias::issuable(e, p)) {

@@ -302,13 +302,14 @@ impl Pool {
     }
 
     /// `alloc_run` for spans whose aliases userfaultfd will map (slabs, page objects), which it
-    /// can only do for pages that exist: a run of holes (fresh or punched pages) is filled at
-    /// once, with one call, rather than by every install that meets a hole.
-    pub fn alloc_run_filled(&self, n: u32, kind: u8) -> Option<(u32, bool)> {
+    /// can only do for pages that exist: a run of holes (fresh or punched pages) has its first
+    /// `filled` pages filled at once, with one call, rather than by every install that meets a
+    /// hole. (A page object's guard page is never installed: it stays a hole.)
+    pub fn alloc_run_filled(&self, n: u32, filled: u32, kind: u8) -> Option<(u32, bool)> {
         let (idx, dirty) = self.alloc_run(n, kind)?;
         if !dirty {
             // Failure is left to `alias::install`, which fills holes itself and says why not.
-            self.populate_pages(self.span(idx).start, n);
+            self.populate_pages(self.span(idx).start, filled.min(n));
         }
         Some((idx, dirty))
     }

@@ -599,7 +599,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
         }
         m
     };
-    let Some((idx, _)) = POOL.alloc_run_filled(c.pages, pool::SLAB) else {
+    let Some((idx, _)) = POOL.alloc_run_filled(c.pages, c.pages, pool::SLAB) else {
         FREE_TABLES[ci].lock().push(meta);
         return None;
     };

@@ -768,14 +768,8 @@ pub fn reinstall_live() {
 fn alias_live(e: u32, p: u32) -> bool {
     let Some((_, s)) = POOL.span_at(POOL.page_addr(p)) else { return false };
     match s.kind {
-        crate::pool::SLAB if crate::slab::set_up(s) => {
-            let c = &crate::slab::CLASSES[s.class as usize];
-            let per = crate::slab::lane_slots(s, c);
-            (0..c.spp.div_ceil(per)).any(|r| {
-                let l = crate::slab::lane(s, c, p - s.start, r);
-                l.epoch.load(Ordering::Relaxed) == e && l.live.load(Ordering::Relaxed) > 0
-            })
-        }
+        // Lock-free, on pages that may be changing hands (see `page_has_live_lane`).
+        crate::pool::SLAB if crate::slab::set_up(s) => crate::slab::page_has_live_lane(s, p, e),
         crate::pool::PAGES => {
             s.epoch.load(Ordering::Relaxed) == e
                 && s.size.load(Ordering::Relaxed) & crate::pool::DEAD_BIT == 0

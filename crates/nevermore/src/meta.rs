@@ -9,6 +9,11 @@ use crate::sys;
 
 const CHUNK: usize = 64 << 20;
 
+/// Mapped bytes kept past every block: a lock-free reader that pairs a slot table with the
+/// wrong class (a span reused under it) reads at most this far past the table's start, and
+/// stays in mapped memory (`slab::page_has_live_lane`). At least the biggest slot table.
+pub const READ_SLACK: usize = 1 << 20;
+
 struct Arena {
     cur: usize,
     end: usize,
@@ -20,8 +25,8 @@ static ARENA: Locked<Arena> = Locked::new(Arena { cur: 0, end: 0 });
 pub fn alloc(bytes: usize) -> *mut u8 {
     let bytes = sys::round_up(bytes.max(1), 64);
     let mut a = ARENA.lock();
-    if a.cur + bytes > a.end {
-        let len = sys::round_up(bytes, CHUNK);
+    if a.cur + bytes + READ_SLACK > a.end {
+        let len = sys::round_up(bytes + READ_SLACK, CHUNK);
         let p = sys::map_meta(len);
         if p.is_null() {
             return ptr::null_mut();

@@ -357,9 +357,55 @@ pub fn lane_of(s: &pool::Span, c: &Class, j: u32, pos: u32) -> &'static Lane {
 /// The lane record of page `j` (of the slab), lane `r`.
 #[inline]
 pub fn lane(s: &pool::Span, c: &Class, j: u32, r: u32) -> &'static Lane {
-    let max = if crate::detect() { c.spp } else { MAX_PREVENT_LANES.min(c.spp) };
-    // SAFETY: j < pages and r < lanes <= max, so the record is inside the slot table.
-    unsafe { &*(s.meta.add(c.lanes_at as usize) as *const Lane).add((j * max + r) as usize) }
+    lane_in(s.meta, c, j, r)
+}
+
+/// Lanes per page a slot table of class `c` has room for.
+#[inline]
+fn lanes_max(c: &Class) -> u32 {
+    if crate::detect() {
+        c.spp
+    } else {
+        MAX_PREVENT_LANES.min(c.spp)
+    }
+}
+
+#[inline]
+fn lane_in(meta: *mut u8, c: &Class, j: u32, r: u32) -> &'static Lane {
+    // SAFETY: j < pages and r < lanes <= lanes_max, so the record is inside the slot table.
+    unsafe { &*(meta.add(c.lanes_at as usize) as *const Lane).add((j * lanes_max(c) + r) as usize) }
+}
+
+/// Whether any lane of pool page `page` is issued in epoch `e` and not dead, for readers that
+/// hold no lock and may meet the span `s` while it is released and reused (the revocation's
+/// gap check): such a page is no live alias, and any answer for it is harmless, but reading
+/// the span's fields at different moments (its start, then its class, then its table) must
+/// not lead outside memory. Each field is read once and checked against the others; a table
+/// and a class that do not belong together still read inside metadata memory, which keeps
+/// room past every table (`meta::READ_SLACK`). A live lane's slab does not change meanwhile,
+/// so for it the answer is exact. When the fields do not fit, says "live" (the cautious
+/// answer).
+pub fn page_has_live_lane(s: &pool::Span, page: u32, e: u32) -> bool {
+    // Read volatile, once each, because other threads may rewrite them.
+    // SAFETY: plain fields of a descriptor in the always-mapped span table.
+    let (start, npages, class, lanes, meta) = unsafe {
+        (
+            core::ptr::read_volatile(&s.start),
+            core::ptr::read_volatile(&s.npages),
+            core::ptr::read_volatile(&s.class) as usize,
+            core::ptr::read_volatile(&s.lanes),
+            core::ptr::read_volatile(&s.meta),
+        )
+    };
+    let j = page.wrapping_sub(start);
+    let Some(c) = CLASSES.get(class) else { return true };
+    if j >= npages || j >= c.pages || lanes == 0 || lanes > lanes_max(c) || meta.is_null() {
+        return true;
+    }
+    (0..c.spp.div_ceil(c.spp.div_ceil(lanes))).any(|r| {
+        let l = lane_in(meta, c, j, r);
+        l.epoch.load(Ordering::Relaxed) == e && l.live.load(Ordering::Relaxed) > 0
+    })
 }
 
 /// Where a pointer sits inside a page of a slab.
@@ -677,6 +723,33 @@ pub fn slab_count() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The biggest slot table of any class, in either mode.
+    fn max_table_bytes() -> usize {
+        CLASSES
+            .iter()
+            .map(|c| {
+                c.lanes_at as usize
+                    + (c.pages * c.spp) as usize
+                        * (core::mem::size_of::<Lane>() + core::mem::size_of::<crate::stack::Trace>())
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A lock-free reader pairing a table with the wrong class reads at most the biggest
+    /// table's size past its start: metadata memory keeps that much mapped past every block.
+    #[test]
+    fn a_table_read_with_any_class_stays_in_mapped_metadata() {
+        assert!(max_table_bytes() <= crate::meta::READ_SLACK, "{} bytes", max_table_bytes());
+        for c in CLASSES.iter() {
+            // Both modes' tables (detect mode has one lane per slot and a trace per slot).
+            let detect = c.lanes_at as usize
+                + (c.pages * c.spp) as usize * core::mem::size_of::<Lane>()
+                + c.nslots as usize * core::mem::size_of::<crate::stack::Trace>();
+            assert!(detect <= max_table_bytes());
+        }
+    }
 
     #[test]
     fn classes_are_sane() {

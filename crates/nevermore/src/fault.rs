@@ -135,13 +135,13 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
         match s.kind {
             pool::SLAB if slab::set_up(s) => {
                 let c = &CLASSES[s.class as usize];
-                let j = page - s.start;
+                let j = slab::page_index(s, c, page);
                 let in_page = addr & (PAGE - 1);
                 let pos = match slab::locate(c, in_page) {
                     Slot::Start(p) | Slot::Interior(p, _) => Some(p),
                     Slot::Tail => None,
                 };
-                if let Some(pos) = pos {
+                if let (Some(pos), Some(j)) = (pos, j) {
                     let l = slab::lane_of(s, c, j, pos);
                     let start = (addr & !(PAGE - 1)) + (pos * c.size) as usize;
                     if !retired && l.epoch.load(Ordering::Acquire) == e {

@@ -167,7 +167,7 @@ fn trace_slot(addr: usize) -> Option<(&'static stack::Trace, u32)> {
                     Slot::Start(p) | Slot::Interior(p, _) => p,
                     Slot::Tail => return None,
                 };
-                Some((slab::trace(s, c, slab::slot_index(c, page - s.start, pos)), e))
+                Some((slab::trace(s, c, slab::slot_index(c, slab::page_index(s, c, page)?, pos)), e))
             }
             pool::PAGES => Some((&s.trace, e)),
             _ => None,
@@ -379,8 +379,9 @@ fn lookup(p: usize) -> Option<(Obj, usize)> {
     if s.kind != pool::SLAB || !slab::set_up(s) {
         return None;
     }
-    match slab::locate(&CLASSES[s.class as usize], p & (PAGE - 1)) {
-        Slot::Start(pos) => small_live(idx, s, e, page - s.start, pos),
+    let c = &CLASSES[s.class as usize];
+    match slab::locate(c, p & (PAGE - 1)) {
+        Slot::Start(pos) => small_live(idx, s, e, slab::page_index(s, c, page)?, pos),
         _ => None,
     }
 }
@@ -420,7 +421,9 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
         match s.kind {
             pool::SLAB if slab::set_up(s) => {
                 let c = &CLASSES[s.class as usize];
-                let j = page - s.start;
+                let Some(j) = slab::page_index(s, c, page) else {
+                    return Err(stale(e, page, "the memory at this address was already freed"));
+                };
                 match slab::locate(c, p & (PAGE - 1)) {
                     Slot::Start(pos) => match small_live(idx, s, e, j, pos) {
                         Some(found) => Ok(found),

@@ -376,6 +376,18 @@ fn lane_in(meta: *mut u8, c: &Class, j: u32, r: u32) -> &'static Lane {
     unsafe { &*(meta.add(c.lanes_at as usize) as *const Lane).add((j * lanes_max(c) + r) as usize) }
 }
 
+/// The index in the slab `s` of class `c` of its pool page `page`, for readers that hold no
+/// lock: the span's start is read once (not again after `span_at` checked it, since a span
+/// reused meanwhile may have another), and the index is checked against the class, so that
+/// lane and size records are looked up inside a slot table (see `page_has_live_lane`). None
+/// when the page is not in such a slab any more.
+#[inline]
+pub fn page_index(s: &pool::Span, c: &Class, page: u32) -> Option<u32> {
+    // SAFETY: a plain field of a descriptor in the always-mapped span table.
+    let j = page.wrapping_sub(unsafe { core::ptr::read_volatile(&s.start) });
+    (j < c.pages).then_some(j)
+}
+
 /// Whether any lane of pool page `page` is issued in epoch `e` and not dead, for readers that
 /// hold no lock and may meet the span `s` while it is released and reused (the revocation's
 /// gap check): such a page is no live alias, and any answer for it is harmless, but reading

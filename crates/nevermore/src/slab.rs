@@ -400,21 +400,19 @@ pub fn page_index(s: &pool::Span, c: &Class, page: u32) -> Option<u32> {
 pub fn page_has_live_lane(s: &pool::Span, page: u32, e: u32) -> bool {
     // Read volatile, once each, because other threads may rewrite them.
     // SAFETY: plain fields of a descriptor in the always-mapped span table.
-    let (start, npages, class, lanes, meta) = unsafe {
+    let (class, lanes, meta) = unsafe {
         (
-            core::ptr::read_volatile(&s.start),
-            core::ptr::read_volatile(&s.npages),
             core::ptr::read_volatile(&s.class) as usize,
             core::ptr::read_volatile(&s.lanes),
             core::ptr::read_volatile(&s.meta),
         )
     };
-    let j = page.wrapping_sub(start);
     let Some(c) = CLASSES.get(class) else { return true };
-    if j >= npages || j >= c.pages || lanes == 0 || lanes > lanes_max(c) || meta.is_null() {
+    let Some(j) = page_index(s, c, page) else { return true };
+    if lanes == 0 || lanes > lanes_max(c) || meta.is_null() {
         return true;
     }
-    (0..c.spp.div_ceil(c.spp.div_ceil(lanes))).any(|r| {
+    (0..lanes_in_page(lanes, c)).any(|r| {
         let l = lane_in(meta, c, j, r);
         l.epoch.load(Ordering::Relaxed) == e && l.live.load(Ordering::Relaxed) > 0
     })
@@ -534,7 +532,14 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
 /// Lanes in a slab of class `c` whose pages are split into `lanes` lanes each.
 #[inline]
 fn lanes_total(lanes: u32, c: &Class) -> u32 {
-    c.spp.div_ceil(c.spp.div_ceil(lanes)) * c.pages
+    lanes_in_page(lanes, c) * c.pages
+}
+
+/// Lanes a page of class `c` split into `lanes` lanes really has (the last may be short, and
+/// rounding the slots per lane up may leave fewer lanes than asked for).
+#[inline]
+fn lanes_in_page(lanes: u32, c: &Class) -> u32 {
+    c.spp.div_ceil(c.spp.div_ceil(lanes))
 }
 
 /// Undoes `new_slab` for a slab that was never issued.

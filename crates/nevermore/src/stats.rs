@@ -12,7 +12,7 @@ pub static FLUSHES: AtomicU64 = AtomicU64::new(0);
 pub static SLABS_CREATED: AtomicU64 = AtomicU64::new(0);
 pub static SLABS_RELEASED: AtomicU64 = AtomicU64::new(0);
 pub static PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
-/// Page objects of a whole number of pages, which end in a guard page instead of a canary.
+/// Page objects that end in a guard page (all of a whole number of pages; in detect mode, all).
 pub static GUARDED_PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);

@@ -240,9 +240,9 @@ pub unsafe fn init() -> bool {
     // The mirror table is a ring indexed by epoch modulo its size: a live mirror spans at least
     // one chunk, so no more mirrors than chunks can be live at once.
     f.max_epochs = sys::pow2_floor(MAX_EPOCHS.min((len >> CHUNK_SHIFT) + 2));
-    f.mirrors = sys::map_meta(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
-    f.chunks = sys::map_meta((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
-    f.last = sys::map_meta(POOL.layout().pages as usize * 4) as *mut AtomicU32;
+    f.mirrors = crate::meta::map(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
+    f.chunks = crate::meta::map((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
+    f.last = crate::meta::map(POOL.layout().pages as usize * 4) as *mut AtomicU32;
     if f.mirrors.is_null() || f.chunks.is_null() || f.last.is_null() {
         return false;
     }
@@ -250,7 +250,7 @@ pub unsafe fn init() -> bool {
         let mut st = STATE.lock();
         st.cursor = f.arena;
         // One bit per GiB; without it (no metadata memory) tables are simply not reclaimed.
-        st.reclaimed = sys::map_meta((len >> 30).div_ceil(64).max(1) * 8) as *mut u64;
+        st.reclaimed = crate::meta::map((len >> 30).div_ceil(64).max(1) * 8) as *mut u64;
     }
     match f.revoke {
         Revoke::Uffd => {}
@@ -267,12 +267,12 @@ pub unsafe fn init() -> bool {
 
 /// Whether `MADV_GUARD_INSTALL` works here (Linux 6.13+, and not filtered).
 fn guard_markers_work() -> bool {
-    let p = sys::map_meta(PAGE);
+    let p = crate::meta::map(PAGE);
     if p.is_null() {
         return false;
     }
     let ok = sys::advise(p, PAGE, MADV_GUARD_INSTALL);
-    sys::unmap(p, PAGE);
+    crate::meta::unmap(p, PAGE);
     ok
 }
 
@@ -351,6 +351,12 @@ pub fn alias(e: u32, page: u32) -> usize {
 pub fn in_arena(addr: usize) -> bool {
     let f = fixed();
     addr.wrapping_sub(f.arena) < f.arena_len
+}
+
+/// The alias arena: (start, length).
+pub fn arena_range() -> (usize, usize) {
+    let f = fixed();
+    (f.arena, f.arena_len)
 }
 
 /// (epoch, pool page) of an alias address, if it lies in a mirror.

@@ -5,8 +5,6 @@
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use crate::sys;
-
 const ENTRIES: usize = 1 << 16;
 
 #[repr(C)]
@@ -34,7 +32,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Maps the ring (detect mode only). Returns false when out of memory.
 pub fn init() -> bool {
-    let p = sys::map_meta(ENTRIES * core::mem::size_of::<Entry>()) as *mut Entry;
+    let p = crate::meta::map(ENTRIES * core::mem::size_of::<Entry>()) as *mut Entry;
     RING.store(p, Ordering::Release);
     !p.is_null()
 }

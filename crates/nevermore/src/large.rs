@@ -54,7 +54,7 @@ static ARENA: Locked<Arena> = Locked::new(Arena { next: 0, end: 0 });
 
 /// Sets up the table's top level. Returns false when out of memory.
 pub fn init() -> bool {
-    let t = sys::map_meta(TOP_ENTRIES * 8);
+    let t = crate::meta::map(TOP_ENTRIES * 8);
     TOP.store(t as *mut AtomicPtr<AtomicU32>, Ordering::Release);
     !t.is_null()
 }
@@ -72,14 +72,14 @@ fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
         if !create {
             return None;
         }
-        let fresh = sys::map_meta(LEAF_BYTES) as *mut AtomicU32;
+        let fresh = crate::meta::map(LEAF_BYTES) as *mut AtomicU32;
         if fresh.is_null() {
             return None;
         }
         match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => leaf = fresh,
             Err(other) => {
-                sys::unmap(fresh as *mut u8, LEAF_BYTES);
+                crate::meta::unmap(fresh as *mut u8, LEAF_BYTES);
                 leaf = other;
             }
         }

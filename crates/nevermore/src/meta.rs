@@ -3,6 +3,7 @@
 //! fixed-size blocks (slab slot tables, thread caches) keep their own free lists.
 
 use core::ptr;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::lock::Locked;
 use crate::sys;
@@ -27,7 +28,7 @@ pub fn alloc(bytes: usize) -> *mut u8 {
     let mut a = ARENA.lock();
     if a.cur + bytes + READ_SLACK > a.end {
         let len = sys::round_up(bytes + READ_SLACK, CHUNK);
-        let p = sys::map_meta(len);
+        let p = map(len);
         if p.is_null() {
             return ptr::null_mut();
         }
@@ -37,6 +38,59 @@ pub fn alloc(bytes: usize) -> *mut u8 {
     let p = a.cur;
     a.cur += bytes;
     p as *mut u8
+}
+
+/// Most metadata mappings remembered for `is_meta`; later ones are not (a sweep then reads
+/// them, which costs time but is not wrong).
+const MAX_RANGES: usize = 256;
+static RANGES: [AtomicUsize; 2 * MAX_RANGES] = [const { AtomicUsize::new(0) }; 2 * MAX_RANGES];
+static NRANGES: AtomicUsize = AtomicUsize::new(0);
+
+/// Maps `len` bytes of zeroed private memory for metadata (lazily committed), and remembers
+/// the range: metadata never holds pointers the program uses, so a sweep skips it (`sweep`).
+/// Returns null on failure.
+pub fn map(len: usize) -> *mut u8 {
+    let p = sys::map_meta(len);
+    if !p.is_null() {
+        let k = NRANGES.fetch_add(1, Ordering::AcqRel);
+        if k < MAX_RANGES {
+            RANGES[2 * k + 1].store(p as usize + sys::round_up(len, sys::PAGE), Ordering::Relaxed);
+            RANGES[2 * k].store(p as usize, Ordering::Release);
+        }
+    }
+    p
+}
+
+/// Unmaps a range `map` returned, and forgets it (the address may serve the program next).
+pub fn unmap(p: *mut u8, len: usize) {
+    let n = NRANGES.load(Ordering::Acquire).min(MAX_RANGES);
+    for k in 0..n {
+        if RANGES[2 * k].load(Ordering::Acquire) == p as usize {
+            RANGES[2 * k].store(0, Ordering::Release);
+        }
+    }
+    sys::unmap(p, len);
+}
+
+/// The remembered metadata range holding `addr`, as (start, end), or else the start of the
+/// first one above it (as `(start, start)`); None when no range lies at or above `addr`.
+pub fn range_from(addr: usize) -> Option<(usize, usize)> {
+    let n = NRANGES.load(Ordering::Acquire).min(MAX_RANGES);
+    let mut next: Option<usize> = None;
+    for k in 0..n {
+        let start = RANGES[2 * k].load(Ordering::Acquire);
+        let end = RANGES[2 * k + 1].load(Ordering::Relaxed);
+        if start == 0 {
+            continue;
+        }
+        if start <= addr && addr < end {
+            return Some((start, end));
+        }
+        if start > addr && next.is_none_or(|s| start < s) {
+            next = Some(start);
+        }
+    }
+    next.map(|s| (s, s))
 }
 
 /// The lock, for the fork handlers.

@@ -180,8 +180,8 @@ impl Pool {
             let pages = bytes >> PAGE_SHIFT;
             if sys::ftruncate(fd, bytes) {
                 let base = sys::map_shared(ptr::null_mut(), bytes, fd, 0);
-                let spans = sys::map_meta(pages * core::mem::size_of::<Span>());
-                let pagemap = sys::map_meta(pages * 4);
+                let spans = crate::meta::map(pages * core::mem::size_of::<Span>());
+                let pagemap = crate::meta::map(pages * 4);
                 if !base.is_null() && !spans.is_null() && !pagemap.is_null() {
                     // SAFETY: single-threaded initialisation (caller's contract).
                     let l = unsafe { self.layout.get_mut() };
@@ -193,9 +193,12 @@ impl Pool {
                     l.pagemap = pagemap as *mut AtomicU32;
                     return Ok(());
                 }
-                for (p, len) in [(base, bytes), (spans, pages * core::mem::size_of::<Span>()), (pagemap, pages * 4)] {
+                if !base.is_null() {
+                    sys::unmap(base, bytes);
+                }
+                for (p, len) in [(spans, pages * core::mem::size_of::<Span>()), (pagemap, pages * 4)] {
                     if !p.is_null() {
-                        sys::unmap(p, len);
+                        crate::meta::unmap(p, len);
                     }
                 }
             }

@@ -23,8 +23,6 @@ use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use crate::sys;
-
 /// Most frames kept per stack.
 pub const MAX_FRAMES: usize = 20;
 
@@ -186,7 +184,7 @@ extern "C" fn add_module(info: *mut DlPhdrInfo, _size: usize, data: *mut c_void)
 /// Rebuilds the module table (outside the hot path: at start-up, or for a PC in no module).
 fn refresh_modules() {
     let bytes = core::mem::size_of::<Modules>();
-    let t = sys::map_meta(bytes) as *mut Modules;
+    let t = crate::meta::map(bytes) as *mut Modules;
     if t.is_null() {
         return;
     }
@@ -900,8 +898,8 @@ fn hash(frames: &[usize]) -> u64 {
 
 impl Depot {
     fn init(&self) {
-        let store = sys::map_meta(STORE_WORDS * 8) as *mut u64;
-        let table = sys::map_meta(TABLE_LEN * 4) as *mut AtomicU32;
+        let store = crate::meta::map(STORE_WORDS * 8) as *mut u64;
+        let table = crate::meta::map(TABLE_LEN * 4) as *mut AtomicU32;
         if store.is_null() || table.is_null() {
             return;
         }

@@ -135,6 +135,28 @@ pub fn move_fd_high(fd: i32) -> i32 {
     hi
 }
 
+/// Opens a file for reading (close-on-exec); None on failure.
+pub fn open_read(path: &core::ffi::CStr) -> Option<i32> {
+    // SAFETY: plain syscall with a NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    (fd >= 0).then_some(fd)
+}
+
+/// Reads up to `buf.len()` bytes at offset `off` of `fd`, retrying on EINTR; the count read,
+/// or None on error.
+pub fn pread(fd: i32, buf: &mut [u8], off: usize) -> Option<usize> {
+    loop {
+        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), off as libc::off_t) };
+        if n >= 0 {
+            return Some(n as usize);
+        }
+        if errno() != libc::EINTR {
+            return None;
+        }
+    }
+}
+
 pub fn close(fd: i32) {
     // SAFETY: closing a descriptor we own.
     unsafe { libc::close(fd) };

@@ -284,12 +284,20 @@ fn degrade_mode_reuses_retired_addresses_and_says_so() {
 /// Prevent mode groups the objects of an alias page adaptively (DESIGN "Grouping"): whole
 /// pages while groups die together (the fewest installs and revocations), smaller groups once
 /// long-lived survivors are seen to pin the dead slots of theirs. Detect mode never groups.
+/// Sweeps (on by default in single-threaded processes) give those dead slots back, so that
+/// groups need not shrink: grouping is what multi-threaded processes rely on, checked here
+/// with sweeps off.
 #[test]
 fn grouping_adapts_to_survivors_only() {
-    let o = run_preloaded(&uaf(), &["survivors", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
+    let o = run_preloaded(&uaf(), &["survivors", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1:sweep=0")]);
     assert_ok(&o);
     assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
     assert!(counter(&stderr(&o), "grouping changes") >= 1, "survivors did not make groups smaller:\n{}", stderr(&o));
+    // With sweeps, the dead slots beside the survivors are reused instead.
+    let o = run_preloaded(&uaf(), &["survivors", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
+    assert!(counters(&stderr(&o), "sweeps")[4] > 0, "no dead slot was reused:\n{}", stderr(&o));
     // The same churn without survivors keeps whole-page groups.
     let o = run_preloaded(&uaf(), &["churn", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
     assert_ok(&o);

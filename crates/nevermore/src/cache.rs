@@ -94,6 +94,10 @@ pub struct Totals {
 impl Totals {
     const ZERO: Totals = Totals { mallocs: 0, frees: 0, alloc_bytes: 0, free_bytes: 0 };
 
+    pub fn live_bytes(&self) -> u64 {
+        self.alloc_bytes.saturating_sub(self.free_bytes)
+    }
+
     fn add(&mut self, c: &Cache) {
         self.mallocs += c.mallocs.load(Ordering::Relaxed);
         self.frees += c.frees.load(Ordering::Relaxed);
@@ -150,9 +154,10 @@ pub fn take(bin: &mut Bin, ci: usize, size: usize) -> usize {
     p
 }
 
-/// Fills an empty bin with freshly issued lanes; false when out of memory.
+/// Fills an empty bin with freshly issued lanes (or reclaimed slots); false when out of memory.
 #[inline(never)]
 fn refill(bin: &mut Bin, ci: usize) -> bool {
+    crate::sweep::maybe();
     let got = slab::refill(ci, &mut bin.cur);
     if got == 0 {
         return false;
@@ -290,6 +295,25 @@ unsafe fn unlink_locked(l: &mut List, c: *mut Cache) {
         (*c).next = l.free;
     }
     l.free = c;
+}
+
+/// Calls `f(class, cursor)` for every cursor of every live thread's cache that still has
+/// slots to hand out.
+pub fn for_each_cursor(mut f: impl FnMut(usize, &slab::Cursor)) {
+    let l = LIST.lock();
+    let mut c = l.live;
+    while !c.is_null() {
+        // SAFETY: caches on the live list stay allocated; their owners are not running (the
+        // caller makes sure of it: a single-threaded process, in the allocator).
+        unsafe {
+            for (ci, bin) in (*c).bins.iter().enumerate() {
+                for cur in &bin.cur[..bin.n as usize] {
+                    f(ci, cur);
+                }
+            }
+            c = (*c).next;
+        }
+    }
 }
 
 /// Sum of every thread's counters.

@@ -36,6 +36,9 @@ pub struct Options {
     pub stacks: bool,
     /// Freed pool pages not reused for this many milliseconds are returned to the system.
     pub dirty_decay_ms: u32,
+    /// Prevent mode, single-threaded processes: reuse the dead slots of pinned groups once a
+    /// conservative scan proves no pointer to them is left (`sweep`).
+    pub sweep: bool,
 }
 
 impl Options {
@@ -49,11 +52,13 @@ impl Options {
         stacks: true,
         alias_space_mib: 32 << 20,
         dirty_decay_ms: 10_000,
+        sweep: true,
     };
 }
 
 /// Every option, for the error message and the docs.
-pub const KNOWN: &str = "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay";
+pub const KNOWN: &str =
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -92,6 +97,7 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 }
             }
             b"verbose" => o.verbose = parse_bool(key, value)?,
+            b"sweep" => o.sweep = parse_bool(key, value)?,
             b"report_path" => {
                 if value.is_empty() {
                     return Err(ParseError::BadValue { key, value, expected: "a file path" });
@@ -169,6 +175,7 @@ mod tests {
         assert!(!parse(b"report_format=text").unwrap().json);
         assert!(Options::DEFAULT.stacks && !parse(b"stacks=0").unwrap().stacks);
         assert!(matches!(parse(b"report_format=xml"), Err(ParseError::BadValue { .. })));
+        assert!(Options::DEFAULT.sweep && !parse(b"sweep=0").unwrap().sweep);
     }
 
     #[test]

@@ -156,13 +156,27 @@ pub struct Central {
     partial: u32,
     tail: u32,
     pub slabs: u64,
+    /// Dead slots of pinned lanes that a sweep proved unreachable (`sweep`): a stack of
+    /// `span << 32 | slot`, out of band, in metadata memory taken on first use.
+    reclaimed: *mut u64,
+    nreclaimed: u32,
 }
+
+/// Room in each class's stack of reclaimed slots; a sweep leaves the rest dead.
+const RECLAIM_CAP: u32 = 1 << 16;
 
 // SAFETY: only reached through its lock.
 unsafe impl Send for Central {}
 
-pub static CENTRAL: [Locked<Central>; NCLASS] =
-    [const { Locked::new(Central { partial: pool::NONE, tail: pool::NONE, slabs: 0 }) }; NCLASS];
+pub static CENTRAL: [Locked<Central>; NCLASS] = [const {
+    Locked::new(Central {
+        partial: pool::NONE,
+        tail: pool::NONE,
+        slabs: 0,
+        reclaimed: core::ptr::null_mut(),
+        nreclaimed: 0,
+    })
+}; NCLASS];
 
 /// Recycled slot tables, per class (a list linked through their first word).
 ///
@@ -455,6 +469,13 @@ pub fn slot_index(c: &Class, j: u32, pos: u32) -> u32 {
 pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
     let c = &CLASSES[ci];
     let mut central = CENTRAL[ci].lock();
+    if central.nreclaimed > 0 {
+        let got = pop_reclaimed(&mut central, ci, out);
+        if got > 0 {
+            stats::add(&stats::REFILLS, 1);
+            return got;
+        }
+    }
     let mut advanced = false;
     let mut created = false;
     let mut fresh = pool::NONE;
@@ -527,6 +548,71 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
         }
         return 0;
     }
+}
+
+/// Puts slot `i` of slab `idx` (class `ci`) on the class's reclaimed stack; false when the
+/// stack is full (or cannot be had), and the slot stays dead.
+pub fn push_reclaimed(ci: usize, idx: u32, i: u32) -> bool {
+    let mut central = CENTRAL[ci].lock();
+    if central.reclaimed.is_null() {
+        central.reclaimed = meta::alloc(RECLAIM_CAP as usize * 8) as *mut u64;
+        if central.reclaimed.is_null() {
+            return false;
+        }
+    }
+    if central.nreclaimed == RECLAIM_CAP {
+        return false;
+    }
+    // SAFETY: below the stack's capacity.
+    unsafe { *central.reclaimed.add(central.nreclaimed as usize) = (idx as u64) << 32 | i as u64 };
+    central.nreclaimed += 1;
+    true
+}
+
+/// Takes one slot off class `ci`'s reclaimed stack: (slab, slot index).
+pub fn pop_one_reclaimed(ci: usize) -> Option<(u32, u32)> {
+    let mut central = CENTRAL[ci].lock();
+    if central.nreclaimed == 0 {
+        return None;
+    }
+    central.nreclaimed -= 1;
+    // SAFETY: below the stack's top.
+    let v = unsafe { *central.reclaimed.add(central.nreclaimed as usize) };
+    Some(((v >> 32) as u32, v as u32))
+}
+
+/// Hands out up to 16 reclaimed slots as one-slot cursors under their lanes' (live) aliases.
+fn pop_reclaimed(central: &mut Central, ci: usize, out: &mut [Cursor; 16]) -> usize {
+    let c = &CLASSES[ci];
+    let mut got = 0;
+    while got < out.len() && central.nreclaimed > 0 {
+        central.nreclaimed -= 1;
+        // SAFETY: below the stack's top.
+        let v = unsafe { *central.reclaimed.add(central.nreclaimed as usize) };
+        let (idx, i) = ((v >> 32) as u32, v as u32);
+        let s = POOL.span(idx);
+        // A reclaimed slot keeps its lane issued (it counts as live), so its slab, lane and
+        // alias stay as the sweep found them; checked all the same.
+        if s.kind != pool::SLAB || s.class as usize != ci || i >= c.nslots {
+            continue;
+        }
+        // SAFETY: `i` < nslots.
+        let size_at = unsafe { sizes(s).add(i as usize) };
+        // SAFETY: as above.
+        if unsafe { &*size_at }.load(Ordering::Relaxed) != FREE_SLOT {
+            continue;
+        }
+        let (j, pos) = (i % c.pages, i / c.pages);
+        let l = lane_of(s, c, j, pos);
+        let e = l.epoch.load(Ordering::Acquire);
+        if e == 0 {
+            continue;
+        }
+        let at = alias::alias(e, s.start + j) + (pos * c.size) as usize;
+        out[got] = Cursor { next: at, end: at + c.size as usize, size_at, lane: l };
+        got += 1;
+    }
+    got
 }
 
 /// Lanes in a slab of class `c` whose pages are split into `lanes` lanes each.

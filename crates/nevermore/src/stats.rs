@@ -27,7 +27,7 @@ pub fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
-fn get(c: &AtomicU64) -> u64 {
+pub fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
@@ -47,7 +47,11 @@ pub fn proc_status_kb(field: &[u8]) -> Option<u64> {
     if n <= 0 {
         return None;
     }
-    let text = &buf[..n as usize];
+    status_field(&buf[..n as usize], field)
+}
+
+/// The number on the `Field:` line of a /proc/self/status text.
+pub fn status_field(text: &[u8], field: &[u8]) -> Option<u64> {
     for line in text.split(|&c| c == b'\n') {
         if line.starts_with(field) && line.get(field.len()) == Some(&b':') {
             let mut v = 0u64;
@@ -99,7 +103,7 @@ pub fn print() {
     let _ = writeln!(b, "=={pid}==   allocations        {}", t.mallocs);
     let _ = writeln!(b, "=={pid}==   frees              {}", t.frees);
     let _ = writeln!(b, "=={pid}==   bytes requested    {}", t.alloc_bytes);
-    let _ = writeln!(b, "=={pid}==   bytes live         {}", t.alloc_bytes.saturating_sub(t.free_bytes));
+    let _ = writeln!(b, "=={pid}==   bytes live         {}", t.live_bytes());
     let _ = writeln!(b, "=={pid}==   threads            {}", get(&THREADS));
     let _ = writeln!(b, "=={pid}==   cache refills      {}   flushes {}", get(&REFILLS), get(&FLUSHES));
     let _ = writeln!(
@@ -139,6 +143,22 @@ pub fn print() {
             get(&FREES),
             get(&DEFERRED),
             get(&LEAKED)
+        );
+    }
+    {
+        use crate::sweep::*;
+        let _ = writeln!(
+            b,
+            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms",
+            get(&SWEEPS),
+            get(&NOT_SINGLE),
+            get(&NOT_SWEPT),
+            get(&GAVE_UP),
+            get(&RECLAIMED_SLOTS),
+            get(&RECLAIMED_BYTES) / 1024,
+            get(&SCANNED_BYTES) / 1024,
+            get(&SWEEP_NS) / 1_000_000,
+            get(&LONGEST_NS) / 1_000_000
         );
     }
     crate::alias::print_stats(&mut b, pid);

@@ -1,0 +1,83 @@
+mod common;
+
+// Sweeps (prevent mode): the dead slots of groups pinned by a live neighbour are reused in
+// place once a scan proves that no pointer to them is left (`tests/c/sweep.c`).
+
+use common::*;
+use std::process::Output;
+
+fn run(case: &str, options: &str) -> Output {
+    let prog = compile("sweep.c", &["-pthread"]);
+    run_preloaded_timeout(&prog, &[case], &[("NEVERMORE_OPTIONS", options)], 120)
+}
+
+fn in_place(o: &Output) -> u64 {
+    let out = stdout(o);
+    let line = out.lines().find(|l| l.starts_with("IN PLACE")).unwrap_or_else(|| panic!("{out}\n{}", stderr(o)));
+    line["IN PLACE ".len()..].trim().parse().expect("a count")
+}
+
+/// The `sweeps` stats line: [run, not run (other threads), not run (heap too big or seccomp), gave up,
+/// slots reused, KiB reused, KiB scanned, ms, longest ms].
+fn sweeps(o: &Output) -> Vec<u64> {
+    let v = counters(&stderr(o), "sweeps");
+    assert_eq!(v.len(), 9, "{}", stderr(o));
+    v
+}
+
+#[test]
+fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
+    let o = run("reuse", "mode=prevent:stats=1");
+    assert_ok(&o);
+    let out = stdout(&o);
+    // Pointers held in a global, a local, a live heap object, a read-only and a no-access
+    // mapping, and an interior pointer: none of their slots came back.
+    assert!(out.contains("KEPT NEVER REUSED"), "{out}");
+    assert!(out.contains("INTACT"), "{out}");
+    let s = sweeps(&o);
+    assert!(s[0] >= 1 && s[3] == 0, "{}", stderr(&o));
+    assert!(s[4] > 1000, "{}", stderr(&o));
+    // New objects were placed in freed slots, at the very addresses they had.
+    assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
+}
+
+#[test]
+fn without_sweeps_no_address_comes_back() {
+    let o = run("reuse", "mode=prevent:stats=1:sweep=0");
+    assert_ok(&o);
+    assert!(stdout(&o).contains("KEPT NEVER REUSED") && stdout(&o).contains("INTACT"), "{}", stdout(&o));
+    assert_eq!(in_place(&o), 0, "{}", stdout(&o));
+    assert_eq!(sweeps(&o)[0], 0, "{}", stderr(&o));
+}
+
+#[test]
+fn processes_with_other_threads_are_not_swept() {
+    let o = run("threads", "mode=prevent:stats=1");
+    assert_ok(&o);
+    assert!(stdout(&o).contains("KEPT NEVER REUSED"), "{}", stdout(&o));
+    assert_eq!(in_place(&o), 0, "{}", stdout(&o));
+    let s = sweeps(&o);
+    assert_eq!((s[0], s[4]), (0, 0), "{}", stderr(&o));
+    assert!(s[1] >= 1, "the thread check never ran: {}", stderr(&o));
+}
+
+/// A seccomp filter might kill the process for the files a sweep opens (procfs): processes
+/// under one are never swept. Here the filter refuses userfaultfd (as Docker's default profile
+/// does), and the allocator runs in its fallback.
+#[test]
+fn processes_under_a_seccomp_filter_are_not_swept() {
+    let wrapper = compile("seccomp_run.c", &[]);
+    let prog = compile("sweep.c", &["-pthread"]);
+    let o = run_preloaded_timeout(
+        &wrapper,
+        &[prog.to_str().unwrap(), "reuse"],
+        &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")],
+        120,
+    );
+    assert_ok(&o);
+    assert!(stdout(&o).contains("KEPT NEVER REUSED") && stdout(&o).contains("INTACT"), "{}", stdout(&o));
+    assert_eq!(in_place(&o), 0, "{}", stdout(&o));
+    let s = sweeps(&o);
+    assert_eq!((s[0], s[4]), (0, 0), "{}", stderr(&o));
+    assert!(s[2] >= 1, "the seccomp check never ran: {}", stderr(&o));
+}

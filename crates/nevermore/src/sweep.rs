@@ -1,0 +1,711 @@
+//! Prevent mode: the dead slots of pinned groups, reused once a conservative scan proves that
+//! no pointer to them is left.
+//!
+//! A group (a lane: slots of one pool page issued together under one alias page) is revoked,
+//! and its slots reused, only when every object in it is dead. One long-lived object therefore
+//! holds its whole page, and the dead slots beside it stay unusable for as long as it lives: a
+//! program that keeps one object of every hundred ends up with most of a page per survivor.
+//!
+//! A *sweep* gives such slots back. It looks at every word the program can reach — the
+//! registers, every readable mapping (stacks, globals, thread-local storage, other allocators'
+//! memory, the re-entrant arena) and every live object of the heap — and notes each dead slot
+//! of a pinned lane that some word points into (its start, its inside or its canary). Every
+//! other dead slot of a pinned lane is handed out again, under the same alias page, which
+//! stays mapped for the survivor. A dangling pointer still never reaches a newer object: the
+//! only pointers that could are those the scan proved absent, and a program cannot make a new
+//! pointer to a freed slot other than by copying one of them (or by arithmetic out of another
+//! object, outside what C allows). This is the sweeping of MarkUs and MineSweeper, applied only
+//! to dead slots that one-time aliases cannot recover.
+//!
+//! What makes the proof hold:
+//! - the process has one thread (checked in `/proc/self/status`): another thread could move a
+//!   pointer from memory not yet scanned to memory already scanned, or keep it in a register.
+//!   Multi-threaded processes are not swept;
+//! - signals are blocked for the sweep (but for the synchronous faults, which the fault handler
+//!   needs), so no handler moves pointers meanwhile;
+//! - memory is read through `/proc/self/mem` and the pool's descriptor, never by loads that
+//!   could fault or fill holes; pages are chosen from `/proc/self/pagemap` (present or
+//!   swapped out) and, for shared mappings, `mincore` (in the page cache);
+//! - anything that cannot be read or parsed ends the sweep without reclaiming a slot.
+//!
+//! What it cannot see is documented in docs/usage.md ("Sweeps"): pointers only the kernel
+//! holds (epoll data, io_uring and aio requests, timers' values), pointers stored hidden
+//! (xored, compressed, tagged in their high bits, unaligned), and pointers only in shared
+//! memory whose pages were swapped out.
+//!
+//! When: every refill considers a sweep once the heap has `FIRST` slabs in use (and at most `MAX_LIVE` bytes of
+//! live objects: the program waits while the scan reads them, ~1.5 ms per MiB here; and no
+//! seccomp filter, which might kill the process for opening procfs files). It runs when the census finds
+//! enough dead slots in pinned lanes (at least `MIN_PINNED` bytes and an eighth of all issued
+//! slab memory). After a sweep that took `t`, the next waits `2 t`: the slots it gives back
+//! save fresh lanes (an install and a revocation per page of them) and memory, so sweeps may
+//! take up to a third of the time; on `bench/soak.c` they make the program faster, not
+//! slower. A census that found too little waits `9 t`, one that gave up a second; never less than `MIN_GAP_NS`.
+//!
+//! State: a dead slot's size-table entry has `FREED` set; during a sweep, `REACHED` marks the
+//! dead slots some word points into (and the unallocated slots of threads' cursors, which are
+//! not dead), and the last pass clears every mark. Reclaimed slots become `FREE_SLOT` (dead,
+//! no object) and go on their class's reclaimed stack (`slab::Central`), out of band.
+
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+
+use crate::pool::{self, POOL};
+use crate::slab::{self, Slot, CLASSES, FREED, FREE_SLOT};
+use crate::sys::{self, PAGE, PAGE_SHIFT};
+use crate::{alias, cache, meta, stats};
+
+/// Set in the size-table entry of a dead slot that some word points into, during a sweep.
+pub const REACHED: u16 = 0x4000;
+
+/// Slabs in use before the first sweep is considered.
+const FIRST: u64 = 64;
+/// Dead bytes in pinned lanes below which a sweep is not worth its scan.
+const MIN_PINNED: u64 = 256 << 10;
+/// Most address space a sweep examines in the page map (8 bytes read per page); a process
+/// with more readable mappings is not swept.
+const MAX_EXAMINED: usize = 64 << 30;
+/// No-access mappings larger than this are address-space reservations, not data.
+const MAX_NO_ACCESS: usize = 1 << 30;
+/// Lanes issued fewer epochs ago than this are not pinned but young: most of their objects
+/// die soon, and the lane with them (an alloc/free loop's lanes die within an epoch or two).
+const MIN_AGE: u32 = 2;
+/// Only lanes issued in the last this many epochs are refilled: a new object in a lane keeps
+/// its epoch's mirror (a mapping) alive, and refilling old lanes for ever would keep every old
+/// mirror with a survivor, so that mappings grew without bound.
+const MAX_AGE: u32 = 16;
+/// Room for `/proc/self/maps`.
+const MAPS_BYTES: usize = 1 << 20;
+/// Shortest time between two sweeps (or censuses that found nothing worth a sweep).
+const MIN_GAP_NS: u64 = 5_000_000;
+/// Heaps with more live bytes are not swept: the scan reads them all while the program waits
+/// (about 1 ms per MiB here), and pauses must stay short.
+const MAX_LIVE: u64 = 32 << 20;
+const SECOND_NS: u64 = 1_000_000_000;
+/// Bytes copied per read.
+const CHUNK: usize = 64 << 10;
+/// Pages looked up per page-map read.
+const PM_PAGES: usize = 512;
+
+/// Slabs in use below which no sweep is considered.
+static NEXT_AT: AtomicU64 = AtomicU64::new(FIRST);
+/// No sweep before this time (`sys::now_ns`; see "When" above).
+static NOT_BEFORE: AtomicU64 = AtomicU64::new(0);
+static BUSY: AtomicBool = AtomicBool::new(false);
+
+pub static SWEEPS: AtomicU64 = AtomicU64::new(0);
+pub static RECLAIMED_SLOTS: AtomicU64 = AtomicU64::new(0);
+pub static RECLAIMED_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static SCANNED_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static SWEEP_NS: AtomicU64 = AtomicU64::new(0);
+/// Sweeps not run because the process had other threads.
+pub static NOT_SINGLE: AtomicU64 = AtomicU64::new(0);
+/// Sweeps not run for another reason: the heap's live objects exceeded `MAX_LIVE`, or a
+/// seccomp filter is in force.
+pub static NOT_SWEPT: AtomicU64 = AtomicU64::new(0);
+/// Sweeps that gave up (something could not be read); nothing was reclaimed by them.
+pub static GAVE_UP: AtomicU64 = AtomicU64::new(0);
+/// The longest sweep (the program stands still meanwhile).
+pub static LONGEST_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Called by every refill (a thread's cache of a class ran empty): runs a sweep if one is
+/// due. Cheap when none is (two loads, then a clock read once the heap has
+/// `FIRST` slabs in use).
+#[inline]
+pub fn maybe() {
+    let live = stats::get(&stats::SLABS_CREATED).wrapping_sub(stats::get(&stats::SLABS_RELEASED));
+    if live >= NEXT_AT.load(Ordering::Relaxed) && sys::now_ns() >= NOT_BEFORE.load(Ordering::Relaxed) {
+        consider(live);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn consider(live: u64) {
+    if !crate::options().sweep || crate::detect() {
+        NEXT_AT.store(u64::MAX, Ordering::Relaxed);
+        return;
+    }
+    if BUSY.swap(true, Ordering::Acquire) {
+        return;
+    }
+    let old = block_signals();
+    let t0 = precise_ns();
+    // Not on the stack, which may be a small signal stack.
+    let mut b = buffers();
+    let status = b.as_mut().and_then(|b| read_file(c"/proc/self/status", b.maps).map(|n| &b.maps[..n]));
+    let threads = status.and_then(|t| stats::status_field(t, b"Threads"));
+    let seccomp = status.and_then(|t| stats::status_field(t, b"Seccomp"));
+    let wait = if threads != Some(1) {
+        // Threads may come and go: look again once the heap doubled, and not within a second.
+        stats::add(&NOT_SINGLE, 1);
+        NEXT_AT.store(live * 2, Ordering::Relaxed);
+        SECOND_NS
+    } else if !matches!(seccomp, Some(0) | None) {
+        // A seccomp filter might kill the process for the files a sweep opens: never again.
+        stats::add(&NOT_SWEPT, 1);
+        NEXT_AT.store(u64::MAX, Ordering::Relaxed);
+        SECOND_NS
+    } else if cache::totals().live_bytes() > MAX_LIVE {
+        stats::add(&NOT_SWEPT, 1);
+        NEXT_AT.store(live * 2, Ordering::Relaxed);
+        SECOND_NS
+    } else {
+        NEXT_AT.store(FIRST, Ordering::Relaxed);
+        let outcome = match b.as_mut() {
+            Some(b) => sweep(b),
+            None => Outcome::GaveUp,
+        };
+        let spent = precise_ns().wrapping_sub(t0);
+        match outcome {
+            Outcome::Done => {
+                stats::add(&SWEEPS, 1);
+                stats::add(&SWEEP_NS, spent);
+                LONGEST_NS.fetch_max(spent, Ordering::Relaxed);
+                // Dead slots given back save fresh lanes (installs and revocations) and
+                // memory: sweep again soon, at most a third of the time.
+                spent * 2
+            }
+            // Few dead slots pinned: the census alone takes at most a tenth of the time.
+            Outcome::NotWorth => spent * 9,
+            Outcome::GaveUp => {
+                stats::add(&GAVE_UP, 1);
+                SECOND_NS
+            }
+        }
+    };
+    NOT_BEFORE.store(sys::now_ns() + wait.max(MIN_GAP_NS), Ordering::Relaxed);
+    restore_signals(old);
+    BUSY.store(false, Ordering::Release);
+}
+
+fn precise_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Blocks every signal but the synchronous faults; returns the old mask.
+fn block_signals() -> u64 {
+    let keep = (1u64 << (libc::SIGSEGV - 1)) | (1u64 << (libc::SIGBUS - 1));
+    let set: u64 = !keep;
+    let mut old: u64 = 0;
+    // SAFETY: rt_sigprocmask with 8-byte kernel sigsets on the stack.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_BLOCK, &set, &mut old, 8usize) };
+    old
+}
+
+fn restore_signals(old: u64) {
+    // SAFETY: as in `block_signals`.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &old, core::ptr::null_mut::<u64>(), 8usize) };
+}
+
+/// Buffers, taken from metadata memory once (never from the program's heap, and not on the
+/// stack, which may be a small signal stack).
+struct Buffers {
+    maps: &'static mut [u8],
+    data: &'static mut [u8],
+    pagemap: &'static mut [u8],
+    resident: &'static mut [u8],
+}
+
+static BUFFERS: AtomicU64 = AtomicU64::new(0);
+
+fn buffers() -> Option<Buffers> {
+    let total = MAPS_BYTES + CHUNK + PM_PAGES * 8 + PM_PAGES;
+    let mut p = BUFFERS.load(Ordering::Relaxed) as *mut u8;
+    if p.is_null() {
+        p = meta::alloc(total);
+        if p.is_null() {
+            return None;
+        }
+        BUFFERS.store(p as u64, Ordering::Relaxed);
+    }
+    // SAFETY: `p` holds `total` bytes of metadata used only here, by one sweep at a time
+    // (`BUSY`); the four slices do not overlap.
+    unsafe {
+        Some(Buffers {
+            maps: core::slice::from_raw_parts_mut(p, MAPS_BYTES),
+            data: core::slice::from_raw_parts_mut(p.add(MAPS_BYTES), CHUNK),
+            pagemap: core::slice::from_raw_parts_mut(p.add(MAPS_BYTES + CHUNK), PM_PAGES * 8),
+            resident: core::slice::from_raw_parts_mut(p.add(MAPS_BYTES + CHUNK + PM_PAGES * 8), PM_PAGES),
+        })
+    }
+}
+
+enum Outcome {
+    /// The census found too few dead slots pinned.
+    NotWorth,
+    Done,
+    /// Something could not be read: nothing was reclaimed.
+    GaveUp,
+}
+
+fn sweep(b: &mut Buffers) -> Outcome {
+    drain();
+    let (pinned, slab_bytes) = census();
+    if pinned < MIN_PINNED || pinned * 8 < slab_bytes {
+        return Outcome::NotWorth;
+    }
+    guard_cursors();
+    let mut scanned = 0u64;
+    let ok = scan_registers() && scan_mappings(b, &mut scanned) && scan_pool(b, &mut scanned);
+    let (slots, bytes) = finish(ok);
+    stats::add(&RECLAIMED_SLOTS, slots);
+    stats::add(&RECLAIMED_BYTES, bytes);
+    stats::add(&SCANNED_BYTES, scanned);
+    if ok {
+        Outcome::Done
+    } else {
+        Outcome::GaveUp
+    }
+}
+
+/// Makes the reclaimed slots that nobody took since the last sweep dead again: a class that is
+/// no longer used must not keep their groups (and pages) for ever. A group whose last slot
+/// this was dies and is revoked as usual; the others are reclaimed again by this sweep if
+/// they still qualify.
+fn drain() {
+    let c = match crate::tls::get() {
+        crate::tls::EXITED => core::ptr::null_mut(),
+        c => c,
+    };
+    for (ci, cl) in CLASSES.iter().enumerate() {
+        while let Some((idx, i)) = slab::pop_one_reclaimed(ci) {
+            let s = POOL.span(idx);
+            if s.kind != pool::SLAB || s.class as usize != ci || i >= cl.nslots {
+                continue;
+            }
+            // SAFETY: `i` < nslots.
+            let entry = unsafe { &*slab::sizes(s).add(i as usize) };
+            if entry.load(Ordering::Relaxed) != FREE_SLOT {
+                continue;
+            }
+            entry.store(FREED, Ordering::Relaxed);
+            let (j, pos) = (i % cl.pages, i / cl.pages);
+            let l = slab::lane_of(s, cl, j, pos);
+            let e = l.epoch.load(Ordering::Relaxed);
+            if l.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let at = alias::alias(e, s.start + j) + (pos * cl.size) as usize;
+                cache::lane_died(c, at, l);
+            }
+        }
+    }
+}
+
+/// Calls `f(class, lane, entry, slot index)` for every slot of every issued lane of every slab.
+fn for_each_issued_slot(mut f: impl FnMut(usize, u32, &'static slab::Lane, &AtomicU16, u32)) {
+    // SAFETY: the process has a single thread and this sweep holds no lock: the descriptor
+    // count does not change meanwhile.
+    let ndesc = unsafe { POOL.desc_count() };
+    for idx in 1..ndesc {
+        let s = POOL.span(idx);
+        if s.kind != pool::SLAB || !slab::set_up(s) || s.meta.is_null() {
+            continue;
+        }
+        let ci = s.class as usize;
+        let c = &CLASSES[ci];
+        let per = slab::lane_slots(s, c);
+        for j in 0..c.pages {
+            for r in 0..c.spp.div_ceil(per) {
+                let l = slab::lane(s, c, j, r);
+                if l.epoch.load(Ordering::Relaxed) == 0 {
+                    continue;
+                }
+                for pos in r * per..((r + 1) * per).min(c.spp) {
+                    let i = slab::slot_index(c, j, pos);
+                    // SAFETY: `i` < nslots.
+                    let entry = unsafe { &*slab::sizes(s).add(i as usize) };
+                    f(ci, idx, l, entry, i);
+                }
+            }
+        }
+    }
+}
+
+/// Whether an entry is a dead slot that held an object (not one never used or reclaimed).
+#[inline]
+fn dead(v: u16) -> bool {
+    v & FREED != 0 && v != FREE_SLOT
+}
+
+/// Whether lane `l` is old enough to count as pinned (its live objects outlived a few
+/// epochs: younger lanes mostly die whole soon) and young enough to be refilled (`MAX_AGE`).
+#[inline]
+fn pinned_age(now: u32, l: &slab::Lane) -> bool {
+    (MIN_AGE..=MAX_AGE).contains(&now.wrapping_sub(l.epoch.load(Ordering::Relaxed)))
+}
+
+/// (bytes of dead slots in pinned lanes, bytes of all issued lanes).
+fn census() -> (u64, u64) {
+    let (mut pinned, mut issued) = (0u64, 0u64);
+    let now = alias::current();
+    for_each_issued_slot(|ci, _, l, entry, _| {
+        let size = CLASSES[ci].size as u64;
+        issued += size;
+        if l.live.load(Ordering::Relaxed) > 0 && pinned_age(now, l) && dead(entry.load(Ordering::Relaxed)) {
+            pinned += size;
+        }
+    });
+    (pinned, issued)
+}
+
+/// Marks the unallocated slots of every thread's cursors: they belong to a cache, and their
+/// entries may still read dead from the lane's previous issue.
+fn guard_cursors() {
+    cache::for_each_cursor(|ci, cur| {
+        let c = &CLASSES[ci];
+        let (mut at, mut entry) = (cur.next, cur.size_at);
+        while at < cur.end {
+            // SAFETY: a cursor's size pointer walks its lane's entries, one per slot up to `end`.
+            let e = unsafe { &*entry };
+            let v = e.load(Ordering::Relaxed);
+            if dead(v) {
+                e.store(v | REACHED, Ordering::Relaxed);
+            }
+            at += c.size as usize;
+            // SAFETY: as above (one past the lane's last entry is never dereferenced).
+            entry = unsafe { entry.add(c.pages as usize) };
+        }
+    });
+}
+
+/// Notes the dead slot `w` points into, if any.
+#[inline(always)]
+fn mark(w: usize) {
+    let Some((e, page)) = alias::decode(w) else { return };
+    let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) else { return };
+    if s.kind != pool::SLAB || !slab::set_up(s) {
+        return;
+    }
+    let c = &CLASSES[s.class as usize];
+    let pos = match slab::locate(c, w & (PAGE - 1)) {
+        Slot::Start(p) | Slot::Interior(p, _) => p,
+        Slot::Tail => return,
+    };
+    let Some(j) = slab::page_index(s, c, page) else { return };
+    if slab::lane_of(s, c, j, pos).epoch.load(Ordering::Relaxed) != e {
+        return;
+    }
+    // SAFETY: the slot index is below nslots.
+    let entry = unsafe { &*slab::sizes(s).add(slab::slot_index(c, j, pos) as usize) };
+    let v = entry.load(Ordering::Relaxed);
+    if dead(v) && v & REACHED == 0 {
+        entry.store(v | REACHED, Ordering::Relaxed);
+    }
+}
+
+/// Marks what every aligned word of `bytes` points to.
+fn scan_words(bytes: &[u8]) {
+    let (arena, len) = alias::arena_range();
+    for w in bytes.chunks_exact(8) {
+        let w = usize::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        if w.wrapping_sub(arena) < len {
+            mark(w);
+        }
+    }
+}
+
+/// The callee-saved registers (the program's values may still be in them; the caller-saved
+/// ones do not survive the call into the allocator).
+fn scan_registers() -> bool {
+    let mut regs = [0u64; 6];
+    // SAFETY: stores six registers into the local array, touching nothing else.
+    unsafe {
+        core::arch::asm!(
+            "mov [{a}], rbx",
+            "mov [{a} + 8], rbp",
+            "mov [{a} + 16], r12",
+            "mov [{a} + 24], r13",
+            "mov [{a} + 32], r14",
+            "mov [{a} + 40], r15",
+            a = in(reg) regs.as_mut_ptr(),
+            options(nostack, preserves_flags)
+        );
+    }
+    let mut bytes = [0u8; 48];
+    for (k, r) in regs.iter().enumerate() {
+        bytes[k * 8..k * 8 + 8].copy_from_slice(&r.to_ne_bytes());
+    }
+    scan_words(&bytes);
+    true
+}
+
+/// A line of `/proc/self/maps`: (start, end, readable, shared, path).
+fn parse_line(line: &[u8]) -> Option<(usize, usize, bool, bool, &[u8])> {
+    let mut fields = line.split(|&c| c == b' ').filter(|f| !f.is_empty());
+    let range = fields.next()?;
+    let perms = fields.next()?;
+    let dash = range.iter().position(|&c| c == b'-')?;
+    let start = hex(&range[..dash])?;
+    let end = hex(&range[dash + 1..])?;
+    let (_offset, _dev, _inode) = (fields.next()?, fields.next()?, fields.next()?);
+    let path = fields.next().unwrap_or(b"");
+    if perms.len() < 4 || end < start {
+        return None;
+    }
+    Some((start, end, perms[0] == b'r', perms[3] == b's', path))
+}
+
+fn hex(s: &[u8]) -> Option<usize> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    let mut v = 0usize;
+    for &c in s {
+        let d = (c as char).to_digit(16)?;
+        v = (v << 4) | d as usize;
+    }
+    Some(v)
+}
+
+/// Reads all of `fd` into `buf`; None if it does not fit or cannot be read.
+fn read_all(fd: i32, buf: &mut [u8]) -> Option<usize> {
+    let mut n = 0;
+    loop {
+        if n == buf.len() {
+            return None;
+        }
+        // SAFETY: reading into the rest of `buf`.
+        let r = unsafe { libc::read(fd, buf[n..].as_mut_ptr() as *mut libc::c_void, buf.len() - n) };
+        if r < 0 {
+            if sys::errno() == libc::EINTR {
+                continue;
+            }
+            return None;
+        }
+        if r == 0 {
+            return Some(n);
+        }
+        n += r as usize;
+    }
+}
+
+/// Reads the file at `path` whole into `buf`; None if it cannot be read or does not fit.
+fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
+    let fd = sys::open_read(path)?;
+    let n = read_all(fd, buf);
+    sys::close(fd);
+    n
+}
+
+/// Scans every readable mapping but the pool's own views and the alias arena.
+fn scan_mappings(b: &mut Buffers, scanned: &mut u64) -> bool {
+    let Some(n) = read_file(c"/proc/self/maps", b.maps) else { return false };
+    let (Some(mem), Some(pm)) = (sys::open_read(c"/proc/self/mem"), sys::open_read(c"/proc/self/pagemap")) else {
+        return false;
+    };
+    let ok = scan_listed(b, n, mem, pm, scanned);
+    sys::close(mem);
+    sys::close(pm);
+    ok
+}
+
+fn scan_listed(b: &mut Buffers, n: usize, mem: i32, pm: i32, scanned: &mut u64) -> bool {
+    let (arena, arena_len) = alias::arena_range();
+    let mut examined = 0usize;
+    let mut rest = 0;
+    while rest < n {
+        let end = b.maps[rest..n].iter().position(|&c| c == b'\n').map_or(n, |k| rest + k);
+        let Some((lo, hi, readable, shared, path)) = parse_line(&b.maps[rest..end]) else { return false };
+        rest = end + 1;
+        let ours = path.starts_with(b"/memfd:nevermore-pool") || lo.wrapping_sub(arena) < arena_len;
+        let special = matches!(path, b"[vvar]" | b"[vvar_vclock]" | b"[vsyscall]" | b"[vdso]");
+        if ours || special || (!readable && hi - lo > MAX_NO_ACCESS) {
+            continue;
+        }
+        // Metadata mappings (which may have merged with the program's own) are left out.
+        let mut at = lo;
+        while at < hi {
+            let (from, to) = match meta::range_from(at) {
+                Some((start, end)) if start <= at => (at, at.max(end.min(hi))),
+                Some((start, _)) => (start.min(hi), start.min(hi)),
+                None => (hi, hi),
+            };
+            // `[at, from)` is the program's; `[from, to)` is metadata.
+            if from > at {
+                examined += from - at;
+                if examined > MAX_EXAMINED || !scan_range(b, at, from, shared, mem, pm, scanned) {
+                    return false;
+                }
+            }
+            at = to.max(from);
+        }
+    }
+    true
+}
+
+/// Scans the pages of `[lo, hi)` that hold data: present or swapped out (page map), or in the
+/// page cache (shared mappings).
+fn scan_range(b: &mut Buffers, lo: usize, hi: usize, shared: bool, mem: i32, pm: i32, scanned: &mut u64) -> bool {
+    let (mut at, hi) = (lo & !(PAGE - 1), sys::round_up(hi, PAGE));
+    while at < hi {
+        let n = ((hi - at) >> PAGE_SHIFT).min(PM_PAGES);
+        let want = n * 8;
+        if sys::pread(pm, &mut b.pagemap[..want], (at >> PAGE_SHIFT) * 8) != Some(want) {
+            return false;
+        }
+        if shared {
+            // SAFETY: `resident` has a byte per page of the range.
+            if unsafe { libc::mincore(at as *mut libc::c_void, n << PAGE_SHIFT, b.resident.as_mut_ptr()) } != 0 {
+                return false;
+            }
+        }
+        let mut k = 0;
+        while k < n {
+            if !has_data(b, k, shared) {
+                k += 1;
+                continue;
+            }
+            let mut run = 1;
+            while k + run < n && run < CHUNK >> PAGE_SHIFT && has_data(b, k + run, shared) {
+                run += 1;
+            }
+            let (addr, len) = (at + (k << PAGE_SHIFT), run << PAGE_SHIFT);
+            if sys::pread(mem, &mut b.data[..len], addr) != Some(len) {
+                return false;
+            }
+            scan_words(&b.data[..len]);
+            *scanned += len as u64;
+            k += run;
+        }
+        at += n << PAGE_SHIFT;
+    }
+    true
+}
+
+#[inline]
+fn has_data(b: &Buffers, k: usize, shared: bool) -> bool {
+    let e = u64::from_ne_bytes(b.pagemap[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]));
+    e & (3 << 62) != 0 || (shared && b.resident[k] & 1 != 0)
+}
+
+/// Scans every live object of the pool: small and page objects through their aliases (live,
+/// hence mapped, or mapped again by the fault handler), large objects through the pool's
+/// descriptor (their pages may be holes, which a read through a view would fill).
+fn scan_pool(b: &mut Buffers, scanned: &mut u64) -> bool {
+    let l = POOL.layout();
+    // SAFETY: as in `for_each_issued_slot`.
+    let ndesc = unsafe { POOL.desc_count() };
+    for idx in 1..ndesc {
+        let s = POOL.span(idx);
+        match s.kind {
+            pool::SLAB if slab::set_up(s) && !s.meta.is_null() => scan_slab(s, scanned),
+            pool::PAGES | pool::LARGE => {
+                let size = s.size.load(Ordering::Relaxed);
+                if size & pool::DEAD_BIT != 0 || s.addr == 0 {
+                    continue;
+                }
+                if s.kind == pool::PAGES {
+                    // SAFETY: a live page object: `size` bytes at its address, installed.
+                    scan_words(unsafe { core::slice::from_raw_parts(s.addr as *const u8, size & !7) });
+                    *scanned += size as u64;
+                    continue;
+                }
+                if sys::file_id(l.fd) != Some(l.file) {
+                    return false; // the program closed or replaced the descriptor
+                }
+                let off = ((s.start as usize) << PAGE_SHIFT) + (s.addr - s.view);
+                if !scan_file(b, l.fd, off, size, scanned) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Scans `len` bytes at `off` in the pool file.
+fn scan_file(b: &mut Buffers, fd: i32, mut off: usize, len: usize, scanned: &mut u64) -> bool {
+    // Whole words only: objects start 16-byte aligned; the end is rounded up.
+    let end = (off + len).next_multiple_of(8);
+    while off < end {
+        let n = (end - off).min(CHUNK);
+        if sys::pread(fd, &mut b.data[..n], off) != Some(n) {
+            return false;
+        }
+        scan_words(&b.data[..n]);
+        *scanned += n as u64;
+        off += n;
+    }
+    true
+}
+
+/// Scans the live objects of a slab through their aliases, a page at a time (slot indices
+/// are striped across the pages).
+fn scan_slab(s: &pool::Span, scanned: &mut u64) {
+    let c = &CLASSES[s.class as usize];
+    for j in 0..c.pages {
+        for pos in 0..c.spp {
+            let i = slab::slot_index(c, j, pos);
+            // SAFETY: `i` < nslots.
+            let v = unsafe { (*slab::sizes(s).add(i as usize)).load(Ordering::Relaxed) };
+            if v & FREED != 0 {
+                continue;
+            }
+            let e = slab::lane_of(s, c, j, pos).epoch.load(Ordering::Relaxed);
+            if e == 0 {
+                continue;
+            }
+            let at = alias::alias(e, s.start + j) + (pos * c.size) as usize;
+            let n = (v as usize).next_multiple_of(8).min(c.size as usize);
+            // SAFETY: a live slot of an issued lane: its alias page is installed (or mapped
+            // again by the fault handler); `n` bytes stay inside the slot.
+            scan_words(unsafe { core::slice::from_raw_parts(at as *const u8, n) });
+            *scanned += n as u64;
+        }
+    }
+}
+
+/// Clears every mark; when the scan completed (`reclaim`), hands every unmarked dead slot of a
+/// pinned lane back to its class. Returns (slots, bytes) reclaimed.
+fn finish(reclaim: bool) -> (u64, u64) {
+    let (mut slots, mut bytes) = (0u64, 0u64);
+    let now = alias::current();
+    for_each_issued_slot(|ci, idx, l, entry, i| {
+        let v = entry.load(Ordering::Relaxed);
+        if !dead(v) {
+            return;
+        }
+        if v & REACHED != 0 {
+            entry.store(v & !REACHED, Ordering::Relaxed);
+        } else if reclaim
+            && l.live.load(Ordering::Relaxed) > 0
+            && pinned_age(now, l)
+            && slab::push_reclaimed(ci, idx, i)
+        {
+            entry.store(FREE_SLOT, Ordering::Relaxed);
+            l.live.fetch_add(1, Ordering::AcqRel);
+            slots += 1;
+            bytes += CLASSES[ci].size as u64;
+        }
+    });
+    (slots, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse() {
+        let l = b"7f4513c20000-7f4513c22000 rw-p 001d2000 00:1f 1234                       /usr/lib/libc.so.6";
+        assert_eq!(parse_line(l), Some((0x7f4513c20000, 0x7f4513c22000, true, false, &b"/usr/lib/libc.so.6"[..])));
+        let l = b"5f34a7600000-5f34a7c00000 rw-s 00000000 00:01 99 /memfd:nevermore-pool (deleted)";
+        let (_, _, r, s, path) = parse_line(l).unwrap();
+        assert!(r && s && path.starts_with(b"/memfd:nevermore-pool"));
+        let l = b"5f34a7c00000-7f34a7800000 ---p 00000000 00:00 0 ";
+        assert_eq!(parse_line(l), Some((0x5f34a7c00000, 0x7f34a7800000, false, false, &b""[..])));
+        assert_eq!(parse_line(b"garbage"), None);
+        assert_eq!(parse_line(b"2000-1000 rw-p 0 0 0"), None);
+        assert_eq!(hex(b"ffffffffff600000"), Some(0xffffffffff600000));
+        assert_eq!(hex(b"12g"), None);
+    }
+
+    #[test]
+    fn marks_fit_beside_sizes() {
+        assert!(slab::MAX_SLOT < REACHED as usize && REACHED & FREED == 0);
+        assert!(!dead(FREE_SLOT) && dead(FREED | 100) && dead(FREED | REACHED | 100) && !dead(100));
+    }
+}

@@ -1,0 +1,141 @@
+/* Sweeps (prevent mode): dead slots of pinned groups are reused only when no pointer to them
+ * is left.
+ * Usage: sweep <case>
+ *   reuse      allocates 40000 objects of 64 bytes, keeps every fourth (each group of a page
+ *              then holds a live object, which pins it), frees the rest, and keeps dangling pointers to a few of the freed ones:
+ *              in a global, in a local, in a live heap object, in an anonymous mmap (made
+ *              read-only afterwards), as an interior pointer, and in a region made PROT_NONE.
+ *              Then 200000 new objects are allocated (and freed), each filled with a
+ *              pattern. Checks: no new object is ever placed at a kept dangling address (prints
+ *              KEPT NEVER REUSED, or REUSED <where>, exit 1); some new objects reuse freed slots
+ *              in place (prints IN PLACE n); writes through every kept pointer leave the live
+ *              new objects intact (prints INTACT, or CORRUPTED, exit 1).
+ *   threads    the same while a second thread sleeps: no sweep may run (IN PLACE 0).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define N 40000
+#define SIZE 64
+#define NEW 200000
+#define LIVE_NEW 2000
+
+static void *objs[N];
+static void *kept_global;
+/* Addresses of the freed objects, hidden from the scan (a sweep treats every word that looks
+ * like a pointer to a dead slot as one, and would reuse none of them). */
+#define HIDE(a) ((uintptr_t)(a) ^ 0xa5a5000000000000ull)
+static uintptr_t freed[N];
+static size_t nfreed;
+/* The kept dangling pointers, hidden the same way, to compare new addresses with: only their
+ * holders have them in the clear. */
+static uintptr_t kept_hidden[8];
+static uintptr_t *volatile holder;
+
+static int cmp(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int was_freed(uintptr_t p) {
+    uintptr_t h = HIDE(p);
+    return bsearch(&h, freed, nfreed, sizeof freed[0], cmp) != NULL;
+}
+
+static void *sleeper(void *arg) {
+    (void)arg;
+    sleep(60);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "reuse";
+    if (!strcmp(mode, "threads")) {
+        pthread_t t;
+        pthread_create(&t, NULL, sleeper, NULL);
+    }
+    for (int i = 0; i < N; i++) {
+        objs[i] = malloc(SIZE);
+        memset(objs[i], 0x11, SIZE);
+    }
+    /* The kept dangling pointers, by where they are held. */
+    enum { GLOBAL, LOCAL, HEAP, MMAP, INTERIOR, NOACCESS, KEPT };
+    const char *where[KEPT] = {"global", "local", "heap", "mmap", "interior", "no-access"};
+    volatile uintptr_t kept[KEPT];
+    volatile uintptr_t local;
+    /* A live heap object holding a dangling pointer (reached through a global, so that the
+     * compiler keeps no copy of what it holds). */
+    holder = malloc(64);
+    uintptr_t *region = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uintptr_t *hidden = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int i = 0; i < N; i++) {
+        if (i % 4 == 0)
+            continue;
+        freed[nfreed++] = HIDE(objs[i]);
+    }
+    for (int k = 0; k < KEPT; k++)
+        kept[k] = (uintptr_t)objs[1000 * (k + 1) + 1];
+    kept_global = (void *)kept[GLOBAL];
+    local = kept[LOCAL];
+    holder[3] = kept[HEAP];
+    region[100] = kept[MMAP];
+    hidden[7] = kept[NOACCESS];
+    /* The interior pointer: 40 bytes into the object. */
+    volatile uintptr_t interior = kept[INTERIOR] + 40;
+    for (int k = 0; k < KEPT; k++)
+        kept_hidden[k] = HIDE(kept[k]);
+    for (int i = 0; i < N; i++) {
+        if (i % 4 != 0) {
+            free(objs[i]);
+            objs[i] = NULL;
+        }
+    }
+    mprotect(region, 4096, PROT_READ);
+    mprotect(hidden, 4096, PROT_NONE);
+    /* Only the holders keep the pointers from here on. */
+    for (int k = 0; k < KEPT; k++)
+        kept[k] = 0;
+    qsort(freed, nfreed, sizeof freed[0], cmp);
+
+    static unsigned char *live[LIVE_NEW];
+    long in_place = 0;
+    int bad = 0;
+    for (long i = 0; i < NEW; i++) {
+        int slot = (int)(i % LIVE_NEW);
+        free(live[slot]);
+        unsigned char *p = malloc(SIZE);
+        memset(p, 0x5a, SIZE);
+        live[slot] = p;
+        uintptr_t a = (uintptr_t)p;
+        if (was_freed(a))
+            in_place++;
+        for (int k = 0; k < KEPT; k++) {
+            if (HIDE(a) == kept_hidden[k]) {
+                printf("REUSED %s\n", where[k]);
+                bad = 1;
+            }
+        }
+    }
+    mprotect(hidden, 4096, PROT_READ);
+    if (!bad)
+        printf("KEPT NEVER REUSED\n");
+    printf("IN PLACE %ld\n", in_place);
+    /* Writes through the kept dangling pointers must not reach a newer object. */
+    uintptr_t held[KEPT] = {(uintptr_t)kept_global, local, holder[3], region[100], interior - 40, hidden[7]};
+    for (int k = 0; k < KEPT; k++)
+        memset((void *)held[k], 0xee, SIZE);
+    for (int k = 0; k < LIVE_NEW; k++)
+        for (int b = 0; b < SIZE; b++)
+            if (live[k][b] != 0x5a) {
+                printf("CORRUPTED\n");
+                return 1;
+            }
+    printf("INTACT\n");
+    return bad;
+}

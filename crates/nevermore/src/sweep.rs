@@ -42,7 +42,7 @@
 //! script swept 7 times for nothing, ~7 % of its time). After a sweep that took `t`, the next waits `2 t`: the slots it gives back
 //! save fresh lanes (an install and a revocation per page of them) and memory, so sweeps may
 //! take up to a third of the time; on `bench/soak.c` they took about that, and the time per
-//! allocation did not change (597 vs 600 ns/op, medians of 3). A census that found too little waits `9 t`, one that gave up a second; never less than `MIN_GAP_NS`.
+//! allocation did not grow (580 vs 612 ns/op with sweeps off, medians of 3). A census that found too little waits `9 t`, one that gave up a second; never less than `MIN_GAP_NS`.
 //!
 //! State: a dead slot's size-table entry has `FREED` set; during a sweep, `REACHED` marks the
 //! dead slots some word points into (and the unallocated slots of threads' cursors, which are

@@ -11,6 +11,12 @@
  *              in place (prints IN PLACE n); writes through every kept pointer leave the live
  *              new objects intact (prints INTACT, or CORRUPTED, exit 1).
  *   threads    the same while a second thread sleeps: no sweep may run (IN PLACE 0).
+ *   churn N    N allocations of 0..1024 bytes, 1 % long-lived, every object filled with a
+ *              pattern of its own and checked when freed; 64 dangling pointers to freed
+ *              objects are kept in a global array (replaced now and then) and no allocation
+ *              may return one of them while it is kept; a timer signal (1 ms) allocates and
+ *              frees in its handler; the process forks 8 times on the way (each child runs
+ *              the same checks for a while). Prints CHURN OK (exit 0) or what failed (exit 1).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -54,8 +60,136 @@ static void *sleeper(void *arg) {
     return NULL;
 }
 
+/* --- churn --- */
+#include <signal.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#define RING 1024
+#define LONG_RING 20000
+#define KEPT_DANGLING 64
+static unsigned char *ring[RING], *long_ring[LONG_RING];
+static size_t ring_n[RING], long_n[LONG_RING];
+static void *volatile dangling[KEPT_DANGLING]; /* visible to the scan (volatile: never read, but it must be stored) */
+static uintptr_t dangling_hidden[KEPT_DANGLING];
+static volatile sig_atomic_t handled;
+
+static unsigned char pattern(uintptr_t p, size_t i) { return (unsigned char)((p >> 4) * 131 + i * 7 + 1); }
+
+static void fill(unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = pattern((uintptr_t)p, i);
+}
+
+static int intact(unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != pattern((uintptr_t)p, i))
+            return 0;
+    return 1;
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    void *p = malloc(48);
+    if (p)
+        memset(p, 0x33, 48);
+    free(p);
+    handled++;
+}
+
+/* Frees `p` (n bytes) after checking it; sometimes keeps it as a dangling pointer. */
+static int retire(unsigned char *p, size_t n, uint64_t r) {
+    if (!p)
+        return 1;
+    if (!intact(p, n)) {
+        printf("CORRUPTED live object %p (%zu bytes)\n", (void *)p, n);
+        return 0;
+    }
+    free(p);
+    if (r % 97 == 0) {
+        int k = (int)((r >> 8) % KEPT_DANGLING);
+        dangling[k] = p;
+        dangling_hidden[k] = HIDE(p);
+    }
+    return 1;
+}
+
+static int churn(long n) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 1000}, {0, 1000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    uint64_t seed = 0x1234567;
+    int child = 0;
+    for (long i = 0; i < n; i++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        size_t sz = (size_t)(seed >> 20) % 1025;
+        unsigned char *p = malloc(sz);
+        if (sz && !p) {
+            printf("MALLOC FAILED\n");
+            return 1;
+        }
+        for (int k = 0; k < KEPT_DANGLING; k++)
+            if (dangling_hidden[k] && HIDE(p) == dangling_hidden[k]) {
+                printf("REUSED a kept dangling pointer %p\n", (void *)p);
+                return 1;
+            }
+        fill(p, sz);
+        if ((seed >> 4) % 100 == 0) {
+            size_t k = (size_t)(seed >> 12) % LONG_RING;
+            if (!retire(long_ring[k], long_n[k], seed))
+                return 1;
+            long_ring[k] = p;
+            long_n[k] = sz;
+        } else {
+            size_t k = (size_t)(seed >> 12) % RING;
+            if (!retire(ring[k], ring_n[k], seed))
+                return 1;
+            ring[k] = p;
+            ring_n[k] = sz;
+        }
+        if (!child && i > 0 && i % (n / 9) == 0) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                child = 1;
+                n = i + n / 20; /* the child goes on for a while, then checks and exits */
+            } else if (pid > 0) {
+                int st;
+                waitpid(pid, &st, 0);
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                    printf("CHILD FAILED (status %d)\n", st);
+                    return 1;
+                }
+            }
+        }
+    }
+    it.it_value.tv_usec = it.it_interval.tv_usec = 0;
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (int k = 0; k < RING; k++)
+        if (ring[k] && !intact(ring[k], ring_n[k])) {
+            printf("CORRUPTED at the end\n");
+            return 1;
+        }
+    for (int k = 0; k < LONG_RING; k++)
+        if (long_ring[k] && !intact(long_ring[k], long_n[k])) {
+            printf("CORRUPTED at the end\n");
+            return 1;
+        }
+    if (child)
+        _exit(0);
+    printf("CHURN OK (%d signals handled)\n", (int)handled);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
+    if (!strcmp(mode, "churn"))
+        return churn(argc > 2 ? atol(argv[2]) : 3000000);
     if (!strcmp(mode, "threads")) {
         pthread_t t;
         pthread_create(&t, NULL, sleeper, NULL);

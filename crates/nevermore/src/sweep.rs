@@ -23,9 +23,11 @@
 //!   Multi-threaded processes are not swept;
 //! - signals are blocked for the sweep (but for the synchronous faults, which the fault handler
 //!   needs), so no handler moves pointers meanwhile;
-//! - memory is read through `/proc/self/mem` and the pool's descriptor, never by loads that
-//!   could fault or fill holes; pages are chosen from `/proc/self/pagemap` (present or
-//!   swapped out) and, for shared mappings, `mincore` (in the page cache);
+//! - the program's mappings are read through `/proc/self/mem`, pages chosen from
+//!   `/proc/self/pagemap` (present or swapped out) and, for shared mappings, `mincore` (in the
+//!   page cache), so nothing faults and no hole is filled; live small and page objects are read
+//!   through their aliases (installed, or mapped again by the fault handler), large objects
+//!   through the pool's descriptor (their pages may be holes);
 //! - anything that cannot be read or parsed ends the sweep without reclaiming a slot.
 //!
 //! What it cannot see is documented in docs/usage.md ("Sweeps"): pointers only the kernel
@@ -33,16 +35,19 @@
 //! (xored, compressed, tagged in their high bits, unaligned), and pointers only in shared
 //! memory whose pages were swapped out.
 //!
-//! When: every refill considers a sweep once the heap has `FIRST` slabs in use (and at most `MAX_LIVE` bytes of
-//! live objects: the program waits while the scan reads them, ~1.5 ms per MiB here; and no
-//! seccomp filter, which might kill the process for opening procfs files). It runs when the census finds
-//! enough dead slots in pinned lanes: at least `MIN_PINNED` bytes, an eighth of all issued
-//! slab memory, and as many bytes as the live objects (which the scan reads: a sweep that reads
-//! more than it can give back costs more than it saves; with half, Python's allocation-heavy
-//! script swept 7 times for nothing, ~7 % of its time). After a sweep that took `t`, the next waits `2 t`: the slots it gives back
-//! save fresh lanes (an install and a revocation per page of them) and memory, so sweeps may
-//! take up to a third of the time; on `bench/soak.c` they took about that, and the time per
-//! allocation did not grow (580 vs 612 ns/op with sweeps off, medians of 3). A census that found too little waits `9 t`, one that gave up a second; never less than `MIN_GAP_NS`.
+//! When: every refill considers a sweep once the heap has `FIRST` slabs in use, at most
+//! `MAX_LIVE` bytes of live objects (the program waits while the scan reads them, about 1 ms
+//! per MiB here) and no seccomp filter (which might kill the process for opening procfs
+//! files). Only lanes `MIN_AGE` to `MAX_AGE` epochs old count as pinned and are refilled. A
+//! sweep runs when the census finds enough dead slots in them: at least `MIN_PINNED` bytes, an
+//! eighth of all issued slab memory, and as many bytes as the live objects (which the scan
+//! reads; with half of them, Python's allocation-heavy benchmark script swept 7 times for
+//! nothing, ~7 % of its time). After a sweep that took `t`, the next waits `2 t`: the slots it
+//! gives back need no install and no revocation, and save memory, so sweeps may take up to a
+//! third of the time (on `bench/soak.c` they took about that, and the time per allocation did
+//! not grow: 580 vs 612 ns/op with sweeps off, medians of 3). A census that found too little
+//! waits `9 t`, a sweep that gave up a second; never less than `MIN_GAP_NS`. Reclaimed slots
+//! that nobody took by the next sweep are made dead again first (`drain`).
 //!
 //! State: a dead slot's size-table entry has `FREED` set; during a sweep, `REACHED` marks the
 //! dead slots some word points into (and the unallocated slots of threads' cursors, which are

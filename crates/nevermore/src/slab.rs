@@ -569,27 +569,30 @@ pub fn push_reclaimed(ci: usize, idx: u32, i: u32) -> bool {
     true
 }
 
+impl Central {
+    /// The top of the reclaimed stack, taken off: (slab, slot index).
+    fn pop_top(&mut self) -> Option<(u32, u32)> {
+        if self.nreclaimed == 0 {
+            return None;
+        }
+        self.nreclaimed -= 1;
+        // SAFETY: below the stack's top.
+        let v = unsafe { *self.reclaimed.add(self.nreclaimed as usize) };
+        Some(((v >> 32) as u32, v as u32))
+    }
+}
+
 /// Takes one slot off class `ci`'s reclaimed stack: (slab, slot index).
 pub fn pop_one_reclaimed(ci: usize) -> Option<(u32, u32)> {
-    let mut central = CENTRAL[ci].lock();
-    if central.nreclaimed == 0 {
-        return None;
-    }
-    central.nreclaimed -= 1;
-    // SAFETY: below the stack's top.
-    let v = unsafe { *central.reclaimed.add(central.nreclaimed as usize) };
-    Some(((v >> 32) as u32, v as u32))
+    CENTRAL[ci].lock().pop_top()
 }
 
 /// Hands out up to 16 reclaimed slots as one-slot cursors under their lanes' (live) aliases.
 fn pop_reclaimed(central: &mut Central, ci: usize, out: &mut [Cursor; 16]) -> usize {
     let c = &CLASSES[ci];
     let mut got = 0;
-    while got < out.len() && central.nreclaimed > 0 {
-        central.nreclaimed -= 1;
-        // SAFETY: below the stack's top.
-        let v = unsafe { *central.reclaimed.add(central.nreclaimed as usize) };
-        let (idx, i) = ((v >> 32) as u32, v as u32);
+    while got < out.len() {
+        let Some((idx, i)) = central.pop_top() else { break };
         let s = POOL.span(idx);
         // A reclaimed slot keeps its lane issued (it counts as live), so its slab, lane and
         // alias stay as the sweep found them; checked all the same.

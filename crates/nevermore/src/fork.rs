@@ -67,7 +67,7 @@ fn copy_pool() -> i32 {
     // SAFETY: the pool lock is held (taken in `prepare`).
     let (bump, _) = unsafe { POOL.fork_view() };
     let used = (bump as usize) << PAGE_SHIFT;
-    let fd = sys::memfd(c"nevermore-pool");
+    let fd = sys::memfd(crate::pool::MEMFD_NAME);
     if fd < 0 {
         return -1;
     }

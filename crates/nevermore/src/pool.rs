@@ -159,6 +159,10 @@ pub enum InitError {
     Map,
 }
 
+/// The pool memfd's name (also a forked child's copy); /proc/self/maps shows its mappings
+/// as `/memfd:` followed by it, which is how a sweep leaves them out.
+pub const MEMFD_NAME: &core::ffi::CStr = c"nevermore-pool";
+
 impl Pool {
     /// Creates the memfd and the canonical view. Tries a 64 GiB pool (an eighth of
     /// `RLIMIT_AS` when that is set), halving down to 16 MiB when the address space is limited.
@@ -166,7 +170,7 @@ impl Pool {
     /// # Safety
     /// Called once, before any other thread can use the pool.
     pub unsafe fn init(&self) -> Result<(), InitError> {
-        let fd = sys::memfd(c"nevermore-pool");
+        let fd = sys::memfd(MEMFD_NAME);
         if fd < 0 {
             return Err(InitError::Memfd);
         }

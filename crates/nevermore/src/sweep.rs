@@ -521,7 +521,7 @@ fn scan_listed(b: &mut Buffers, n: usize, mem: i32, pm: i32, scanned: &mut u64) 
         let end = b.maps[rest..n].iter().position(|&c| c == b'\n').map_or(n, |k| rest + k);
         let Some((lo, hi, readable, shared, path)) = parse_line(&b.maps[rest..end]) else { return false };
         rest = end + 1;
-        let ours = path.starts_with(b"/memfd:nevermore-pool") || lo.wrapping_sub(arena) < arena_len;
+        let ours = is_pool_view(path) || lo.wrapping_sub(arena) < arena_len;
         let special = matches!(path, b"[vvar]" | b"[vvar_vclock]" | b"[vsyscall]" | b"[vdso]");
         if ours || special || (!readable && hi - lo > MAX_NO_ACCESS) {
             continue;
@@ -545,6 +545,12 @@ fn scan_listed(b: &mut Buffers, n: usize, mem: i32, pm: i32, scanned: &mut u64) 
         }
     }
     true
+}
+
+/// Whether a mapping's path names the pool's memfd (its canonical view, mirrors or a large
+/// object's view).
+fn is_pool_view(path: &[u8]) -> bool {
+    path.strip_prefix(b"/memfd:").is_some_and(|name| name.starts_with(pool::MEMFD_NAME.to_bytes()))
 }
 
 /// Scans the pages of `[lo, hi)` that hold data: present or swapped out (page map), or in the
@@ -706,7 +712,8 @@ mod tests {
         assert_eq!(parse_line(l), Some((0x7f4513c20000, 0x7f4513c22000, true, false, &b"/usr/lib/libc.so.6"[..])));
         let l = b"5f34a7600000-5f34a7c00000 rw-s 00000000 00:01 99 /memfd:nevermore-pool (deleted)";
         let (_, _, r, s, path) = parse_line(l).unwrap();
-        assert!(r && s && path.starts_with(b"/memfd:nevermore-pool"));
+        assert!(r && s && is_pool_view(path));
+        assert!(!is_pool_view(b"/memfd:other (deleted)") && !is_pool_view(b"/tmp/nevermore-pool"));
         let l = b"5f34a7c00000-7f34a7800000 ---p 00000000 00:00 0 ";
         assert_eq!(parse_line(l), Some((0x5f34a7c00000, 0x7f34a7800000, false, false, &b""[..])));
         assert_eq!(parse_line(b"garbage"), None);

@@ -40,7 +40,7 @@ pub fn alloc(bytes: usize) -> *mut u8 {
     p as *mut u8
 }
 
-/// Most metadata mappings remembered for `is_meta`; later ones are not (a sweep then reads
+/// Most metadata mappings remembered for `range_from`; later ones are not (a sweep then reads
 /// them, which costs time but is not wrong).
 const MAX_RANGES: usize = 256;
 static RANGES: [AtomicUsize; 2 * MAX_RANGES] = [const { AtomicUsize::new(0) }; 2 * MAX_RANGES];

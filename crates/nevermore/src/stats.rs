@@ -34,20 +34,8 @@ pub fn get(c: &AtomicU64) -> u64 {
 /// Reads a `Field:   N kB` line of /proc/self/status (in kB), without allocating.
 pub fn proc_status_kb(field: &[u8]) -> Option<u64> {
     let mut buf = [0u8; 4096];
-    // SAFETY: reading a procfs file into a stack buffer.
-    let n = unsafe {
-        let fd = libc::open(c"/proc/self/status".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
-        libc::close(fd);
-        n
-    };
-    if n <= 0 {
-        return None;
-    }
-    status_field(&buf[..n as usize], field)
+    let n = sys::read_file(c"/proc/self/status", &mut buf)?;
+    status_field(&buf[..n], field)
 }
 
 /// The number on the `Field:` line of a /proc/self/status text.

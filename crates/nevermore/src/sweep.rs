@@ -141,7 +141,7 @@ fn consider(live: u64) {
     let t0 = precise_ns();
     // Not on the stack, which may be a small signal stack.
     let mut b = buffers();
-    let status = b.as_mut().and_then(|b| read_file(c"/proc/self/status", b.maps).map(|n| &b.maps[..n]));
+    let status = b.as_mut().and_then(|b| sys::read_file(c"/proc/self/status", b.maps).map(|n| &b.maps[..n]));
     let threads = status.and_then(|t| stats::status_field(t, b"Threads"));
     let seccomp = status.and_then(|t| stats::status_field(t, b"Seccomp"));
     let wait = if threads != Some(1) {
@@ -471,39 +471,9 @@ fn hex(s: &[u8]) -> Option<usize> {
     Some(v)
 }
 
-/// Reads all of `fd` into `buf`; None if it does not fit or cannot be read.
-fn read_all(fd: i32, buf: &mut [u8]) -> Option<usize> {
-    let mut n = 0;
-    loop {
-        if n == buf.len() {
-            return None;
-        }
-        // SAFETY: reading into the rest of `buf`.
-        let r = unsafe { libc::read(fd, buf[n..].as_mut_ptr() as *mut libc::c_void, buf.len() - n) };
-        if r < 0 {
-            if sys::errno() == libc::EINTR {
-                continue;
-            }
-            return None;
-        }
-        if r == 0 {
-            return Some(n);
-        }
-        n += r as usize;
-    }
-}
-
-/// Reads the file at `path` whole into `buf`; None if it cannot be read or does not fit.
-fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
-    let fd = sys::open_read(path)?;
-    let n = read_all(fd, buf);
-    sys::close(fd);
-    n
-}
-
 /// Scans every readable mapping but the pool's own views and the alias arena.
 fn scan_mappings(b: &mut Buffers, scanned: &mut u64) -> bool {
-    let Some(n) = read_file(c"/proc/self/maps", b.maps) else { return false };
+    let Some(n) = sys::read_file(c"/proc/self/maps", b.maps) else { return false };
     let (Some(mem), Some(pm)) = (sys::open_read(c"/proc/self/mem"), sys::open_read(c"/proc/self/pagemap")) else {
         return false;
     };

@@ -157,6 +157,28 @@ pub fn pread(fd: i32, buf: &mut [u8], off: usize) -> Option<usize> {
     }
 }
 
+/// Reads the file at `path` whole into `buf` (retrying on EINTR); the count read, or None if
+/// it cannot be opened or read, or does not fit.
+pub fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
+    let fd = open_read(path)?;
+    let mut n = 0;
+    let done = loop {
+        if n == buf.len() {
+            break None;
+        }
+        // SAFETY: reading into the rest of `buf`.
+        let r = unsafe { libc::read(fd, buf[n..].as_mut_ptr() as *mut libc::c_void, buf.len() - n) };
+        match r {
+            0 => break Some(n),
+            r if r > 0 => n += r as usize,
+            _ if errno() == libc::EINTR => {}
+            _ => break None,
+        }
+    };
+    close(fd);
+    done
+}
+
 pub fn close(fd: i32) {
     // SAFETY: closing a descriptor we own.
     unsafe { libc::close(fd) };

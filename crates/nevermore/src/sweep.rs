@@ -54,7 +54,7 @@
 //! not dead), and the last pass clears every mark. Reclaimed slots become `FREE_SLOT` (dead,
 //! no object) and go on their class's reclaimed stack (`slab::Central`), out of band.
 
-use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, Ordering};
 
 use crate::pool::{self, POOL};
 use crate::slab::{self, Slot, CLASSES, FREED, FREE_SLOT};
@@ -68,8 +68,8 @@ pub const REACHED: u16 = 0x4000;
 const FIRST: u64 = 64;
 /// Dead bytes in pinned lanes below which a sweep is not worth its scan.
 const MIN_PINNED: u64 = 256 << 10;
-/// Most address space a sweep examines in the page map (8 bytes read per page); a process
-/// with more readable mappings is not swept.
+/// Most address space a sweep examines in the page map (8 bytes read per page); in a process
+/// with more readable mappings every sweep gives up.
 const MAX_EXAMINED: usize = 64 << 30;
 /// No-access mappings larger than this are address-space reservations, not data.
 const MAX_NO_ACCESS: usize = 1 << 30;
@@ -138,12 +138,13 @@ fn consider(live: u64) {
         return;
     }
     let old = block_signals();
-    let t0 = precise_ns();
+    let t0 = sys::precise_ns();
     // Not on the stack, which may be a small signal stack.
     let mut b = buffers();
     let status = b.as_mut().and_then(|b| sys::read_file(c"/proc/self/status", b.maps).map(|n| &b.maps[..n]));
     let threads = status.and_then(|t| stats::status_field(t, b"Threads"));
     let seccomp = status.and_then(|t| stats::status_field(t, b"Seccomp"));
+    let live_bytes = cache::totals().live_bytes();
     let wait = if threads != Some(1) {
         // Threads may come and go: look again once the heap doubled, and not within a second.
         stats::add(&NOT_SINGLE, 1);
@@ -154,17 +155,17 @@ fn consider(live: u64) {
         stats::add(&NOT_SWEPT, 1);
         NEXT_AT.store(u64::MAX, Ordering::Relaxed);
         SECOND_NS
-    } else if cache::totals().live_bytes() > MAX_LIVE {
+    } else if live_bytes > MAX_LIVE {
         stats::add(&NOT_SWEPT, 1);
         NEXT_AT.store(live * 2, Ordering::Relaxed);
         SECOND_NS
     } else {
         NEXT_AT.store(FIRST, Ordering::Relaxed);
         let outcome = match b.as_mut() {
-            Some(b) => sweep(b, cache::totals().live_bytes()),
+            Some(b) => sweep(b, live_bytes),
             None => Outcome::GaveUp,
         };
-        let spent = precise_ns().wrapping_sub(t0);
+        let spent = sys::precise_ns().wrapping_sub(t0);
         match outcome {
             Outcome::Done => {
                 stats::add(&SWEEPS, 1);
@@ -185,13 +186,6 @@ fn consider(live: u64) {
     NOT_BEFORE.store(sys::now_ns() + wait.max(MIN_GAP_NS), Ordering::Relaxed);
     restore_signals(old);
     BUSY.store(false, Ordering::Release);
-}
-
-fn precise_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime fills `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Blocks every signal but the synchronous faults; returns the old mask.
@@ -218,17 +212,17 @@ struct Buffers {
     resident: &'static mut [u8],
 }
 
-static BUFFERS: AtomicU64 = AtomicU64::new(0);
+static BUFFERS: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 
 fn buffers() -> Option<Buffers> {
     let total = MAPS_BYTES + CHUNK + PM_PAGES * 8 + PM_PAGES;
-    let mut p = BUFFERS.load(Ordering::Relaxed) as *mut u8;
+    let mut p = BUFFERS.load(Ordering::Relaxed);
     if p.is_null() {
         p = meta::alloc(total);
         if p.is_null() {
             return None;
         }
-        BUFFERS.store(p as u64, Ordering::Relaxed);
+        BUFFERS.store(p, Ordering::Relaxed);
     }
     // SAFETY: `p` holds `total` bytes of metadata used only here, by one sweep at a time
     // (`BUSY`); the four slices do not overlap.
@@ -573,6 +567,8 @@ fn has_data(b: &Buffers, k: usize, shared: bool) -> bool {
 /// descriptor (their pages may be holes, which a read through a view would fill).
 fn scan_pool(b: &mut Buffers, scanned: &mut u64) -> bool {
     let l = POOL.layout();
+    // Large objects are read through the descriptor, unless the program closed or replaced it.
+    let fd_ok = sys::file_id(l.fd) == Some(l.file);
     // SAFETY: as in `for_each_issued_slot`.
     let ndesc = unsafe { POOL.desc_count() };
     for idx in 1..ndesc {
@@ -590,8 +586,8 @@ fn scan_pool(b: &mut Buffers, scanned: &mut u64) -> bool {
                     *scanned += size as u64;
                     continue;
                 }
-                if sys::file_id(l.fd) != Some(l.file) {
-                    return false; // the program closed or replaced the descriptor
+                if !fd_ok {
+                    return false;
                 }
                 let off = ((s.start as usize) << PAGE_SHIFT) + (s.addr - s.view);
                 if !scan_file(b, l.fd, off, size, scanned) {

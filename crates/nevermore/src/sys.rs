@@ -239,9 +239,18 @@ pub fn getrandom(buf: &mut [u8]) -> bool {
 
 /// A coarse monotonic clock in nanoseconds (vDSO, no system call; async-signal-safe).
 pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+}
+
+/// The monotonic clock at full resolution, for measuring short spans (sweeps).
+pub fn precise_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime fills `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

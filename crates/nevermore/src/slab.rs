@@ -470,7 +470,7 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
     let c = &CLASSES[ci];
     let mut central = CENTRAL[ci].lock();
     if central.nreclaimed > 0 {
-        let got = pop_reclaimed(&mut central, ci, out);
+        let got = refill_reclaimed(&mut central, ci, out);
         if got > 0 {
             stats::add(&stats::REFILLS, 1);
             return got;
@@ -550,69 +550,73 @@ pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
     }
 }
 
-/// Puts slot `i` of slab `idx` (class `ci`) on the class's reclaimed stack; false when the
-/// stack is full (or cannot be had), and the slot stays dead.
-pub fn push_reclaimed(ci: usize, idx: u32, i: u32) -> bool {
-    let mut central = CENTRAL[ci].lock();
-    if central.reclaimed.is_null() {
-        central.reclaimed = meta::alloc(RECLAIM_CAP as usize * 8) as *mut u64;
-        if central.reclaimed.is_null() {
-            return false;
-        }
-    }
-    if central.nreclaimed == RECLAIM_CAP {
-        return false;
-    }
-    // SAFETY: below the stack's capacity.
-    unsafe { *central.reclaimed.add(central.nreclaimed as usize) = (idx as u64) << 32 | i as u64 };
-    central.nreclaimed += 1;
-    true
+/// A slot taken off its class's reclaimed stack: its size entry, its lane, and its address
+/// under the lane's alias (live: the slot counts in the lane's live slots).
+pub struct ReclaimedSlot {
+    pub entry: &'static AtomicU16,
+    pub lane: &'static Lane,
+    pub addr: usize,
 }
 
 impl Central {
-    /// The top of the reclaimed stack, taken off: (slab, slot index).
-    fn pop_top(&mut self) -> Option<(u32, u32)> {
-        if self.nreclaimed == 0 {
-            return None;
+    /// Puts slot `i` of slab `idx` on the reclaimed stack; false when the stack is full (or
+    /// cannot be had), and the slot stays dead.
+    pub fn push_reclaimed(&mut self, idx: u32, i: u32) -> bool {
+        if self.reclaimed.is_null() {
+            self.reclaimed = meta::alloc(RECLAIM_CAP as usize * 8) as *mut u64;
+            if self.reclaimed.is_null() {
+                return false;
+            }
         }
-        self.nreclaimed -= 1;
-        // SAFETY: below the stack's top.
-        let v = unsafe { *self.reclaimed.add(self.nreclaimed as usize) };
-        Some(((v >> 32) as u32, v as u32))
+        if self.nreclaimed == RECLAIM_CAP {
+            return false;
+        }
+        // SAFETY: below the stack's capacity.
+        unsafe { *self.reclaimed.add(self.nreclaimed as usize) = (idx as u64) << 32 | i as u64 };
+        self.nreclaimed += 1;
+        true
+    }
+
+    /// The next slot of class `ci`'s reclaimed stack, taken off. A reclaimed slot keeps its
+    /// lane issued, so its slab, lane and alias stay as the sweep found them; checked all the
+    /// same, and entries that fail are dropped.
+    fn pop_reclaimed(&mut self, ci: usize) -> Option<ReclaimedSlot> {
+        let c = &CLASSES[ci];
+        while self.nreclaimed > 0 {
+            self.nreclaimed -= 1;
+            // SAFETY: below the stack's top.
+            let v = unsafe { *self.reclaimed.add(self.nreclaimed as usize) };
+            let (idx, i) = ((v >> 32) as u32, v as u32);
+            let s = POOL.span(idx);
+            if s.kind != pool::SLAB || s.class as usize != ci || i >= c.nslots {
+                continue;
+            }
+            // SAFETY: `i` < nslots.
+            let entry = unsafe { &*sizes(s).add(i as usize) };
+            let (j, pos) = (i % c.pages, i / c.pages);
+            let lane = lane_of(s, c, j, pos);
+            let e = lane.epoch.load(Ordering::Acquire);
+            if entry.load(Ordering::Relaxed) != FREE_SLOT || e == 0 {
+                continue;
+            }
+            return Some(ReclaimedSlot { entry, lane, addr: alias::alias(e, s.start + j) + (pos * c.size) as usize });
+        }
+        None
     }
 }
 
-/// Takes one slot off class `ci`'s reclaimed stack: (slab, slot index).
-pub fn pop_one_reclaimed(ci: usize) -> Option<(u32, u32)> {
-    CENTRAL[ci].lock().pop_top()
+/// Takes one slot off class `ci`'s reclaimed stack.
+pub fn pop_one_reclaimed(ci: usize) -> Option<ReclaimedSlot> {
+    CENTRAL[ci].lock().pop_reclaimed(ci)
 }
 
 /// Hands out up to 16 reclaimed slots as one-slot cursors under their lanes' (live) aliases.
-fn pop_reclaimed(central: &mut Central, ci: usize, out: &mut [Cursor; 16]) -> usize {
-    let c = &CLASSES[ci];
+fn refill_reclaimed(central: &mut Central, ci: usize, out: &mut [Cursor; 16]) -> usize {
+    let size = CLASSES[ci].size as usize;
     let mut got = 0;
     while got < out.len() {
-        let Some((idx, i)) = central.pop_top() else { break };
-        let s = POOL.span(idx);
-        // A reclaimed slot keeps its lane issued (it counts as live), so its slab, lane and
-        // alias stay as the sweep found them; checked all the same.
-        if s.kind != pool::SLAB || s.class as usize != ci || i >= c.nslots {
-            continue;
-        }
-        // SAFETY: `i` < nslots.
-        let size_at = unsafe { sizes(s).add(i as usize) };
-        // SAFETY: as above.
-        if unsafe { &*size_at }.load(Ordering::Relaxed) != FREE_SLOT {
-            continue;
-        }
-        let (j, pos) = (i % c.pages, i / c.pages);
-        let l = lane_of(s, c, j, pos);
-        let e = l.epoch.load(Ordering::Acquire);
-        if e == 0 {
-            continue;
-        }
-        let at = alias::alias(e, s.start + j) + (pos * c.size) as usize;
-        out[got] = Cursor { next: at, end: at + c.size as usize, size_at, lane: l };
+        let Some(r) = central.pop_reclaimed(ci) else { break };
+        out[got] = Cursor { next: r.addr, end: r.addr + size, size_at: r.entry, lane: r.lane };
         got += 1;
     }
     got

@@ -276,24 +276,11 @@ fn drain() {
         crate::tls::EXITED => core::ptr::null_mut(),
         c => c,
     };
-    for (ci, cl) in CLASSES.iter().enumerate() {
-        while let Some((idx, i)) = slab::pop_one_reclaimed(ci) {
-            let s = POOL.span(idx);
-            if s.kind != pool::SLAB || s.class as usize != ci || i >= cl.nslots {
-                continue;
-            }
-            // SAFETY: `i` < nslots.
-            let entry = unsafe { &*slab::sizes(s).add(i as usize) };
-            if entry.load(Ordering::Relaxed) != FREE_SLOT {
-                continue;
-            }
-            entry.store(FREED, Ordering::Relaxed);
-            let (j, pos) = (i % cl.pages, i / cl.pages);
-            let l = slab::lane_of(s, cl, j, pos);
-            let e = l.epoch.load(Ordering::Relaxed);
-            if l.live.fetch_sub(1, Ordering::AcqRel) == 1 {
-                let at = alias::alias(e, s.start + j) + (pos * cl.size) as usize;
-                cache::lane_died(c, at, l);
+    for ci in 0..slab::NCLASS {
+        while let Some(r) = slab::pop_one_reclaimed(ci) {
+            r.entry.store(FREED, Ordering::Relaxed);
+            if r.lane.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                cache::lane_died(c, r.addr, r.lane);
             }
         }
     }
@@ -657,7 +644,7 @@ fn finish(reclaim: bool) -> (u64, u64) {
         } else if reclaim
             && l.live.load(Ordering::Relaxed) > 0
             && pinned_age(now, l)
-            && slab::push_reclaimed(ci, idx, i)
+            && slab::CENTRAL[ci].lock().push_reclaimed(idx, i)
         {
             entry.store(FREE_SLOT, Ordering::Relaxed);
             l.live.fetch_add(1, Ordering::AcqRel);

@@ -33,6 +33,10 @@
  *   spike MS             allocates and frees ~64 MiB of small objects, then keeps a light
  *                        allocation load for MS milliseconds; prints the pool's memory
  *                        (POOL_KIB n, the allocated size of the memfd named nevermore-pool).
+ *   phase MS [trim]      allocates ~64 MiB of small objects and frees all but one in 256, then
+ *                        keeps a light allocation load of other sizes for MS milliseconds;
+ *                        with "trim", calls malloc_trim(0); checks the survivors' contents
+ *                        (CORRUPTED on a mismatch) and prints POOL_KIB.
  *   whole-pages N        allocates N objects of 4096 bytes and fills them; prints POOL_KIB.
  *   dump-flags           for a small, a page and a large object, and for the biggest mapping
  *                        of the pool's memfd (its canonical view), prints whether a core dump
@@ -41,6 +45,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -390,6 +395,37 @@ int main(int argc, char **argv) {
             usleep(1000);
             clock_gettime(CLOCK_MONOTONIC, &t);
         } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size);
+        printf("POOL_KIB %ld\n", pool_kib());
+        return 0;
+    }
+    if (!strcmp(c, "phase")) {
+        enum { N = 100000, KEEP = 256 };
+        static char *obj[N];
+        for (int i = 0; i < N; i++) {
+            obj[i] = malloc(640);
+            memset(obj[i], i % KEEP ? 1 : (char)(i / KEEP), 640);
+        }
+        for (int i = 0; i < N; i++)
+            if (i % KEEP) free(obj[i]);
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        char *ring[256] = {0};
+        unsigned k = 0;
+        do {
+            for (int i = 0; i < 1000; i++, k++) {
+                free(ring[k % 256]);
+                ring[k % 256] = malloc(32 + k % 200);
+            }
+            usleep(1000);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size);
+        if (argc > 3 && !strcmp(argv[3], "trim")) malloc_trim(0);
+        for (int i = 0; i < N; i += KEEP)
+            for (int j = 0; j < 640; j++)
+                if (obj[i][j] != (char)(i / KEEP)) {
+                    printf("CORRUPTED: survivor %d byte %d\n", i, j);
+                    return 1;
+                }
         printf("POOL_KIB %ld\n", pool_kib());
         return 0;
     }

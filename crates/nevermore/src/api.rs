@@ -141,7 +141,7 @@ pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
     if scope.nested() || !crate::ensure_init() {
         return 0;
     }
-    crate::pool::POOL.trim() as c_int
+    (crate::pool::POOL.trim() | crate::slab::trim_idle()) as c_int
 }
 
 /// Accepted and ignored: glibc's tuning knobs have no meaning here.

@@ -218,6 +218,7 @@ pub fn flush(cache: &mut Cache) {
         complete(p);
     }
     POOL.decay_if_due();
+    slab::decay_idle_if_due();
 }
 
 /// After revocation: the lane becomes ready, or the run goes back to the pool.

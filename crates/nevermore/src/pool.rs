@@ -72,6 +72,7 @@ pub struct Span {
     pub view: usize,
     pub view_len: usize,
     /// FREE_RUN: when its newest pages were freed (`sys::now_ns`), for the dirty decay.
+    /// SLAB: the idle clock's tick when it last issued a lane (`slab::decay_idle_if_due`).
     pub since: u64,
     /// SLAB: slot table (per-slot sizes, then lanes).
     pub meta: *mut u8,
@@ -80,6 +81,9 @@ pub struct Span {
     pub ready: u32,
     /// PAGES: the epoch whose alias the object was handed out under.
     pub epoch: AtomicU32,
+    /// SLAB: pages whose memory went back to the system while all their lanes were ready
+    /// (bit j: page j); the next install of one fills it again.
+    pub holes: u16,
     /// PAGES/LARGE in detect mode: allocation and free stacks (depot ids) and threads.
     pub trace: crate::stack::Trace,
 }
@@ -293,6 +297,7 @@ impl Pool {
         s.lanes = 0;
         s.ready = 0;
         s.epoch.store(0, Ordering::Relaxed);
+        s.holes = 0;
         s.trace.set_alloc(0, 0, 0);
         let dirty = s.dirty;
         s.dirty = false;
@@ -543,6 +548,13 @@ impl Pool {
         }
         let s = self.span(idx);
         (s.kind == FREE_RUN && page >= s.start && page - s.start < s.npages).then_some(idx)
+    }
+
+    /// Returns the memory of pool pages `start..start+n` to the system: pages of a live span
+    /// that hold nothing (slab pages whose lanes are all ready). They read as zero afterwards,
+    /// and the next install fills them again (`alias::install`).
+    pub fn punch_pages(&self, start: u32, n: u32) -> bool {
+        sys::advise(self.page_addr(start) as *mut u8, (n as usize) << PAGE_SHIFT, libc::MADV_REMOVE)
     }
 
     fn punch(&self, st: &mut State, idx: u32) {

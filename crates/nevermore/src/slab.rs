@@ -21,7 +21,7 @@
 //! changes, which detects double frees (also concurrent ones); a pointer into a lane that was since revoked or
 //! reissued is recognised by the lane's epoch.
 
-use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use crate::guard::CANARY;
 use crate::lock::Locked;
@@ -705,6 +705,8 @@ fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor; 16]) -> usize {
             l.live.store(last - first, Ordering::Relaxed);
             l.epoch.store(e, Ordering::Release);
             s.ready -= 1;
+            s.holes &= !(1 << j);
+            s.since = IDLE_TICK.load(Ordering::Relaxed);
             alias::note_issue(e, page, 1);
             let base = alias::alias(e, page);
             out[got] = Cursor {
@@ -719,6 +721,86 @@ fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor; 16]) -> usize {
         }
     }
     got
+}
+
+/// The clock of idle pages: it ticks at most four times per `dirty_decay` period (and at most
+/// every 50 ms), when a revocation batch completes; a slab records the tick of its last issue.
+static IDLE_TICK: AtomicU64 = AtomicU64::new(1);
+/// When `decay_idle_if_due` next runs (`sys::now_ns` time).
+static NEXT_IDLE: AtomicU64 = AtomicU64::new(0);
+/// Ticks a slab must go without issuing a lane before the memory of its idle pages goes back.
+const IDLE_TICKS: u64 = 4;
+
+/// Gives back to the system, when due, the memory of idle slab pages: pages whose lanes are
+/// all ready, in slabs that issued no lane for about `dirty_decay` milliseconds. A slab is
+/// kept while any of its lanes is issued, so one long-lived object on one page would keep all
+/// of its slab's pages (up to 16) for as long as it lives, although its class may not need
+/// them again (a program past a phase that left a few survivors of a size it no longer
+/// uses). The pool's free runs decay the same way (`pool::Pool::decay`). Call with no lock
+/// held.
+pub fn decay_idle_if_due() {
+    let now = crate::sys::now_ns();
+    let next = NEXT_IDLE.load(Ordering::Relaxed);
+    if now < next {
+        return;
+    }
+    let period = (crate::options().dirty_decay_ms as u64 * 250_000).max(50_000_000);
+    if NEXT_IDLE.compare_exchange(next, now + period, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+        return; // another thread runs it
+    }
+    let tick = IDLE_TICK.fetch_add(1, Ordering::Relaxed) + 1;
+    for (ci, central) in CENTRAL.iter().enumerate() {
+        punch_idle(&central.lock(), &CLASSES[ci], tick);
+    }
+}
+
+/// Gives back the memory of every slab page whose lanes are all ready, idle or not
+/// (`malloc_trim`). Returns whether any was.
+pub fn trim_idle() -> bool {
+    let mut any = false;
+    for (ci, central) in CENTRAL.iter().enumerate() {
+        any |= punch_idle(&central.lock(), &CLASSES[ci], u64::MAX);
+    }
+    any
+}
+
+/// `decay_idle_if_due` for class `c` (its lock held), at idle clock tick `tick`. Returns
+/// whether any page was punched.
+fn punch_idle(central: &Central, c: &Class, tick: u64) -> bool {
+    let mut any = false;
+    let mut idx = central.partial;
+    while idx != pool::NONE {
+        let s = POOL.span_owned(idx);
+        idx = s.next;
+        if tick.saturating_sub(s.since) < IDLE_TICKS {
+            continue;
+        }
+        let mut todo = (ready_pages(s, c) & !s.holes) as u32;
+        while todo != 0 {
+            let j = todo.trailing_zeros();
+            let n = (todo >> j).trailing_ones();
+            let run = ((1u32 << n) - 1) << j;
+            todo &= !run;
+            if POOL.punch_pages(s.start + j, n) {
+                s.holes |= run as u16;
+                stats::add(&stats::IDLE_PAGES_PUNCHED, n as u64);
+                any = true;
+            }
+        }
+    }
+    any
+}
+
+/// The pages of slab `s` (bit j: page j) whose lanes are all ready.
+fn ready_pages(s: &pool::Span, c: &Class) -> u16 {
+    let nlanes = c.spp.div_ceil(lane_slots(s, c));
+    let mut m = 0u16;
+    for j in 0..c.pages {
+        if (0..nlanes).all(|r| lane(s, c, j, r).epoch.load(Ordering::Relaxed) == 0) {
+            m |= 1 << j;
+        }
+    }
+    m
 }
 
 /// Installs the alias pages of freshly issued cursors, one ioctl per contiguous run.
@@ -775,6 +857,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     s.class = ci as u8;
     s.addr = POOL.page_addr(s.start);
     s.meta = meta;
+    s.since = IDLE_TICK.load(Ordering::Relaxed);
     let lanes = lanes_for(c, ci);
     s.ready = lanes_total(lanes, c);
     // Published last (see `set_up`): lock-free readers of the page map may meet this span

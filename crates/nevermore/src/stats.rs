@@ -21,6 +21,8 @@ pub static FORKS: AtomicU64 = AtomicU64::new(0);
 pub static FORK_COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static THREADS: AtomicU64 = AtomicU64::new(0);
 pub static REGROUPS: AtomicU64 = AtomicU64::new(0);
+/// Pages of live slabs given back to the system while idle (`slab::punch_idle`).
+pub static IDLE_PAGES_PUNCHED: AtomicU64 = AtomicU64::new(0);
 
 #[inline]
 pub fn add(c: &AtomicU64, n: u64) {
@@ -117,8 +119,13 @@ pub fn print() {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   pool pages         {} in use, {} peak, {} ever used, {} dirty free, {} punched",
-        ps.pages_in_use, ps.peak_pages_in_use, bump, dirty, ps.punched_pages
+        "=={pid}==   pool pages         {} in use, {} peak, {} ever used, {} dirty free, {} punched, {} punched in idle slabs",
+        ps.pages_in_use,
+        ps.peak_pages_in_use,
+        bump,
+        dirty,
+        ps.punched_pages,
+        get(&IDLE_PAGES_PUNCHED)
     );
     let _ =
         writeln!(b, "=={pid}==   forks              {} ({} KiB copied)", get(&FORKS), get(&FORK_COPIED_BYTES) / 1024);

@@ -17,6 +17,8 @@
  *              may return one of them while it is kept; a timer signal (1 ms) allocates and
  *              frees in its handler; the process forks 8 times on the way (each child runs
  *              the same checks for a while). Prints CHURN OK (exit 0) or what failed (exit 1).
+ *   churn N nosignals   the same without the timer: for allocators whose malloc is not
+ *              async-signal-safe (glibc's may abort when the handler interrupts it).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -114,14 +116,15 @@ static int retire(unsigned char *p, size_t n, uint64_t r) {
     return 1;
 }
 
-static int churn(long n) {
+static int churn(long n, int signals) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGALRM, &sa, NULL);
     struct itimerval it = {{0, 1000}, {0, 1000}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    if (signals)
+        setitimer(ITIMER_REAL, &it, NULL);
     uint64_t seed = 0x1234567;
     int child = 0;
     for (long i = 0; i < n; i++) {
@@ -189,7 +192,7 @@ static int churn(long n) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
     if (!strcmp(mode, "churn"))
-        return churn(argc > 2 ? atol(argv[2]) : 3000000);
+        return churn(argc > 2 ? atol(argv[2]) : 3000000, !(argc > 3 && !strcmp(argv[3], "nosignals")));
     if (!strcmp(mode, "threads")) {
         pthread_t t;
         pthread_create(&t, NULL, sleeper, NULL);

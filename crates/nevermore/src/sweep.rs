@@ -79,9 +79,12 @@ const MIN_AGE: u32 = 2;
 /// Only lanes issued in the last this many epochs are refilled: a new object in a lane keeps
 /// its epoch's mirror (a mapping) alive, and refilling old lanes for ever would keep every old
 /// mirror with a survivor, so that mappings grew without bound (the soak test's grew from 395
-/// to 460 after its first 3 M allocations). Measured on `bench/soak.c` 10^8: 16 epochs,
-/// physical memory 105 MiB, 133 mappings at the end; 48 epochs, 95 MiB and 135 mappings.
-const MAX_AGE: u32 = 48;
+/// to 460 after its first 3 M allocations). Measured on `bench/soak.c` 10^8 with epochs of
+/// half the pool: 16 epochs, physical memory 105 MiB, 133 mappings at the end; 48 epochs,
+/// 95 MiB and 135 mappings. With epochs of a quarter of the pool (2·10^7): 48 epochs,
+/// 72–73 MiB and 268 mappings; 96, 67 MiB and 282; 192, 65 MiB and 335; any age, 64–65 MiB
+/// and 468.
+const MAX_AGE: u32 = 96;
 /// Room for `/proc/self/maps`.
 const MAPS_BYTES: usize = 1 << 20;
 /// Shortest time between two sweeps (or censuses that found nothing worth a sweep).

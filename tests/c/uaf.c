@@ -30,6 +30,12 @@
  *   ancient N [read]     N allocations and frees (many epochs come and go); a quarter of the
  *                        way, one object is freed, which is read at the end with `read`: it
  *                        must trap.
+ *   ring N               an object allocated first lives on while N allocations and frees
+ *                        make epochs come and go (many more than the mirror table holds with
+ *                        a small alias_space); then the process forks: the child checks the
+ *                        object and overwrites it, the parent checks it was not changed; a
+ *                        second child reads a freed page object, which must trap. Prints
+ *                        RING OK, or what failed (exit 1).
  *   spike MS             allocates and frees ~64 MiB of small objects, then keeps a light
  *                        allocation load for MS milliseconds; prints the pool's memory
  *                        (POOL_KIB n, the allocated size of the memfd named nevermore-pool).
@@ -373,6 +379,59 @@ int main(int argc, char **argv) {
             sink = old[10];
             printf("no trap\n");
         }
+        return 0;
+    }
+    if (!strcmp(c, "ring")) {
+        long n = argc > 2 ? atol(argv[2]) : 1000000;
+        char *keep = malloc(100), *ring[1024] = {0};
+        memset(keep, 7, 100);
+        unsigned s = 5;
+        for (long i = 0; i < n; i++) {
+            s = s * 1103515245u + 12345u;
+            int k = (s >> 8) & 1023;
+            free(ring[k]);
+            size_t sz = (s >> 12) % 1025;
+            ring[k] = malloc(sz);
+            if (sz && !ring[k]) {
+                printf("MALLOC FAILED after %ld allocations\n", i);
+                return 1;
+            }
+            if (sz) memset(ring[k], 1, sz);
+        }
+        char *dead = malloc(5000); /* a page object: its alias pages are its own */
+        memset(dead, 1, 5000);
+        free(dead);
+        usleep(30000); /* past the longest delay of a revocation batch: the next free sends it */
+        free(malloc(64));
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (int j = 0; j < 100; j++)
+                if (keep[j] != 7) _exit(3);
+            memset(keep, 9, 100);
+            _exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            printf("CHILD FAILED (status %d)\n", st);
+            return 1;
+        }
+        for (int j = 0; j < 100; j++)
+            if (keep[j] != 7) {
+                printf("CHANGED by the child\n");
+                return 1;
+            }
+        pid = fork();
+        if (pid == 0) {
+            sink = dead[0];
+            _exit(0);
+        }
+        waitpid(pid, &st, 0);
+        if (!WIFSIGNALED(st)) {
+            printf("FREED OBJECT DID NOT TRAP (status %d)\n", st);
+            return 1;
+        }
+        printf("RING OK\n");
         return 0;
     }
     if (!strcmp(c, "spike")) {

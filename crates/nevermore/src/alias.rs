@@ -545,11 +545,7 @@ pub fn may_advance() -> bool {
 pub fn advance(min_pages: u32) -> Option<u32> {
     let f = fixed();
     let mut st = STATE.lock();
-    let e = current() + 1;
-    let slot = mirror(e);
-    if e == u32::MAX || (slot.npages.load(Ordering::Relaxed) != 0 && slot.retired.load(Ordering::Acquire) == 0) {
-        return None; // out of epoch numbers, or the ring entry's older mirror still lives
-    }
+    let e = next_epoch()?;
     // Slack: room for the pool to grow by a quarter (at least 2 MiB) within this epoch.
     // Cover at least the pool as it is now: another thread may have grown it since the caller
     // measured it, and every epoch made after a run was allocated must be able to issue it.
@@ -629,6 +625,20 @@ pub fn advance(min_pages: u32) -> Option<u32> {
         sweep_sealed(prev);
     }
     Some(e)
+}
+
+/// The number of the next epoch: the next one whose entry in the mirror table (a ring) is
+/// free. An entry stays taken while its mirror lives, and a long-lived object (one allocated
+/// at start-up) keeps its mirror for ever: that epoch's entry is skipped each time the ring
+/// comes round to it, instead of stopping every new epoch there (which made allocations fail
+/// once the ring had come round, after 2^22 epochs: ~2.3 hours of an alloc/free loop).
+/// None when every entry is taken or the epoch numbers are used up. STATE's lock held.
+fn next_epoch() -> Option<u32> {
+    // u32::MAX is never an epoch: the chunk table stores epoch + 1.
+    (current().checked_add(1)?..u32::MAX).take(fixed().max_epochs).find(|&e| {
+        let slot = mirror(e);
+        slot.npages.load(Ordering::Relaxed) == 0 || slot.retired.load(Ordering::Acquire) != 0
+    })
 }
 
 fn register(base: usize, len: usize) -> bool {
@@ -1115,14 +1125,16 @@ pub fn raw_lock() -> &'static crate::lock::RawMutex {
     STATE.raw()
 }
 
-/// Every mirror not yet retired, oldest first (fork handling). Callers hold every lock.
+/// Every mirror not yet retired, with its epoch (fork handling). Callers hold every lock.
+/// Each entry of the mirror table is looked at once; a mirror older than the ring's length
+/// (`next_epoch` skipped its entry) is met at its entry like the others.
 pub fn for_each_live_mirror(mut f: impl FnMut(u32, &Mirror)) {
     let cur = current();
     let ring = fixed().max_epochs as u32;
     for e in cur.saturating_sub(ring - 1).max(1)..=cur {
         let m = mirror(e);
         if m.retired.load(Ordering::Relaxed) == 0 && m.npages.load(Ordering::Relaxed) != 0 {
-            f(e, m);
+            f(m.epoch.load(Ordering::Relaxed), m);
         }
     }
 }

@@ -194,11 +194,11 @@ pub fn wait_with_deadline(mut cmd: Command, secs: u64, what: &str) -> Output {
     Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }
 }
 
-/// The numbers (a trailing comma allowed) on the first line of `text` that contains `what`:
+/// The numbers (a trailing comma or parenthesis allowed) on the first line of `text` that contains `what`:
 /// a `stats=1` counter line. Panics when there is no such line.
 pub fn counters(text: &str, what: &str) -> Vec<u64> {
     let line = text.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("no `{what}` line in:\n{text}"));
-    line.split_whitespace().filter_map(|w| w.trim_end_matches(',').parse().ok()).collect()
+    line.split_whitespace().filter_map(|w| w.trim_end_matches([',', ')']).parse().ok()).collect()
 }
 
 /// The first number on the stats line that contains `what`.

@@ -5,7 +5,8 @@ mod common;
 // in a loop; fork in a loop while threads allocate, with exec after fork; signal handlers that
 // allocate, both with the signal blocked around the thread's own allocator calls and landing
 // inside malloc/realloc/free (docs/usage.md "Signals"); dlopen/dlclose of a library that
-// allocates in its constructor and destructor.
+// allocates in its constructor and destructor; and idle slab pages given back (`dirty_decay=0`)
+// while threads allocate and fork.
 
 use common::*;
 use std::process::Output;
@@ -28,6 +29,22 @@ fn stress(args: &[&str]) {
 fn producers_and_consumers_free_across_threads() {
     for threads in ["8", "32", "64"] {
         stress(&["prodcons", threads, "20000"]);
+    }
+}
+
+/// With `dirty_decay=0` the idle pages of slabs are given back every 200 ms or so while 8
+/// threads allocate and free across threads and fork: pages punched under one thread's feet
+/// are filled again when another thread's refill issues them, and every object checks out.
+#[test]
+fn idle_slab_pages_given_back_while_threads_allocate_and_fork() {
+    let bin = compile("stress.c", &["-ldl"]);
+    for args in [&["prodcons", "8", "200000"][..], &["forkloop", "50"][..]] {
+        let o = run_preloaded_timeout(&bin, args, &[("NEVERMORE_OPTIONS", "mode=prevent:dirty_decay=0:stats=1")], 60);
+        clean(&o);
+        // Every process prints its stats (forkloop's children too): the pages of all of them.
+        let err = stderr(&o);
+        let punched: u64 = err.lines().filter(|l| l.contains("pool pages")).map(|l| counters(l, "pool pages")[5]).sum();
+        assert!(punched > 0, "{args:?}: no idle slab page was punched:\n{err}");
     }
 }
 

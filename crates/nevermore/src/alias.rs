@@ -107,6 +107,9 @@ pub struct Mirror {
     pub windows: AtomicPtr<AtomicU32>,
     /// 1 once the windows that died before the epoch was sealed were zapped (`sweep_sealed`).
     pub swept: AtomicU32,
+    /// How many epochs were made up to this one: unlike epoch numbers, which wrap round
+    /// (`next_epoch`), it orders epochs for ever (`issuable`).
+    pub serial: AtomicU64,
 }
 
 /// Pool pages per 2 MiB window.
@@ -125,8 +128,8 @@ struct Fixed {
     max_epochs: usize,
     /// Per 2 MiB chunk of the arena: epoch + 1, or 0.
     chunks: *mut AtomicU32,
-    /// Per pool page: the newest epoch that issued it.
-    last: *mut AtomicU32,
+    /// Per pool page: the serial (`Mirror::serial`) of the newest epoch that issued it.
+    last: *mut AtomicU64,
 }
 
 static FIXED: crate::GlobalCell<Fixed> = crate::GlobalCell::new(Fixed {
@@ -156,6 +159,8 @@ struct State {
     /// Recycled `issued` bitmaps, by power-of-two size (64 bytes << index).
     bitmaps: [*mut u8; 32],
     live_mirrors: u32,
+    /// Epochs made so far (`Mirror::serial`).
+    serial: u64,
 }
 
 static STATE: Locked<State> = Locked::new(State {
@@ -164,6 +169,7 @@ static STATE: Locked<State> = Locked::new(State {
     wrap: 0,
     bitmaps: [ptr::null_mut(); 32],
     live_mirrors: 0,
+    serial: 0,
 });
 
 // SAFETY: the raw pointers in State are only reached under its lock.
@@ -242,7 +248,7 @@ pub unsafe fn init() -> bool {
     f.max_epochs = sys::pow2_floor(MAX_EPOCHS.min((len >> CHUNK_SHIFT) + 2));
     f.mirrors = crate::meta::map(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
     f.chunks = crate::meta::map((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
-    f.last = crate::meta::map(POOL.layout().pages as usize * 4) as *mut AtomicU32;
+    f.last = crate::meta::map(POOL.layout().pages as usize * 8) as *mut AtomicU64;
     if f.mirrors.is_null() || f.chunks.is_null() || f.last.is_null() {
         return false;
     }
@@ -335,7 +341,7 @@ pub fn mirror(e: u32) -> &'static Mirror {
 }
 
 #[inline]
-pub fn last(page: u32) -> &'static AtomicU32 {
+pub fn last(page: u32) -> &'static AtomicU64 {
     // SAFETY: one entry per pool page.
     unsafe { &*fixed().last.add(page as usize) }
 }
@@ -482,7 +488,10 @@ fn sealed(e: u32) -> bool {
 /// Whether pool page `page` may be issued in the pinned epoch `e`.
 #[inline]
 pub fn issuable(e: u32, page: u32) -> bool {
-    e != 0 && page < mirror(e).npages.load(Ordering::Relaxed) && last(page).load(Ordering::Relaxed) < e
+    let m = mirror(e);
+    e != 0
+        && page < m.npages.load(Ordering::Relaxed)
+        && last(page).load(Ordering::Relaxed) < m.serial.load(Ordering::Relaxed)
 }
 
 /// Records the issue of one alias unit covering pool pages `page..page+n` in the pinned
@@ -490,8 +499,9 @@ pub fn issuable(e: u32, page: u32) -> bool {
 pub fn note_issue(e: u32, page: u32, n: u32) {
     let m = mirror(e);
     let bits = m.issued.load(Ordering::Relaxed);
+    let serial = m.serial.load(Ordering::Relaxed);
     for p in page..page + n {
-        last(p).store(e, Ordering::Relaxed);
+        last(p).store(serial, Ordering::Relaxed);
         if !bits.is_null() {
             // SAFETY: p < npages, and the bitmap has npages bits.
             unsafe { (*bits.add(p as usize / 64)).fetch_or(1 << (p % 64), Ordering::Relaxed) };
@@ -602,6 +612,8 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     m.retired.store(0, Ordering::Relaxed);
     m.swept.store(0, Ordering::Relaxed);
     m.issued.store(bits, Ordering::Relaxed);
+    st.serial += 1;
+    m.serial.store(st.serial, Ordering::Relaxed);
     let windows = bitmap_alloc(&mut st, npages.div_ceil(WINDOW_PAGES as usize) * 4) as *mut AtomicU32;
     m.windows.store(windows, Ordering::Relaxed);
     m.epoch.store(e, Ordering::Release);
@@ -632,14 +644,43 @@ pub fn advance(min_pages: u32) -> Option<u32> {
 /// at start-up) keeps its mirror for ever: that epoch's entry is skipped each time the ring
 /// comes round to it, instead of stopping every new epoch there (which made allocations fail
 /// once the ring had come round, after 2^22 epochs: ~2.3 hours of an alloc/free loop).
-/// None when every entry is taken or the epoch numbers are used up. STATE's lock held.
+/// Numbers wrap round from `LAST_EPOCH` to 1: a number still in use belongs to a live mirror,
+/// whose entry is taken, so it is never given twice (`Mirror::serial` orders epochs). The
+/// first epoch is the `first_epoch` option (1 unless a test starts near the wrap). None when
+/// every entry is taken. STATE's lock held.
 fn next_epoch() -> Option<u32> {
-    // u32::MAX is never an epoch: the chunk table stores epoch + 1.
-    (current().checked_add(1)?..u32::MAX).take(fixed().max_epochs).find(|&e| {
+    let f = fixed();
+    let mut e = match current() {
+        0 => crate::options().first_epoch,
+        c => following(c),
+    };
+    for _ in 0..f.max_epochs {
         let slot = mirror(e);
-        slot.npages.load(Ordering::Relaxed) == 0 || slot.retired.load(Ordering::Acquire) != 0
-    })
+        if slot.npages.load(Ordering::Relaxed) == 0 || slot.retired.load(Ordering::Acquire) != 0 {
+            if e < current() {
+                WRAPPED.store(true, Ordering::Relaxed);
+            }
+            return Some(e);
+        }
+        e = following(e);
+    }
+    None
 }
+
+/// The highest epoch number (the chunk table stores epoch + 1, and 0 means none).
+pub const LAST_EPOCH: u32 = u32::MAX - 1;
+
+/// The epoch number after `e`.
+fn following(e: u32) -> u32 {
+    if e >= LAST_EPOCH {
+        1
+    } else {
+        e + 1
+    }
+}
+
+/// Whether epoch numbers have wrapped round.
+static WRAPPED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 fn register(base: usize, len: usize) -> bool {
     let mut r = UffdioRegister {
@@ -1129,13 +1170,18 @@ pub fn raw_lock() -> &'static crate::lock::RawMutex {
 /// Each entry of the mirror table is looked at once; a mirror older than the ring's length
 /// (`next_epoch` skipped its entry) is met at its entry like the others.
 pub fn for_each_live_mirror(mut f: impl FnMut(u32, &Mirror)) {
-    let cur = current();
-    let ring = fixed().max_epochs as u32;
-    for e in cur.saturating_sub(ring - 1).max(1)..=cur {
-        let m = mirror(e);
+    let mut visit = |m: &Mirror| {
         if m.retired.load(Ordering::Relaxed) == 0 && m.npages.load(Ordering::Relaxed) != 0 {
             f(m.epoch.load(Ordering::Relaxed), m);
         }
+    };
+    let ring = fixed().max_epochs as u32;
+    if WRAPPED.load(Ordering::Relaxed) {
+        (0..ring).for_each(|i| visit(mirror(i)));
+    } else {
+        // Only the entries of the last `ring` numbers can be in use (few in a young process).
+        let cur = current();
+        (cur.saturating_sub(ring - 1).max(1)..=cur).for_each(|e| visit(mirror(e)));
     }
 }
 

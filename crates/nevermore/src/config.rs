@@ -39,6 +39,9 @@ pub struct Options {
     /// Prevent mode, single-threaded processes: reuse the dead slots of pinned groups once a
     /// conservative scan proves no pointer to them is left (`sweep`).
     pub sweep: bool,
+    /// The number of the first epoch (1): for tests of what happens when epoch numbers wrap
+    /// round, which takes 2^32 - 2 epochs otherwise.
+    pub first_epoch: u32,
 }
 
 impl Options {
@@ -53,12 +56,13 @@ impl Options {
         alias_space_mib: 32 << 20,
         dirty_decay_ms: 10_000,
         sweep: true,
+        first_epoch: 1,
     };
 }
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, first_epoch";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -128,6 +132,12 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 })?;
                 o.dirty_decay_ms = n as u32;
             }
+            b"first_epoch" => {
+                let n = parse_uint(value)
+                    .filter(|&n| (1..=u32::MAX as u64 - 1).contains(&n))
+                    .ok_or(ParseError::BadValue { key, value, expected: "a number from 1 to 4294967294" })?;
+                o.first_epoch = n as u32;
+            }
             _ => return Err(ParseError::UnknownKey(key)),
         }
     }
@@ -191,6 +201,10 @@ mod tests {
         assert_eq!(parse(b"stats"), Err(ParseError::MissingValue(b"stats")));
         assert!(matches!(parse(b"mode=fast"), Err(ParseError::BadValue { key: b"mode", .. })));
         assert!(matches!(parse(b"report_path="), Err(ParseError::BadValue { .. })));
+        assert_eq!(Options::DEFAULT.first_epoch, 1);
+        assert_eq!(parse(b"first_epoch=4294967294").unwrap().first_epoch, crate::alias::LAST_EPOCH);
+        assert!(matches!(parse(b"first_epoch=4294967295"), Err(ParseError::BadValue { key: b"first_epoch", .. })));
+        assert!(matches!(parse(b"first_epoch=0"), Err(ParseError::BadValue { .. })));
         assert_eq!(Options::DEFAULT.dirty_decay_ms, 10_000);
         assert_eq!(parse(b"dirty_decay=0").unwrap().dirty_decay_ms, 0);
         assert_eq!(parse(b"dirty_decay=3600000").unwrap().dirty_decay_ms, 3_600_000);

@@ -145,6 +145,22 @@ static long pool_kib(void) {
     return -1;
 }
 
+/* A light allocation load of small objects (32..231 bytes, a ring of 256) for `ms` ms. */
+static void light_load(long ms) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char *ring[256] = {0};
+    unsigned k = 0;
+    do {
+        for (int i = 0; i < 1000; i++, k++) {
+            free(ring[k % 256]);
+            ring[k % 256] = malloc(32 + k % 200);
+        }
+        usleep(1000);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *c = argv[1];
@@ -442,18 +458,7 @@ int main(int argc, char **argv) {
             memset(big[i], 1, 640);
         }
         for (int i = 0; i < N; i++) free(big[i]);
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        char *ring[256] = {0};
-        unsigned k = 0;
-        do {
-            for (int i = 0; i < 1000; i++, k++) {
-                free(ring[k % 256]);
-                ring[k % 256] = malloc(32 + k % 200);
-            }
-            usleep(1000);
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size);
+        light_load((long)size);
         printf("POOL_KIB %ld\n", pool_kib());
         return 0;
     }
@@ -466,18 +471,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < N; i++)
             if (i % KEEP) free(obj[i]);
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        char *ring[256] = {0};
-        unsigned k = 0;
-        do {
-            for (int i = 0; i < 1000; i++, k++) {
-                free(ring[k % 256]);
-                ring[k % 256] = malloc(32 + k % 200);
-            }
-            usleep(1000);
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size);
+        light_load((long)size);
         if (argc > 3 && !strcmp(argv[3], "trim")) malloc_trim(0);
         for (int i = 0; i < N; i += KEEP)
             for (int j = 0; j < 640; j++)

@@ -33,8 +33,15 @@ use crate::sys::{self, PAGE, PAGE_SHIFT};
 /// Mirrors are multiples of this, and the epoch of an address is looked up per chunk.
 const CHUNK_SHIFT: usize = 21;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
-/// Most epochs the tables can describe.
-const MAX_EPOCHS: usize = 1 << 22;
+/// Entries of the mirror table (a ring of 64-byte entries, touched as epochs are made), unless
+/// the `mirror_table` option says otherwise. An epoch whose entry went to a newer one can no
+/// longer tell which object a stale pointer into it meant (a fault there is still reported as
+/// a use-after-free, without the object): detect mode, whose reports name objects and their
+/// stacks, keeps 2^22 (256 MiB once that many epochs were made: ~40 minutes of an alloc/free
+/// loop); prevent mode keeps 2^16 (4 MiB). Live mirrors take entries for as long as they live
+/// (`next_epoch` skips them); there cannot be more than mappings (vm.max_map_count, 65530).
+const DETECT_EPOCHS: usize = 1 << 22;
+const PREVENT_EPOCHS: usize = 1 << 16;
 /// The smallest alias arena tried (under a tight `RLIMIT_AS`).
 const MIN_ARENA: usize = 32 << 20;
 
@@ -245,7 +252,10 @@ pub unsafe fn init() -> bool {
     // Every mirror takes at least one chunk of the arena: no more epochs than chunks.
     // The mirror table is a ring indexed by epoch modulo its size: a live mirror spans at least
     // one chunk, so no more mirrors than chunks can be live at once.
-    f.max_epochs = sys::pow2_floor(MAX_EPOCHS.min((len >> CHUNK_SHIFT) + 2));
+    let table = crate::options()
+        .mirror_table
+        .map_or(if crate::detect() { DETECT_EPOCHS } else { PREVENT_EPOCHS }, |n| n as usize);
+    f.max_epochs = sys::pow2_floor(table.min((len >> CHUNK_SHIFT) + 2));
     f.mirrors = crate::meta::map(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
     f.chunks = crate::meta::map((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
     f.last = crate::meta::map(POOL.layout().pages as usize * 8) as *mut AtomicU64;
@@ -388,6 +398,16 @@ pub fn decode(addr: usize) -> Option<(u32, u32)> {
         return None;
     }
     Some((e, page as u32))
+}
+
+/// Whether `addr` lies in a 2 MiB chunk of the arena that a mirror took: its aliases were
+/// handed out, even when `decode` no longer knows the epoch (its table entry went to a newer
+/// one).
+pub fn once_mirrored(addr: usize) -> bool {
+    let f = fixed();
+    let off = addr.wrapping_sub(f.arena);
+    // SAFETY: one entry per chunk of the arena, and `off` is inside it.
+    off < f.arena_len && unsafe { (*f.chunks.add(off >> CHUNK_SHIFT)).load(Ordering::Acquire) } != 0
 }
 
 /// Set in `Mirror::live` when the mirror is retired: no pin can be taken any more.
@@ -643,7 +663,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
 /// free. An entry stays taken while its mirror lives, and a long-lived object (one allocated
 /// at start-up) keeps its mirror for ever: that epoch's entry is skipped each time the ring
 /// comes round to it, instead of stopping every new epoch there (which made allocations fail
-/// once the ring had come round, after 2^22 epochs: ~2.3 hours of an alloc/free loop).
+/// once the ring had come round).
 /// Numbers wrap round from `LAST_EPOCH` to 1: a number still in use belongs to a live mirror,
 /// whose entry is taken, so it is never given twice (`Mirror::serial` orders epochs). The
 /// first epoch is the `first_epoch` option (1 unless a test starts near the wrap). None when

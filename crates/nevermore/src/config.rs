@@ -42,6 +42,9 @@ pub struct Options {
     /// The number of the first epoch (1): for tests of what happens when epoch numbers wrap
     /// round, which takes 2^32 - 2 epochs otherwise.
     pub first_epoch: u32,
+    /// Entries of the mirror table (a power of two); None: 65536 in prevent mode, 4194304 in
+    /// detect mode.
+    pub mirror_table: Option<u32>,
 }
 
 impl Options {
@@ -57,12 +60,13 @@ impl Options {
         dirty_decay_ms: 10_000,
         sweep: true,
         first_epoch: 1,
+        mirror_table: None,
     };
 }
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, first_epoch";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, first_epoch, mirror_table";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -138,6 +142,12 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                     .ok_or(ParseError::BadValue { key, value, expected: "a number from 1 to 4294967294" })?;
                 o.first_epoch = n as u32;
             }
+            b"mirror_table" => {
+                let n = parse_uint(value)
+                    .filter(|&n| n.is_power_of_two() && (64..=1 << 22).contains(&n))
+                    .ok_or(ParseError::BadValue { key, value, expected: "a power of two from 64 to 4194304" })?;
+                o.mirror_table = Some(n as u32);
+            }
             _ => return Err(ParseError::UnknownKey(key)),
         }
     }
@@ -202,6 +212,11 @@ mod tests {
         assert!(matches!(parse(b"mode=fast"), Err(ParseError::BadValue { key: b"mode", .. })));
         assert!(matches!(parse(b"report_path="), Err(ParseError::BadValue { .. })));
         assert_eq!(Options::DEFAULT.first_epoch, 1);
+        assert_eq!(parse(b"mirror_table=64").unwrap().mirror_table, Some(64));
+        assert_eq!(parse(b"mirror_table=4194304").unwrap().mirror_table, Some(1 << 22));
+        for bad in [&b"mirror_table=32"[..], b"mirror_table=100", b"mirror_table=8388608"] {
+            assert!(matches!(parse(bad), Err(ParseError::BadValue { key: b"mirror_table", .. })), "{bad:?}");
+        }
         assert_eq!(parse(b"first_epoch=4294967294").unwrap().first_epoch, crate::alias::LAST_EPOCH);
         assert!(matches!(parse(b"first_epoch=4294967295"), Err(ParseError::BadValue { key: b"first_epoch", .. })));
         assert!(matches!(parse(b"first_epoch=0"), Err(ParseError::BadValue { .. })));

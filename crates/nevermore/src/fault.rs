@@ -125,6 +125,16 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
     let op = access(write);
     let rep = |kind, what, object| Report { kind, addr, op, what, object };
     let Some((e, page)) = alias::decode(addr) else {
+        if alias::once_mirrored(addr) {
+            report::fatal_at(
+                regs,
+                rep(
+                    Kind::HeapUseAfterFree,
+                    "the memory at this address was freed long ago (its epoch's records went to a newer one)",
+                    None,
+                ),
+            );
+        }
         report::fatal_at(
             regs,
             rep(Kind::WildAccess, "the address is in the allocator's alias arena but in no mirror", None),

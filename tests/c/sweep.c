@@ -11,6 +11,9 @@
  *              in place (prints IN PLACE n); writes through every kept pointer leave the live
  *              new objects intact (prints INTACT, or CORRUPTED, exit 1).
  *   threads    the same while a second thread sleeps: no sweep may run (IN PLACE 0).
+ *   undumpable the same in a process that made itself non-dumpable (prctl(PR_SET_DUMPABLE,
+ *              0)), with the no-access holder left readable; "undumpable-noaccess" with it
+ *              made no-access as in `reuse`.
  *   churn N    N allocations of 0..1024 bytes, 1 % long-lived, every object filled with a
  *              pattern of its own and checked when freed; 64 dangling pointers to freed
  *              objects are kept in a global array (replaced now and then) and no allocation
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #define N 40000
@@ -197,6 +201,11 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, sleeper, NULL);
     }
+    int no_access = strcmp(mode, "undumpable") != 0;
+    if (!strncmp(mode, "undumpable", 10) && prctl(PR_SET_DUMPABLE, 0) != 0) {
+        perror("prctl");
+        return 2;
+    }
     for (int i = 0; i < N; i++) {
         objs[i] = malloc(SIZE);
         memset(objs[i], 0x11, SIZE);
@@ -234,7 +243,8 @@ int main(int argc, char **argv) {
         }
     }
     mprotect(region, 4096, PROT_READ);
-    mprotect(hidden, 4096, PROT_NONE);
+    if (no_access)
+        mprotect(hidden, 4096, PROT_NONE);
     /* Only the holders keep the pointers from here on. */
     for (int k = 0; k < KEPT; k++)
         kept[k] = 0;
@@ -259,7 +269,8 @@ int main(int argc, char **argv) {
             }
         }
     }
-    mprotect(hidden, 4096, PROT_READ);
+    if (no_access)
+        mprotect(hidden, 4096, PROT_READ);
     if (!bad)
         printf("KEPT NEVER REUSED\n");
     printf("IN PLACE %ld\n", in_place);

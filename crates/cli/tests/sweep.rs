@@ -108,3 +108,33 @@ fn churn_with_signals_and_forks_keeps_objects_intact_and_kept_pointers_unused() 
     );
     assert!(stdout(&glibc).contains("REUSED a kept dangling pointer"), "{}", stdout(&glibc));
 }
+
+/// A non-dumpable process (here `prctl(PR_SET_DUMPABLE, 0)`; also a daemon that changed its
+/// user ids) running unprivileged cannot open its own `/proc/self/mem` and `pagemap` (they
+/// belong to root then). Without swap, sweeps read its memory with `process_vm_readv` and
+/// pick pages with `mincore` instead: the kept pointers still keep their slots and the others
+/// are reused. A no-access page holding data cannot be read that way: such a sweep gives up
+/// and reuses nothing. With swap, a page out on swap would be missed: every sweep gives up.
+/// Run as `nobody` when the tests run as root (root opens the files of any process).
+#[test]
+fn non_dumpable_processes_are_swept_without_swap_through_process_vm_readv() {
+    let prog = compile("sweep.c", &["-pthread"]);
+    let run_unprivileged = |case: &str| {
+        let mut cmd = if is_root() { as_nobody(&prog) } else { std::process::Command::new(&prog) };
+        cmd.arg(case).env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", "mode=prevent:stats=1");
+        wait_with_deadline(cmd, 120, case)
+    };
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let swap = counter(&meminfo, "SwapTotal:");
+    let o = run_unprivileged("undumpable");
+    if swap == 0 {
+        assert_ok(&o);
+        assert!(stdout(&o).contains("KEPT NEVER REUSED") && stdout(&o).contains("INTACT"), "{}", stdout(&o));
+        let s = sweeps(&o);
+        assert!(s[0] >= 1 && s[3] == 0 && s[4] > 1000, "{}", stderr(&o));
+        assert!(in_place(&o) > 1000, "{}\n{}", stdout(&o), stderr(&o));
+    } else {
+        assert_not_swept(&o, 3, "the sweep did not give up with swap on");
+    }
+    assert_not_swept(&run_unprivileged("undumpable-noaccess"), 3, "the no-access page was not seen");
+}

@@ -27,7 +27,9 @@
 //!   `/proc/self/pagemap` (present or swapped out) and, for shared mappings, `mincore` (in the
 //!   page cache), so nothing faults and no hole is filled; live small and page objects are read
 //!   through their aliases (installed, or mapped again by the fault handler), large objects
-//!   through the pool's descriptor (their pages may be holes);
+//!   through the pool's descriptor (their pages may be holes). A process that may not open
+//!   `/proc/self/mem` (not dumpable, unprivileged) is read with `process_vm_readv`, pages
+//!   chosen by `mincore`, on systems without swap only (`Reader::Vm`);
 //! - anything that cannot be read or parsed ends the sweep without reclaiming a slot.
 //!
 //! What it cannot see is documented in docs/usage.md ("Sweeps"): pointers only the kernel
@@ -455,19 +457,40 @@ fn hex(s: &[u8]) -> Option<usize> {
     Some(v)
 }
 
+/// How the program's memory is read.
+#[derive(Clone, Copy)]
+enum Reader {
+    /// `/proc/self/mem` (which reads no-access pages too), pages chosen by `/proc/self/pagemap`
+    /// (present or swapped out) and, for shared mappings, `mincore`.
+    Proc { mem: i32, pm: i32 },
+    /// For a process that cannot open those (an unprivileged one that is not dumpable: a
+    /// daemon that changed its user ids, or `prctl(PR_SET_DUMPABLE, 0)`; the files then belong
+    /// to root), on a system without swap: `process_vm_readv` on itself (no permission check
+    /// for its own memory), pages chosen by `mincore`, which without swap sees every page
+    /// that holds data. It cannot read no-access pages: a sweep that meets one holding data
+    /// gives up.
+    Vm,
+}
+
 /// Scans every readable mapping but the pool's own views and the alias arena.
 fn scan_mappings(b: &mut Buffers, scanned: &mut u64) -> bool {
     let Some(n) = sys::read_file(c"/proc/self/maps", b.maps) else { return false };
-    let (Some(mem), Some(pm)) = (sys::open_read(c"/proc/self/mem"), sys::open_read(c"/proc/self/pagemap")) else {
-        return false;
+    let (mem, pm) = (sys::open_read(c"/proc/self/mem"), sys::open_read(c"/proc/self/pagemap"));
+    let ok = match (mem, pm) {
+        (Some(mem), Some(pm)) => scan_listed(b, n, Reader::Proc { mem, pm }, scanned),
+        _ => no_swap(b) && scan_listed(b, n, Reader::Vm, scanned),
     };
-    let ok = scan_listed(b, n, mem, pm, scanned);
-    sys::close(mem);
-    sys::close(pm);
+    mem.into_iter().chain(pm).for_each(sys::close);
     ok
 }
 
-fn scan_listed(b: &mut Buffers, n: usize, mem: i32, pm: i32, scanned: &mut u64) -> bool {
+/// Whether the system has no swap (`SwapTotal: 0 kB`), read into the data buffer.
+fn no_swap(b: &mut Buffers) -> bool {
+    let n = sys::read_file(c"/proc/meminfo", b.data).unwrap_or(0);
+    stats::status_field(&b.data[..n], b"SwapTotal") == Some(0)
+}
+
+fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> bool {
     let (arena, arena_len) = alias::arena_range();
     let mut examined = 0usize;
     let mut rest = 0;
@@ -491,7 +514,7 @@ fn scan_listed(b: &mut Buffers, n: usize, mem: i32, pm: i32, scanned: &mut u64) 
             // `[at, from)` is the program's; `[from, to)` is metadata.
             if from > at {
                 examined += from - at;
-                if examined > MAX_EXAMINED || !scan_range(b, at, from, shared, mem, pm, scanned) {
+                if examined > MAX_EXAMINED || !scan_range(b, at, from, (readable, shared), how, scanned) {
                     return false;
                 }
             }
@@ -508,16 +531,29 @@ fn is_pool_view(path: &[u8]) -> bool {
 }
 
 /// Scans the pages of `[lo, hi)` that hold data: present or swapped out (page map), or in the
-/// page cache (shared mappings).
-fn scan_range(b: &mut Buffers, lo: usize, hi: usize, shared: bool, mem: i32, pm: i32, scanned: &mut u64) -> bool {
+/// page cache (shared mappings); with `Reader::Vm`, the resident ones (`mincore`).
+fn scan_range(
+    b: &mut Buffers,
+    lo: usize,
+    hi: usize,
+    (readable, shared): (bool, bool),
+    how: Reader,
+    scanned: &mut u64,
+) -> bool {
     let (mut at, hi) = (lo & !(PAGE - 1), sys::round_up(hi, PAGE));
     while at < hi {
         let n = ((hi - at) >> PAGE_SHIFT).min(PM_PAGES);
         let want = n * 8;
-        if sys::pread(pm, &mut b.pagemap[..want], (at >> PAGE_SHIFT) * 8) != Some(want) {
-            return false;
+        let resident_only = matches!(how, Reader::Vm);
+        match how {
+            Reader::Proc { pm, .. } => {
+                if sys::pread(pm, &mut b.pagemap[..want], (at >> PAGE_SHIFT) * 8) != Some(want) {
+                    return false;
+                }
+            }
+            Reader::Vm => b.pagemap[..want].fill(0),
         }
-        if shared {
+        if shared || resident_only {
             // SAFETY: `resident` has a byte per page of the range.
             if unsafe { libc::mincore(at as *mut libc::c_void, n << PAGE_SHIFT, b.resident.as_mut_ptr()) } != 0 {
                 return false;
@@ -525,16 +561,21 @@ fn scan_range(b: &mut Buffers, lo: usize, hi: usize, shared: bool, mem: i32, pm:
         }
         let mut k = 0;
         while k < n {
-            if !has_data(b, k, shared) {
+            if !has_data(b, k, shared || resident_only) {
                 k += 1;
                 continue;
             }
             let mut run = 1;
-            while k + run < n && run < CHUNK >> PAGE_SHIFT && has_data(b, k + run, shared) {
+            while k + run < n && run < CHUNK >> PAGE_SHIFT && has_data(b, k + run, shared || resident_only) {
                 run += 1;
             }
             let (addr, len) = (at + (k << PAGE_SHIFT), run << PAGE_SHIFT);
-            if sys::pread(mem, &mut b.data[..len], addr) != Some(len) {
+            let read = match how {
+                Reader::Proc { mem, .. } => sys::pread(mem, &mut b.data[..len], addr),
+                Reader::Vm if readable => read_own(&mut b.data[..len], addr),
+                Reader::Vm => None,
+            };
+            if read != Some(len) {
                 return false;
             }
             scan_words(&b.data[..len]);
@@ -544,6 +585,23 @@ fn scan_range(b: &mut Buffers, lo: usize, hi: usize, shared: bool, mem: i32, pm:
         at += n << PAGE_SHIFT;
     }
     true
+}
+
+/// Reads this process's memory at `addr` into `buf` with `process_vm_readv`; the count read.
+fn read_own(buf: &mut [u8], addr: usize) -> Option<usize> {
+    let local = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: buf.len() };
+    loop {
+        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, and only reads at
+        // `addr` (a fault there ends the read short).
+        let n = unsafe { libc::process_vm_readv(sys::getpid() as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n >= 0 {
+            return Some(n as usize);
+        }
+        if sys::errno() != libc::EINTR {
+            return None;
+        }
+    }
 }
 
 #[inline]

@@ -541,10 +541,11 @@ fn scan_range(
     scanned: &mut u64,
 ) -> bool {
     let (mut at, hi) = (lo & !(PAGE - 1), sys::round_up(hi, PAGE));
+    // Whether residency (`mincore`) tells which pages hold data, besides the page map.
+    let residency = shared || matches!(how, Reader::Vm);
     while at < hi {
         let n = ((hi - at) >> PAGE_SHIFT).min(PM_PAGES);
         let want = n * 8;
-        let resident_only = matches!(how, Reader::Vm);
         match how {
             Reader::Proc { pm, .. } => {
                 if sys::pread(pm, &mut b.pagemap[..want], (at >> PAGE_SHIFT) * 8) != Some(want) {
@@ -553,7 +554,7 @@ fn scan_range(
             }
             Reader::Vm => b.pagemap[..want].fill(0),
         }
-        if shared || resident_only {
+        if residency {
             // SAFETY: `resident` has a byte per page of the range.
             if unsafe { libc::mincore(at as *mut libc::c_void, n << PAGE_SHIFT, b.resident.as_mut_ptr()) } != 0 {
                 return false;
@@ -561,12 +562,12 @@ fn scan_range(
         }
         let mut k = 0;
         while k < n {
-            if !has_data(b, k, shared || resident_only) {
+            if !has_data(b, k, residency) {
                 k += 1;
                 continue;
             }
             let mut run = 1;
-            while k + run < n && run < CHUNK >> PAGE_SHIFT && has_data(b, k + run, shared || resident_only) {
+            while k + run < n && run < CHUNK >> PAGE_SHIFT && has_data(b, k + run, residency) {
                 run += 1;
             }
             let (addr, len) = (at + (k << PAGE_SHIFT), run << PAGE_SHIFT);
@@ -605,9 +606,9 @@ fn read_own(buf: &mut [u8], addr: usize) -> Option<usize> {
 }
 
 #[inline]
-fn has_data(b: &Buffers, k: usize, shared: bool) -> bool {
+fn has_data(b: &Buffers, k: usize, residency: bool) -> bool {
     let e = u64::from_ne_bytes(b.pagemap[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]));
-    e & (3 << 62) != 0 || (shared && b.resident[k] & 1 != 0)
+    e & (3 << 62) != 0 || (residency && b.resident[k] & 1 != 0)
 }
 
 /// Scans every live object of the pool: small and page objects through their aliases (live,

@@ -406,7 +406,7 @@ fn mark(w: usize) {
 fn scan_words(bytes: &[u8]) {
     let (arena, len) = alias::arena_range();
     for w in bytes.chunks_exact(8) {
-        let w = usize::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        let w = usize::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
         if w.wrapping_sub(arena) < len {
             mark(w);
         }

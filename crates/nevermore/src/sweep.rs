@@ -679,6 +679,13 @@ fn scan_file(b: &mut Buffers, fd: i32, mut off: usize, len: usize, scanned: &mut
 fn scan_slab(s: &pool::Span, scanned: &mut u64) {
     let c = &CLASSES[s.class as usize];
     for j in 0..c.pages {
+        if j + 1 < c.pages {
+            // Start the next page's translation and first line while this one is read.
+            let e = slab::lane_of(s, c, j + 1, 0).epoch.load(Ordering::Relaxed);
+            if e != 0 {
+                prefetch(alias::alias(e, s.start + j + 1));
+            }
+        }
         for pos in 0..c.spp {
             let i = slab::slot_index(c, j, pos);
             // SAFETY: `i` < nslots.
@@ -698,6 +705,13 @@ fn scan_slab(s: &pool::Span, scanned: &mut u64) {
             *scanned += n as u64;
         }
     }
+}
+
+/// A hint to load the line at `addr` (no fault, whatever the address).
+#[inline]
+fn prefetch(addr: usize) {
+    // SAFETY: a prefetch never faults and changes no state the program can see.
+    unsafe { core::arch::x86_64::_mm_prefetch(addr as *const i8, core::arch::x86_64::_MM_HINT_T0) };
 }
 
 /// Clears every mark; when the scan completed (`reclaim`), hands every unmarked dead slot of a

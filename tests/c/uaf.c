@@ -27,9 +27,9 @@
  *                        live object's contents checked: prints CHURN OK.
  *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
  *                        reads it. The parent prints how the child ended.
- *   ancient N [read]     N allocations and frees (many epochs come and go); a quarter of the
- *                        way, one object is freed, which is read at the end with `read`: it
- *                        must trap.
+ *   ancient N [read|free] N allocations and frees (many epochs come and go); a quarter of
+ *                        the way, one object is freed, which is read at the end with `read`
+ *                        (it must trap) or freed again with `free` (a double free).
  *   ring N               an object allocated first lives on while N allocations and frees
  *                        make epochs come and go (many more than the mirror table holds with
  *                        a small alias_space); then the process forks: the child checks the
@@ -394,6 +394,10 @@ int main(int argc, char **argv) {
         if (argc > 3 && !strcmp(argv[3], "read")) {
             sink = old[10];
             printf("no trap\n");
+        }
+        if (argc > 3 && !strcmp(argv[3], "free")) {
+            free(old);
+            printf("freed twice\n");
         }
         return 0;
     }

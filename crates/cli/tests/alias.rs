@@ -329,15 +329,20 @@ fn epochs_go_round_the_mirror_table_past_a_mirror_kept_alive() {
 
 /// The mirror table keeps 2^16 entries in prevent mode (4 MiB): a fault on memory of an epoch
 /// whose entry went to a newer one is still a use-after-free (found from the arena's chunk
-/// table), without the object. Checked with a 64-entry table, so that the freed object's epoch
-/// is long gone; before, the report called it a wild access.
+/// table), without the object, and freeing it again still a double free. Checked with a
+/// 64-entry table, so that the freed object's epoch is long gone; before, the fault was
+/// called a wild access and the second free an invalid free of memory never handed out.
 #[test]
-fn a_fault_in_an_epoch_whose_table_entry_was_reused_is_a_use_after_free() {
+fn memory_of_an_epoch_whose_table_entry_was_reused_is_still_known_as_freed() {
     for mode in ["prevent", "detect"] {
         let opts = format!("mode={mode}:mirror_table=64:stats=1");
         let o = run_preloaded(&uaf(), &["ancient", "2000000", "read"], &[("NEVERMORE_OPTIONS", opts.as_str())]);
         assert!(stdout(&o).contains("churned"), "{mode}: {}", stdout(&o));
         assert_report(&o, "heap-use-after-free");
+        assert!(stderr(&o).contains("freed long ago"), "{mode}: {}", stderr(&o));
+        let o = run_preloaded(&uaf(), &["ancient", "2000000", "free"], &[("NEVERMORE_OPTIONS", opts.as_str())]);
+        assert!(stdout(&o).contains("churned"), "{mode}: {}", stdout(&o));
+        assert_report(&o, "double-free");
         assert!(stderr(&o).contains("freed long ago"), "{mode}: {}", stderr(&o));
         // The same run without the read ends normally: its stats count the epochs made.
         let o = run_preloaded(&uaf(), &["ancient", "2000000"], &[("NEVERMORE_OPTIONS", opts.as_str())]);

@@ -375,16 +375,20 @@ pub fn arena_range() -> (usize, usize) {
     (f.arena, f.arena_len)
 }
 
+/// The chunk table's entry for `addr` (epoch + 1 of the mirror that took its 2 MiB chunk, or
+/// 0), if it lies in the arena.
+#[inline]
+fn chunk_entry(addr: usize) -> Option<u32> {
+    let f = fixed();
+    let off = addr.wrapping_sub(f.arena);
+    // SAFETY: one entry per chunk of the arena, and `off` is inside it.
+    (off < f.arena_len).then(|| unsafe { (*f.chunks.add(off >> CHUNK_SHIFT)).load(Ordering::Acquire) })
+}
+
 /// (epoch, pool page) of an alias address, if it lies in a mirror.
 #[inline]
 pub fn decode(addr: usize) -> Option<(u32, u32)> {
-    let f = fixed();
-    let off = addr.wrapping_sub(f.arena);
-    if off >= f.arena_len {
-        return None;
-    }
-    // SAFETY: one entry per chunk of the arena.
-    let e = unsafe { (*f.chunks.add(off >> CHUNK_SHIFT)).load(Ordering::Acquire) };
+    let e = chunk_entry(addr)?;
     if e == 0 {
         return None;
     }
@@ -402,13 +406,13 @@ pub fn decode(addr: usize) -> Option<(u32, u32)> {
 
 /// Whether `addr` lies in a 2 MiB chunk of the arena that a mirror took: its aliases were
 /// handed out, even when `decode` no longer knows the epoch (its table entry went to a newer
-/// one).
+/// one). Reports then say `FORGOTTEN`.
 pub fn once_mirrored(addr: usize) -> bool {
-    let f = fixed();
-    let off = addr.wrapping_sub(f.arena);
-    // SAFETY: one entry per chunk of the arena, and `off` is inside it.
-    off < f.arena_len && unsafe { (*f.chunks.add(off >> CHUNK_SHIFT)).load(Ordering::Acquire) } != 0
+    chunk_entry(addr).is_some_and(|e| e != 0)
 }
+
+/// What a report says of memory `once_mirrored` but no longer decoded.
+pub const FORGOTTEN: &str = "the memory at this address was freed long ago (its epoch's records went to a newer one)";
 
 /// Set in `Mirror::live` when the mirror is retired: no pin can be taken any more.
 const RETIRED_BIT: u32 = 1 << 31;

@@ -126,14 +126,7 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
     let rep = |kind, what, object| Report { kind, addr, op, what, object };
     let Some((e, page)) = alias::decode(addr) else {
         if alias::once_mirrored(addr) {
-            report::fatal_at(
-                regs,
-                rep(
-                    Kind::HeapUseAfterFree,
-                    "the memory at this address was freed long ago (its epoch's records went to a newer one)",
-                    None,
-                ),
-            );
+            report::fatal_at(regs, rep(Kind::HeapUseAfterFree, alias::FORGOTTEN, None));
         }
         report::fatal_at(
             regs,

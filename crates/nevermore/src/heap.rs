@@ -413,6 +413,9 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
     };
     if alias::in_arena(p) {
         let Some((e, page)) = alias::decode(p) else {
+            if alias::once_mirrored(p) {
+                return Err(rep(freed_kind(bad), alias::FORGOTTEN, None));
+            }
             return Err(rep(bad, "the address was never returned by an allocation", None));
         };
         let Some((idx, s)) = POOL.span_at(POOL.page_addr(page)) else {

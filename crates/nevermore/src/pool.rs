@@ -38,6 +38,12 @@ pub const NO_CANARY: u8 = 2;
 /// When `Pool::decay` next looks at the free runs (`sys::now_ns` time).
 static NEXT_DECAY: AtomicU64 = AtomicU64::new(0);
 
+/// How often the dirty decay looks for pages to give back: four times per `decay_ms` period,
+/// at most every 50 ms (free runs here, idle slab pages in `slab::decay_idle_if_due`).
+pub fn decay_period_ns(decay_ms: u32) -> u64 {
+    (decay_ms as u64 * 250_000).max(50_000_000)
+}
+
 /// Whether the free run `s` was freed at least `decay_ms` milliseconds before `now`.
 fn unused_for(s: &Span, now: u64, decay_ms: u32) -> bool {
     s.since.saturating_add(decay_ms as u64 * 1_000_000) <= now
@@ -446,7 +452,7 @@ impl Pool {
         if now < NEXT_DECAY.load(Ordering::Relaxed) {
             return;
         }
-        NEXT_DECAY.store(now + (decay_ms as u64 * 250_000).max(50_000_000), Ordering::Relaxed);
+        NEXT_DECAY.store(now + decay_period_ns(decay_ms), Ordering::Relaxed);
         self.punch_runs(st, |s| unused_for(s, now, decay_ms));
     }
 

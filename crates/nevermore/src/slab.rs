@@ -744,7 +744,7 @@ pub fn decay_idle_if_due() {
     if now < next {
         return;
     }
-    let period = (crate::options().dirty_decay_ms as u64 * 250_000).max(50_000_000);
+    let period = pool::decay_period_ns(crate::options().dirty_decay_ms);
     if NEXT_IDLE.compare_exchange(next, now + period, Ordering::Relaxed, Ordering::Relaxed).is_err() {
         return; // another thread runs it
     }

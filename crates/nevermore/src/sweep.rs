@@ -45,9 +45,9 @@
 //! eighth of all issued slab memory, and as many bytes as the scan will read: the live
 //! objects and the program's own memory, as much as the last sweep read (with half the live
 //! bytes, Python's allocation-heavy benchmark script swept 7 times for nothing, ~7 % of its
-//! time; without the program's memory, gcc, whose own heap is ~40 MB, swept 19 times). After a sweep that took `t`, the next waits `2 t`: the slots it
-//! gives back need no install and no revocation, and save memory, so sweeps may take up to a
-//! third of the time (on `bench/soak.c` they took about that, and the time per allocation did
+//! time; without the program's memory, gcc, whose own heap is ~40 MB, swept 19 times). After
+//! a sweep that took `t`, the next waits `2 t`: the slots it gives back need no install and no
+//! revocation, and save memory, so sweeps may take up to a third of the time (on `bench/soak.c` they took about that, and the time per allocation did
 //! not grow: 580 vs 612 ns/op with sweeps off, medians of 3). A census that found too little
 //! waits `9 t`, a sweep that gave up a second; never less than `MIN_GAP_NS`. Reclaimed slots
 //! that nobody took by the next sweep are made dead again first (`drain`).

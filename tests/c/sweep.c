@@ -11,6 +11,8 @@
  *              in place (prints IN PLACE n); writes through every kept pointer leave the live
  *              new objects intact (prints INTACT, or CORRUPTED, exit 1).
  *   threads    the same while a second thread sleeps: no sweep may run (IN PLACE 0).
+ *   shrunk     first builds a 48 MiB heap of small objects (too big to sweep) and frees it,
+ *              then the same as `reuse`: once the heap shrank, sweeps must run again.
  *   undumpable the same in a process that made itself non-dumpable (prctl(PR_SET_DUMPABLE,
  *              0)), with the no-access holder left readable; "undumpable-noaccess" with it
  *              made no-access as in `reuse`.
@@ -64,6 +66,19 @@ static void *sleeper(void *arg) {
     (void)arg;
     sleep(60);
     return NULL;
+}
+
+/* A phase with a big live heap (48 MiB of 64-byte objects), all freed at its end. */
+static void swell_and_shrink(void) {
+    size_t n = (48u << 20) / SIZE;
+    void **big = malloc(n * sizeof *big);
+    for (size_t i = 0; i < n; i++) {
+        big[i] = malloc(SIZE);
+        memset(big[i], 0x22, SIZE);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(big[i]);
+    free(big);
 }
 
 /* --- churn --- */
@@ -201,6 +216,8 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, sleeper, NULL);
     }
+    if (!strcmp(mode, "shrunk"))
+        swell_and_shrink();
     int no_access = strcmp(mode, "undumpable") != 0;
     if (!strncmp(mode, "undumpable", 10) && prctl(PR_SET_DUMPABLE, 0) != 0) {
         perror("prctl");

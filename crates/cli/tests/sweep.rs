@@ -41,6 +41,22 @@ fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
     assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
 }
 
+/// A heap too big to sweep for a while (48 MiB live) does not stop sweeps once it shrank
+/// again: the same checks as above after such a phase.
+#[test]
+fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
+    let o = run("shrunk", "mode=prevent:stats=1");
+    assert_ok(&o);
+    let out = stdout(&o);
+    assert!(out.contains("KEPT NEVER REUSED"), "{out}");
+    assert!(out.contains("INTACT"), "{out}");
+    let s = sweeps(&o);
+    // The big phase was seen as too big (once: one stretch of it), and sweeps ran after it.
+    assert_eq!(s[2], 1, "{}", stderr(&o));
+    assert!(s[0] >= 1 && s[3] == 0 && s[4] > 1000, "{}", stderr(&o));
+    assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
+}
+
 #[test]
 fn without_sweeps_no_address_comes_back() {
     let o = run("reuse", "mode=prevent:stats=1:sweep=0");

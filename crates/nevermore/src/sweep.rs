@@ -95,6 +95,11 @@ const MIN_GAP_NS: u64 = 5_000_000;
 /// Heaps with more live bytes are not swept: the scan reads them all while the program waits
 /// (about 1 ms per MiB here), and pauses must stay short.
 const MAX_LIVE: u64 = 32 << 20;
+/// While the heap is too big, how often a refill looks again whether it shrank: a program's
+/// live heap often swells for a phase and shrinks again (a big temporary structure built and
+/// dropped), leaving its survivors' groups pinned; waiting for the heap to double or for a
+/// second missed the whole next phase. A look is a sum over the thread caches, no system call.
+const TOO_BIG_RECHECK_NS: u64 = 10_000_000;
 const SECOND_NS: u64 = 1_000_000_000;
 /// Bytes copied per read.
 const CHUNK: usize = 64 << 10;
@@ -106,6 +111,8 @@ static NEXT_AT: AtomicU64 = AtomicU64::new(FIRST);
 /// No sweep before this time (`sys::now_ns`; see "When" above).
 static NOT_BEFORE: AtomicU64 = AtomicU64::new(0);
 static BUSY: AtomicBool = AtomicBool::new(false);
+/// The last look found the heap too big (so `NOT_SWEPT` counts each such stretch once).
+static TOO_BIG: AtomicBool = AtomicBool::new(false);
 
 pub static SWEEPS: AtomicU64 = AtomicU64::new(0);
 pub static RECLAIMED_SLOTS: AtomicU64 = AtomicU64::new(0);
@@ -146,13 +153,26 @@ fn consider(live: u64) {
         return;
     }
     let old = block_signals();
+    let live_bytes = cache::totals().live_bytes();
+    if live_bytes > MAX_LIVE {
+        // Look again soon, without reading any file: the heap may shrink back within this
+        // phase of the program.
+        if !TOO_BIG.swap(true, Ordering::Relaxed) {
+            stats::add(&NOT_SWEPT, 1);
+        }
+        NEXT_AT.store(FIRST, Ordering::Relaxed);
+        NOT_BEFORE.store(sys::now_ns() + TOO_BIG_RECHECK_NS, Ordering::Relaxed);
+        restore_signals(old);
+        BUSY.store(false, Ordering::Release);
+        return;
+    }
+    TOO_BIG.store(false, Ordering::Relaxed);
     let t0 = sys::precise_ns();
     // Not on the stack, which may be a small signal stack.
     let mut b = buffers();
     let status = b.as_mut().and_then(|b| sys::read_file(c"/proc/self/status", b.maps).map(|n| &b.maps[..n]));
     let threads = status.and_then(|t| stats::status_field(t, b"Threads"));
     let seccomp = status.and_then(|t| stats::status_field(t, b"Seccomp"));
-    let live_bytes = cache::totals().live_bytes();
     let wait = if threads != Some(1) {
         // Threads may come and go: look again once the heap doubled, and not within a second.
         stats::add(&NOT_SINGLE, 1);
@@ -162,10 +182,6 @@ fn consider(live: u64) {
         // A seccomp filter might kill the process for the files a sweep opens: never again.
         stats::add(&NOT_SWEPT, 1);
         NEXT_AT.store(u64::MAX, Ordering::Relaxed);
-        SECOND_NS
-    } else if live_bytes > MAX_LIVE {
-        stats::add(&NOT_SWEPT, 1);
-        NEXT_AT.store(live * 2, Ordering::Relaxed);
         SECOND_NS
     } else {
         NEXT_AT.store(FIRST, Ordering::Relaxed);

@@ -11,6 +11,9 @@
  *              in place (prints IN PLACE n); writes through every kept pointer leave the live
  *              new objects intact (prints INTACT, or CORRUPTED, exit 1).
  *   threads    the same while a second thread sleeps: no sweep may run (IN PLACE 0).
+ *   joined     first allocates and frees 4 MiB of small objects while a second thread waits,
+ *              then joins it, waits 150 ms and goes on as `reuse`: sweeps must run again
+ *              once the process is single-threaded.
  *   shrunk     first builds a 48 MiB heap of small objects (too big to sweep) and frees it,
  *              then the same as `reuse`: once the heap shrank, sweeps must run again.
  *   undumpable the same in a process that made itself non-dumpable (prctl(PR_SET_DUMPABLE,
@@ -66,6 +69,35 @@ static void *sleeper(void *arg) {
     (void)arg;
     sleep(60);
     return NULL;
+}
+
+static int gate[2];
+
+static void *waiter(void *arg) {
+    (void)arg;
+    char c;
+    return read(gate[0], &c, 1) == 1 ? NULL : arg;
+}
+
+/* A phase of allocations while a second thread runs; then the thread ends. */
+static void with_a_thread_then_alone(void) {
+    pthread_t t;
+    if (pipe(gate) != 0 || pthread_create(&t, NULL, waiter, NULL) != 0) {
+        perror("thread");
+        exit(2);
+    }
+    size_t n = (4u << 20) / SIZE;
+    void **objs_then = malloc(n * sizeof *objs_then);
+    for (size_t i = 0; i < n; i++)
+        objs_then[i] = malloc(SIZE);
+    for (size_t i = 0; i < n; i++)
+        free(objs_then[i]);
+    free(objs_then);
+    if (write(gate[1], "x", 1) != 1 || pthread_join(t, NULL) != 0) {
+        perror("join");
+        exit(2);
+    }
+    usleep(150000);
 }
 
 /* A phase with a big live heap (48 MiB of 64-byte objects), all freed at its end. */
@@ -218,6 +250,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "shrunk"))
         swell_and_shrink();
+    if (!strcmp(mode, "joined"))
+        with_a_thread_then_alone();
     int no_access = strcmp(mode, "undumpable") != 0;
     if (!strncmp(mode, "undumpable", 10) && prctl(PR_SET_DUMPABLE, 0) != 0) {
         perror("prctl");

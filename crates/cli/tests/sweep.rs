@@ -57,6 +57,19 @@ fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
     assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
 }
 
+/// A process that had a second thread for a while is swept again once it is alone.
+#[test]
+fn sweeps_resume_once_other_threads_are_gone() {
+    let o = run("joined", "mode=prevent:stats=1");
+    assert_ok(&o);
+    let out = stdout(&o);
+    assert!(out.contains("KEPT NEVER REUSED") && out.contains("INTACT"), "{out}");
+    let s = sweeps(&o);
+    assert_eq!(s[1], 1, "the thread was never seen: {}", stderr(&o));
+    assert!(s[0] >= 1 && s[3] == 0 && s[4] > 1000, "{}", stderr(&o));
+    assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
+}
+
 #[test]
 fn without_sweeps_no_address_comes_back() {
     let o = run("reuse", "mode=prevent:stats=1:sweep=0");

@@ -100,6 +100,9 @@ const MAX_LIVE: u64 = 32 << 20;
 /// dropped), leaving its survivors' groups pinned; waiting for the heap to double or for a
 /// second missed the whole next phase. A look is a sum over the thread caches, no system call.
 const TOO_BIG_RECHECK_NS: u64 = 10_000_000;
+/// While other threads run, how often a refill looks again whether they are gone (a read of
+/// `/proc/self/status`, some 20 µs).
+const THREADS_RECHECK_NS: u64 = 100_000_000;
 const SECOND_NS: u64 = 1_000_000_000;
 /// Bytes copied per read.
 const CHUNK: usize = 64 << 10;
@@ -113,6 +116,8 @@ static NOT_BEFORE: AtomicU64 = AtomicU64::new(0);
 static BUSY: AtomicBool = AtomicBool::new(false);
 /// The last look found the heap too big (so `NOT_SWEPT` counts each such stretch once).
 static TOO_BIG: AtomicBool = AtomicBool::new(false);
+/// The last look found other threads (so `NOT_SINGLE` counts each such stretch once).
+static MANY_THREADS: AtomicBool = AtomicBool::new(false);
 
 pub static SWEEPS: AtomicU64 = AtomicU64::new(0);
 pub static RECLAIMED_SLOTS: AtomicU64 = AtomicU64::new(0);
@@ -121,10 +126,10 @@ pub static SCANNED_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Bytes of the program's own memory (outside the pool) the last complete sweep read.
 static PROGRAM_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static SWEEP_NS: AtomicU64 = AtomicU64::new(0);
-/// Sweeps not run because the process had other threads.
+/// Stretches of time sweeps did not run because the process had other threads.
 pub static NOT_SINGLE: AtomicU64 = AtomicU64::new(0);
-/// Sweeps not run for another reason: the heap's live objects exceeded `MAX_LIVE`, or a
-/// seccomp filter is in force.
+/// Sweeps not run for another reason: stretches of time the heap's live objects exceeded
+/// `MAX_LIVE`, and a seccomp filter found in force.
 pub static NOT_SWEPT: AtomicU64 = AtomicU64::new(0);
 /// Sweeps that gave up (something could not be read); nothing was reclaimed by them.
 pub static GAVE_UP: AtomicU64 = AtomicU64::new(0);
@@ -138,13 +143,13 @@ pub static LONGEST_NS: AtomicU64 = AtomicU64::new(0);
 pub fn maybe() {
     let live = stats::get(&stats::SLABS_CREATED).wrapping_sub(stats::get(&stats::SLABS_RELEASED));
     if live >= NEXT_AT.load(Ordering::Relaxed) && sys::now_ns() >= NOT_BEFORE.load(Ordering::Relaxed) {
-        consider(live);
+        consider();
     }
 }
 
 #[cold]
 #[inline(never)]
-fn consider(live: u64) {
+fn consider() {
     if !crate::options().sweep || crate::detect() {
         NEXT_AT.store(u64::MAX, Ordering::Relaxed);
         return;
@@ -173,11 +178,15 @@ fn consider(live: u64) {
     let status = b.as_mut().and_then(|b| sys::read_file(c"/proc/self/status", b.maps).map(|n| &b.maps[..n]));
     let threads = status.and_then(|t| stats::status_field(t, b"Threads"));
     let seccomp = status.and_then(|t| stats::status_field(t, b"Seccomp"));
-    let wait = if threads != Some(1) {
-        // Threads may come and go: look again once the heap doubled, and not within a second.
+    let single = threads == Some(1);
+    if single {
+        MANY_THREADS.store(false, Ordering::Relaxed);
+    } else if !MANY_THREADS.swap(true, Ordering::Relaxed) {
         stats::add(&NOT_SINGLE, 1);
-        NEXT_AT.store(live * 2, Ordering::Relaxed);
-        SECOND_NS
+    }
+    let wait = if !single {
+        // Threads come and go (a pool joined, a helper done): look again in a while.
+        THREADS_RECHECK_NS
     } else if !matches!(seccomp, Some(0) | None) {
         // A seccomp filter might kill the process for the files a sweep opens: never again.
         stats::add(&NOT_SWEPT, 1);

@@ -112,6 +112,23 @@ fn processes_under_a_seccomp_filter_are_not_swept() {
     assert_not_swept(&o, 2, "the seccomp check never ran");
 }
 
+/// Under a seccomp filter a process with threads is not looked at again and again (each look
+/// reads `/proc/self/status`): the filter is noted once, before the threads.
+#[test]
+fn a_process_with_threads_under_a_seccomp_filter_is_checked_once() {
+    let wrapper = compile("seccomp_run.c", &[]);
+    let prog = compile("sweep.c", &["-pthread"]);
+    let o = run_preloaded_timeout(
+        &wrapper,
+        &[prog.to_str().unwrap(), "threads"],
+        &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")],
+        120,
+    );
+    assert_not_swept(&o, 2, "the seccomp check never ran");
+    let s = sweeps(&o);
+    assert_eq!((s[1], s[2]), (0, 1), "{}", stderr(&o));
+}
+
 /// Sweeps under a long churn (1 % long-lived objects), with a timer signal whose handler
 /// allocates and with forks on the way: every live object keeps its contents, and no
 /// allocation returns one of the dangling pointers the program keeps (in a global array that

@@ -178,20 +178,21 @@ fn consider() {
     let status = b.as_mut().and_then(|b| sys::read_file(c"/proc/self/status", b.maps).map(|n| &b.maps[..n]));
     let threads = status.and_then(|t| stats::status_field(t, b"Threads"));
     let seccomp = status.and_then(|t| stats::status_field(t, b"Seccomp"));
+    let filtered = !matches!(seccomp, Some(0) | None);
     let single = threads == Some(1);
-    if single {
+    if single || filtered {
         MANY_THREADS.store(false, Ordering::Relaxed);
     } else if !MANY_THREADS.swap(true, Ordering::Relaxed) {
         stats::add(&NOT_SINGLE, 1);
     }
-    let wait = if !single {
-        // Threads come and go (a pool joined, a helper done): look again in a while.
-        THREADS_RECHECK_NS
-    } else if !matches!(seccomp, Some(0) | None) {
+    let wait = if filtered {
         // A seccomp filter might kill the process for the files a sweep opens: never again.
         stats::add(&NOT_SWEPT, 1);
         NEXT_AT.store(u64::MAX, Ordering::Relaxed);
         SECOND_NS
+    } else if !single {
+        // Threads come and go (a pool joined, a helper done): look again in a while.
+        THREADS_RECHECK_NS
     } else {
         NEXT_AT.store(FIRST, Ordering::Relaxed);
         let outcome = match b.as_mut() {

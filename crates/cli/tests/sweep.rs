@@ -25,20 +25,26 @@ fn sweeps(o: &Output) -> Vec<u64> {
     v
 }
 
-#[test]
-fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
-    let o = run("reuse", "mode=prevent:stats=1");
-    assert_ok(&o);
-    let out = stdout(&o);
-    // Pointers held in a global, a local, a live heap object, a read-only and a no-access
-    // mapping, and an interior pointer: none of their slots came back.
+/// A `reuse` run (or one of its variants) that swept: no kept pointer's slot came back, every
+/// live new object is intact, and new objects were placed in freed slots at the very
+/// addresses they had. Returns the sweeps line.
+fn assert_swept(o: &Output) -> Vec<u64> {
+    assert_ok(o);
+    let out = stdout(o);
     assert!(out.contains("KEPT NEVER REUSED"), "{out}");
     assert!(out.contains("INTACT"), "{out}");
-    let s = sweeps(&o);
-    assert!(s[0] >= 1 && s[3] == 0, "{}", stderr(&o));
-    assert!(s[4] > 1000, "{}", stderr(&o));
-    // New objects were placed in freed slots, at the very addresses they had.
-    assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
+    let s = sweeps(o);
+    assert!(s[0] >= 1 && s[3] == 0, "{}", stderr(o));
+    assert!(s[4] > 1000, "{}", stderr(o));
+    assert!(in_place(o) > 1000, "{out}\n{}", stderr(o));
+    s
+}
+
+/// Pointers held in a global, a local, a live heap object, a read-only and a no-access
+/// mapping, and an interior pointer: none of their slots comes back; the other freed slots do.
+#[test]
+fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
+    assert_swept(&run("reuse", "mode=prevent:stats=1"));
 }
 
 /// A heap too big to sweep for a while (48 MiB live) does not stop sweeps once it shrank
@@ -46,28 +52,15 @@ fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
 #[test]
 fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
     let o = run("shrunk", "mode=prevent:stats=1");
-    assert_ok(&o);
-    let out = stdout(&o);
-    assert!(out.contains("KEPT NEVER REUSED"), "{out}");
-    assert!(out.contains("INTACT"), "{out}");
-    let s = sweeps(&o);
     // The big phase was seen as too big (once: one stretch of it), and sweeps ran after it.
-    assert_eq!(s[2], 1, "{}", stderr(&o));
-    assert!(s[0] >= 1 && s[3] == 0 && s[4] > 1000, "{}", stderr(&o));
-    assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
+    assert_eq!(assert_swept(&o)[2], 1, "{}", stderr(&o));
 }
 
 /// A process that had a second thread for a while is swept again once it is alone.
 #[test]
 fn sweeps_resume_once_other_threads_are_gone() {
     let o = run("joined", "mode=prevent:stats=1");
-    assert_ok(&o);
-    let out = stdout(&o);
-    assert!(out.contains("KEPT NEVER REUSED") && out.contains("INTACT"), "{out}");
-    let s = sweeps(&o);
-    assert_eq!(s[1], 1, "the thread was never seen: {}", stderr(&o));
-    assert!(s[0] >= 1 && s[3] == 0 && s[4] > 1000, "{}", stderr(&o));
-    assert!(in_place(&o) > 1000, "{out}\n{}", stderr(&o));
+    assert_eq!(assert_swept(&o)[1], 1, "the thread was never seen: {}", stderr(&o));
 }
 
 #[test]
@@ -96,34 +89,31 @@ fn assert_not_swept(o: &Output, why: usize, what: &str) {
     assert!(s[why] >= 1, "{what}: {}", stderr(o));
 }
 
-/// A seccomp filter might kill the process for the files a sweep opens (procfs): processes
-/// under one are never swept. Here the filter refuses userfaultfd (as Docker's default profile
-/// does), and the allocator runs in its fallback.
-#[test]
-fn processes_under_a_seccomp_filter_are_not_swept() {
+/// `sweep.c CASE` under a seccomp filter (`seccomp_run.c`), which refuses userfaultfd (as
+/// Docker's default profile does): the allocator runs in its fallback.
+fn run_filtered(case: &str) -> Output {
     let wrapper = compile("seccomp_run.c", &[]);
     let prog = compile("sweep.c", &["-pthread"]);
-    let o = run_preloaded_timeout(
+    run_preloaded_timeout(
         &wrapper,
-        &[prog.to_str().unwrap(), "reuse"],
+        &[prog.to_str().unwrap(), case],
         &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")],
         120,
-    );
-    assert_not_swept(&o, 2, "the seccomp check never ran");
+    )
+}
+
+/// A seccomp filter might kill the process for the files a sweep opens (procfs): processes
+/// under one are never swept.
+#[test]
+fn processes_under_a_seccomp_filter_are_not_swept() {
+    assert_not_swept(&run_filtered("reuse"), 2, "the seccomp check never ran");
 }
 
 /// Under a seccomp filter a process with threads is not looked at again and again (each look
 /// reads `/proc/self/status`): the filter is noted once, before the threads.
 #[test]
 fn a_process_with_threads_under_a_seccomp_filter_is_checked_once() {
-    let wrapper = compile("seccomp_run.c", &[]);
-    let prog = compile("sweep.c", &["-pthread"]);
-    let o = run_preloaded_timeout(
-        &wrapper,
-        &[prog.to_str().unwrap(), "threads"],
-        &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")],
-        120,
-    );
+    let o = run_filtered("threads");
     assert_not_swept(&o, 2, "the seccomp check never ran");
     let s = sweeps(&o);
     assert_eq!((s[1], s[2]), (0, 1), "{}", stderr(&o));

@@ -37,3 +37,34 @@ fn fork_after_descriptors_taken_over() {
     let bin = compile("fork_threads.c", &["-DFDS_TEST_BINARY"]);
     assert_clean(&run_preloaded(&bin, &["fds"], &[]));
 }
+
+/// The `revocation stage` stats line of `tests/c/stage.c THREADS` under prevent mode:
+/// (revocations of the stage, units they revoked).
+fn stage_counters(threads: &str) -> (u64, u64, String) {
+    let bin = compile("stage.c", &["-pthread"]);
+    let o = run_preloaded(&bin, &[threads], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("OK"), "{}\n{}", stdout(&o), stderr(&o));
+    let v = counters(&stderr(&o), "revocation stage");
+    assert_eq!(v.len(), 2, "{}", stderr(&o));
+    (v[0], v[1], stderr(&o))
+}
+
+/// With several threads allocating side by side, full revocation batches wait on a shared
+/// stage and go out together (their dead pages interleave, and merge into fewer ranges, each
+/// a TLB-flush interrupt on every other CPU): each revocation of the stage carries more than
+/// one thread's batch (512 units) on average. Every object keeps its pattern meanwhile, and the
+/// main thread, alone at the end, goes on as before.
+#[test]
+fn batches_of_threads_allocating_together_are_revoked_together() {
+    let (calls, units, err) = stage_counters("4");
+    assert!(calls >= 2, "{err}");
+    assert!(units >= calls * 512, "{err}");
+}
+
+/// A single-threaded program never waits on the stage: its batches go out as they fill.
+#[test]
+fn a_single_thread_revokes_its_own_batches() {
+    let (calls, units, err) = stage_counters("1");
+    assert_eq!((calls, units), (0, 0), "{err}");
+}

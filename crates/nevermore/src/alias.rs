@@ -1246,6 +1246,12 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
     );
     let _ = writeln!(
         b,
+        "=={pid}==   revocation stage   {} of the above for several threads' batches together, {} units",
+        g(&crate::stats::STAGE_REVOCATIONS),
+        g(&crate::stats::STAGE_UNITS)
+    );
+    let _ = writeln!(
+        b,
         "=={pid}==   mirrors            {} live, {} peak, {} made, {} retired (epoch {})",
         live_mirrors(),
         g(&PEAK_MIRRORS),

@@ -1,12 +1,13 @@
 //! Per-thread caches. A thread allocates small objects from cursors over lanes issued to it
 //! (no lock, no atomic read-modify-write), and collects the alias pages that died into a
 //! revocation batch, which it revokes in one sorted, merged call once the batch is full or old
-//! (prevent mode); in detect mode, and for threads that are exiting, each death is revoked at
-//! once. A slot freed by another thread needs no special path: the lane's live count is atomic.
+//! (prevent mode); while several threads fill batches, they go to a shared stage and are
+//! revoked together (see `STAGE_BATCHES`); in detect mode, and for threads that are exiting,
+//! each death is revoked at once. A slot freed by another thread needs no special path: the lane's live count is atomic.
 //! Caches live in out-of-band metadata memory and are recycled when their thread exits.
 
 use core::ptr;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::alias::{self, Range};
 use crate::lock::Locked;
@@ -23,6 +24,49 @@ const BATCH_MIN: usize = 512;
 const BATCH_MAX: usize = 1024;
 /// ... or once the oldest has waited this long.
 const MAX_DELAY_NS: u64 = 20_000_000;
+
+/// With more than one thread, full batches go to a shared stage and are revoked together once
+/// it holds this many threads' batches: the dead pages of threads that allocate side by side
+/// from the same slabs interleave in the address space, and merge into fewer ranges only when
+/// revoked together (every range costs a TLB-flush interrupt on each other CPU).
+const STAGE_BATCHES: usize = 2;
+/// Most units the stage holds.
+const STAGE_MAX: usize = STAGE_BATCHES * BATCH_MAX;
+
+/// Units of several threads' batches waiting to be revoked together; its arrays are taken from
+/// metadata memory on first use.
+struct Stage {
+    units: *mut Pending,
+    ranges: *mut Range,
+    n: usize,
+    oldest_ns: u64,
+    /// The cache whose batch came last, and when.
+    last: usize,
+    last_ns: u64,
+    /// Batches go on the stage until then: two threads' batches came within `MAX_DELAY_NS`.
+    /// (A thread alone, its others idle, revokes its own batches as they fill.)
+    together_until: u64,
+}
+
+// SAFETY: reached only through its lock.
+unsafe impl Send for Stage {}
+
+static STAGE: Locked<Stage> = Locked::new(Stage {
+    units: ptr::null_mut(),
+    ranges: ptr::null_mut(),
+    n: 0,
+    oldest_ns: 0,
+    last: 0,
+    last_ns: 0,
+    together_until: 0,
+});
+/// Units on the stage (a copy of `Stage::n` read without the lock).
+static STAGED: AtomicUsize = AtomicUsize::new(0);
+/// Set while batches go on the stage: threads then pass on half batches, so that as many dead
+/// pages wait in all (in the threads' batches and on the stage) as without the stage.
+static TOGETHER: AtomicBool = AtomicBool::new(false);
+/// Caches of running threads.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// A dead alias unit waiting for revocation.
 #[derive(Clone, Copy)]
@@ -128,6 +172,7 @@ pub fn create() -> *mut Cache {
         (*c).next = l.live;
     }
     l.live = c;
+    LIVE.fetch_add(1, Ordering::Relaxed);
     drop(l);
     stats::add(&stats::THREADS, 1);
     c
@@ -196,17 +241,26 @@ pub fn retire_unit(c: *mut Cache, u: Pending) {
         let in_use = POOL.stats().0.pages_in_use as usize;
         cache.batch = (in_use / 32).clamp(BATCH_MIN, BATCH_MAX);
     }
-    if (cache.npending >= BATCH_MIN && cache.npending >= cache.batch)
-        || (now != 0 && now.wrapping_sub(cache.oldest_ns) > MAX_DELAY_NS)
-    {
+    let full = if TOGETHER.load(Ordering::Relaxed) {
+        cache.npending >= BATCH_MIN / 2
+    } else {
+        cache.npending >= BATCH_MIN && cache.npending >= cache.batch
+    };
+    if full || (now != 0 && now.wrapping_sub(cache.oldest_ns) > MAX_DELAY_NS) {
         flush(cache);
     }
 }
 
-/// Revokes every pending unit of `cache` in one batch, then makes their memory reusable.
+/// Revokes every pending unit of `cache` in one batch, then makes their memory reusable; with
+/// other threads running, the batch goes to the shared stage instead (see `STAGE_BATCHES`).
 pub fn flush(cache: &mut Cache) {
     let n = cache.npending;
     if n == 0 {
+        return;
+    }
+    if (LIVE.load(Ordering::Relaxed) > 1 || STAGED.load(Ordering::Relaxed) > 0) && stage(cache) {
+        POOL.decay_if_due();
+        slab::decay_idle_if_due();
         return;
     }
     for (r, p) in cache.ranges.iter_mut().zip(&cache.pending[..n]) {
@@ -219,6 +273,71 @@ pub fn flush(cache: &mut Cache) {
     }
     POOL.decay_if_due();
     slab::decay_idle_if_due();
+}
+
+/// Moves the batch of `cache` to the stage, and revokes the stage when it holds enough (or its
+/// oldest unit waited long enough, or this is the only thread left). False when the batch is
+/// better revoked by the caller alone: no other thread's batch came lately and none waits, or
+/// the stage has no memory.
+fn stage(cache: &mut Cache) -> bool {
+    let n = cache.npending;
+    let now = crate::sys::now_ns();
+    let me = cache as *const Cache as usize;
+    let mut st = STAGE.lock();
+    if st.last != me && now.wrapping_sub(st.last_ns) < MAX_DELAY_NS {
+        st.together_until = now + 4 * MAX_DELAY_NS;
+    }
+    st.last = me;
+    st.last_ns = now;
+    let together = now < st.together_until && LIVE.load(Ordering::Relaxed) > 1;
+    TOGETHER.store(together, Ordering::Relaxed);
+    if !together && st.n == 0 {
+        return false;
+    }
+    if st.units.is_null() {
+        let units = meta::alloc(STAGE_MAX * core::mem::size_of::<Pending>()) as *mut Pending;
+        let ranges = meta::alloc(STAGE_MAX * core::mem::size_of::<Range>()) as *mut Range;
+        if units.is_null() || ranges.is_null() {
+            return false;
+        }
+        st.units = units;
+        st.ranges = ranges;
+    }
+    if st.n + n > STAGE_MAX {
+        revoke_stage(&mut st);
+    }
+    if st.n == 0 {
+        st.oldest_ns = now;
+    }
+    // SAFETY: the stage's array holds STAGE_MAX units and st.n + n <= STAGE_MAX.
+    unsafe { ptr::copy_nonoverlapping(cache.pending.as_ptr(), st.units.add(st.n), n) };
+    st.n += n;
+    cache.npending = 0;
+    if !together || st.n >= cache.batch.max(BATCH_MIN) * STAGE_BATCHES || now.wrapping_sub(st.oldest_ns) > MAX_DELAY_NS
+    {
+        revoke_stage(&mut st);
+    }
+    STAGED.store(st.n, Ordering::Relaxed);
+    true
+}
+
+/// Revokes every unit on the stage in one call, then makes their memory reusable.
+fn revoke_stage(st: &mut Stage) {
+    let n = st.n;
+    // SAFETY: both arrays hold STAGE_MAX entries, the first `n` units are staged, and the stage
+    // lock (held by the caller) keeps everybody else out of them.
+    let (units, ranges) =
+        unsafe { (core::slice::from_raw_parts(st.units, n), core::slice::from_raw_parts_mut(st.ranges, n)) };
+    for (r, p) in ranges.iter_mut().zip(units) {
+        *r = Range { addr: p.addr, len: (p.npages as usize) << PAGE_SHIFT };
+    }
+    alias::revoke(ranges);
+    for p in units {
+        complete(p);
+    }
+    st.n = 0;
+    stats::add(&stats::STAGE_REVOCATIONS, 1);
+    stats::add(&stats::STAGE_UNITS, n as u64);
 }
 
 /// After revocation: the lane becomes ready, or the run goes back to the pool.
@@ -277,6 +396,7 @@ pub unsafe fn retire(c: *mut Cache) {
     let mut l = LIST.lock();
     // SAFETY: `c` is on the live list, which the lock protects.
     unsafe { unlink_locked(&mut l, c) };
+    LIVE.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// # Safety
@@ -336,6 +456,11 @@ pub fn raw_lock() -> &'static crate::lock::RawMutex {
     LIST.raw()
 }
 
+/// The stage's lock (taken before the others: a revocation of the stage takes them).
+pub fn stage_lock() -> &'static crate::lock::RawMutex {
+    STAGE.raw()
+}
+
 /// In a forked child. Every cache but `mine` belonged to a thread that does not exist here:
 /// their unallocated slots die. Nothing pending is installed in the child (its mirrors are
 /// fresh mappings), so every pending unit, ours included, completes without a system call.
@@ -386,6 +511,17 @@ pub unsafe fn fork_child(mine: *mut Cache) {
         // SAFETY: our own cache.
         complete_all(unsafe { &mut *mine });
     }
+    {
+        // The stage's units too (the fork waited for any revocation of it to end).
+        let mut st = STAGE.lock();
+        for i in 0..st.n {
+            // SAFETY: the first `n` units of the stage's array are staged.
+            complete(unsafe { &*st.units.add(i) });
+        }
+        st.n = 0;
+        STAGED.store(0, Ordering::Relaxed);
+    }
+    LIVE.store(usize::from(!mine.is_null() && mine != tls::EXITED), Ordering::Relaxed);
     let mut l = LIST.lock();
     let mut o = orphans;
     while !o.is_null() {

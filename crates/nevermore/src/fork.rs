@@ -26,6 +26,7 @@ use crate::{alias, cache, large, meta, report, slab, stats, tls};
 static COPY_FD: AtomicI32 = AtomicI32::new(-1);
 
 fn all_locks(mut f: impl FnMut(&crate::lock::RawMutex)) {
+    f(cache::stage_lock());
     f(cache::raw_lock());
     for c in slab::CENTRAL.iter() {
         f(c.raw());

@@ -14,6 +14,9 @@ pub static SLABS_RELEASED: AtomicU64 = AtomicU64::new(0);
 pub static PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 /// Page objects that end in a guard page (all of a whole number of pages; in detect mode, all).
 pub static GUARDED_PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
+/// Revocations of the shared stage (several threads' batches at once), and their units.
+pub static STAGE_REVOCATIONS: AtomicU64 = AtomicU64::new(0);
+pub static STAGE_UNITS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_BLOCKS_SWEPT: AtomicU64 = AtomicU64::new(0);

@@ -3,8 +3,9 @@
 //! revocation batch, which it revokes in one sorted, merged call once the batch is full or old
 //! (prevent mode); while several threads fill batches, they go to a shared stage and are
 //! revoked together (see `STAGE_BATCHES`); in detect mode, and for threads that are exiting,
-//! each death is revoked at once. A slot freed by another thread needs no special path: the lane's live count is atomic.
-//! Caches live in out-of-band metadata memory and are recycled when their thread exits.
+//! each death is revoked at once. A slot freed by another thread needs no special path: the
+//! lane's live count is atomic. Caches live in out-of-band metadata memory and are recycled
+//! when their thread exits.
 
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -25,10 +26,12 @@ const BATCH_MAX: usize = 1024;
 /// ... or once the oldest has waited this long.
 const MAX_DELAY_NS: u64 = 20_000_000;
 
-/// With more than one thread, full batches go to a shared stage and are revoked together once
-/// it holds this many threads' batches: the dead pages of threads that allocate side by side
-/// from the same slabs interleave in the address space, and merge into fewer ranges only when
-/// revoked together (every range costs a TLB-flush interrupt on each other CPU).
+/// While two or more threads fill batches (two batches came within `MAX_DELAY_NS`), they pass
+/// on half batches to a shared stage, revoked in one call once it holds this many full batches
+/// (or its oldest unit waited `MAX_DELAY_NS`): the dead pages of threads that allocate side by
+/// side from the same slabs interleave in the address space, and merge into fewer ranges only
+/// when revoked together (every range costs a TLB-flush interrupt on each other CPU). About as
+/// many dead pages wait in all as when every thread revoked its own batches.
 const STAGE_BATCHES: usize = 2;
 /// Most units the stage holds.
 const STAGE_MAX: usize = STAGE_BATCHES * BATCH_MAX;

@@ -98,7 +98,8 @@ const MAX_LIVE: u64 = 32 << 20;
 /// While the heap is too big, how often a refill looks again whether it shrank: a program's
 /// live heap often swells for a phase and shrinks again (a big temporary structure built and
 /// dropped), leaving its survivors' groups pinned; waiting for the heap to double or for a
-/// second missed the whole next phase. A look is a sum over the thread caches, no system call.
+/// second missed the whole next phase. A look sums the thread caches' counters (with signals
+/// held back: two `rt_sigprocmask` calls) and reads no file.
 const TOO_BIG_RECHECK_NS: u64 = 10_000_000;
 /// While other threads run, how often a refill looks again whether they are gone (a read of
 /// `/proc/self/status`, some 20 µs).

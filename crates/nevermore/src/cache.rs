@@ -83,6 +83,13 @@ pub struct Pending {
     pub lane: *const Lane,
 }
 
+impl Pending {
+    /// The alias range the unit covers.
+    fn range(&self) -> Range {
+        Range { addr: self.addr, len: (self.npages as usize) << PAGE_SHIFT }
+    }
+}
+
 #[repr(C)]
 pub struct Cache {
     pub bins: [Bin; NCLASS],
@@ -227,8 +234,7 @@ pub fn take_uncached(ci: usize, size: usize) -> usize {
 /// A dead alias unit: revoke it now (detect mode, no cache) or batch it.
 pub fn retire_unit(c: *mut Cache, u: Pending) {
     if c.is_null() || crate::detect() {
-        let mut r = [Range { addr: u.addr, len: (u.npages as usize) << PAGE_SHIFT }];
-        alias::revoke(&mut r);
+        alias::revoke(&mut [u.range()]);
         complete(&u);
         return;
     }
@@ -261,21 +267,26 @@ pub fn flush(cache: &mut Cache) {
     if n == 0 {
         return;
     }
-    if (LIVE.load(Ordering::Relaxed) > 1 || STAGED.load(Ordering::Relaxed) > 0) && stage(cache) {
-        POOL.decay_if_due();
-        slab::decay_idle_if_due();
-        return;
-    }
-    for (r, p) in cache.ranges.iter_mut().zip(&cache.pending[..n]) {
-        *r = Range { addr: p.addr, len: (p.npages as usize) << PAGE_SHIFT };
-    }
-    alias::revoke(&mut cache.ranges[..n]);
-    cache.npending = 0;
-    for p in &cache.pending[..n] {
-        complete(p);
+    let staged = (LIVE.load(Ordering::Relaxed) > 1 || STAGED.load(Ordering::Relaxed) > 0) && stage(cache);
+    if !staged {
+        revoke_units(&cache.pending[..n], &mut cache.ranges);
+        // Emptied before the units complete: a fork meanwhile leaves the rest to the parent
+        // rather than complete them twice.
+        cache.npending = 0;
+        for p in &cache.pending[..n] {
+            complete(p);
+        }
     }
     POOL.decay_if_due();
     slab::decay_idle_if_due();
+}
+
+/// Revokes `units` in one sorted, merged call (their ranges are built in `ranges`).
+fn revoke_units(units: &[Pending], ranges: &mut [Range]) {
+    for (r, p) in ranges.iter_mut().zip(units) {
+        *r = p.range();
+    }
+    alias::revoke(&mut ranges[..units.len()]);
 }
 
 /// Moves the batch of `cache` to the stage, and revokes the stage when it holds enough (or its
@@ -331,10 +342,7 @@ fn revoke_stage(st: &mut Stage) {
     // lock (held by the caller) keeps everybody else out of them.
     let (units, ranges) =
         unsafe { (core::slice::from_raw_parts(st.units, n), core::slice::from_raw_parts_mut(st.ranges, n)) };
-    for (r, p) in ranges.iter_mut().zip(units) {
-        *r = Range { addr: p.addr, len: (p.npages as usize) << PAGE_SHIFT };
-    }
-    alias::revoke(ranges);
+    revoke_units(units, ranges);
     for p in units {
         complete(p);
     }

@@ -18,10 +18,10 @@ fn in_place(o: &Output) -> u64 {
 }
 
 /// The `sweeps` stats line: [run, not run (other threads), not run (heap too big or seccomp), gave up,
-/// slots reused, KiB reused, KiB scanned, ms, longest ms].
+/// slots reused, KiB reused, KiB scanned, ms, longest ms, checks that found too little, their ms].
 fn sweeps(o: &Output) -> Vec<u64> {
     let v = counters(&stderr(o), "sweeps");
-    assert_eq!(v.len(), 9, "{}", stderr(o));
+    assert_eq!(v.len(), 11, "{}", stderr(o));
     v
 }
 
@@ -61,6 +61,18 @@ fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
 fn sweeps_resume_once_other_threads_are_gone() {
     let o = run("joined", "mode=prevent:stats=1");
     assert_eq!(assert_swept(&o)[1], 1, "the thread was never seen: {}", stderr(&o));
+}
+
+/// A heap of whole live groups and churn whose groups die whole: the checks find too few
+/// dead slots pinned, and no sweep runs (each check is counted, with its time).
+#[test]
+fn checks_that_find_nothing_pinned_do_not_sweep() {
+    let o = run("unpinned", "mode=prevent:stats=1");
+    assert_ok(&o);
+    assert!(stdout(&o).contains("UNPINNED OK"), "{}", stdout(&o));
+    let s = sweeps(&o);
+    assert!(s[0] == 0 && s[4] == 0, "{}", stderr(&o));
+    assert!(s[9] >= 1, "no check was made: {}", stderr(&o));
 }
 
 #[test]

@@ -147,7 +147,7 @@ pub fn print() {
         use crate::sweep::*;
         let _ = writeln!(
             b,
-            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms",
+            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms; {} checks found too little to sweep, {} ms",
             get(&SWEEPS),
             get(&NOT_SINGLE),
             get(&NOT_SWEPT),
@@ -156,7 +156,9 @@ pub fn print() {
             get(&RECLAIMED_BYTES) / 1024,
             get(&SCANNED_BYTES) / 1024,
             get(&SWEEP_NS) / 1_000_000,
-            get(&LONGEST_NS) / 1_000_000
+            get(&LONGEST_NS) / 1_000_000,
+            get(&IDLE_CENSUSES),
+            get(&IDLE_CENSUS_NS) / 1_000_000
         );
     }
     crate::alias::print_stats(&mut b, pid);

@@ -136,6 +136,9 @@ pub static NOT_SWEPT: AtomicU64 = AtomicU64::new(0);
 pub static GAVE_UP: AtomicU64 = AtomicU64::new(0);
 /// The longest sweep (the program stands still meanwhile).
 pub static LONGEST_NS: AtomicU64 = AtomicU64::new(0);
+/// Checks of the heap that found too few dead slots pinned to sweep, and their time.
+pub static IDLE_CENSUSES: AtomicU64 = AtomicU64::new(0);
+pub static IDLE_CENSUS_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Called by every refill (a thread's cache of a class ran empty): runs a sweep if one is
 /// due. Cheap when none is (two loads, then a clock read once the heap has
@@ -211,7 +214,11 @@ fn consider() {
                 spent * 2
             }
             // Few dead slots pinned: the census alone takes at most a tenth of the time.
-            Outcome::NotWorth => spent * 9,
+            Outcome::NotWorth => {
+                stats::add(&IDLE_CENSUSES, 1);
+                stats::add(&IDLE_CENSUS_NS, spent);
+                spent * 9
+            }
             Outcome::GaveUp => {
                 stats::add(&GAVE_UP, 1);
                 SECOND_NS
@@ -327,8 +334,8 @@ fn drain() {
     }
 }
 
-/// Calls `f(class, lane, entry, slot index)` for every slot of every issued lane of every slab.
-fn for_each_issued_slot(mut f: impl FnMut(usize, u32, &'static slab::Lane, &AtomicU16, u32)) {
+/// Calls `f(class, slab, lane, page, positions)` for every issued lane of every slab.
+fn for_each_issued_lane(mut f: impl FnMut(usize, u32, &'static slab::Lane, u32, core::ops::Range<u32>)) {
     // SAFETY: the process has a single thread and this sweep holds no lock: the descriptor
     // count does not change meanwhile.
     let ndesc = unsafe { POOL.desc_count() };
@@ -343,18 +350,26 @@ fn for_each_issued_slot(mut f: impl FnMut(usize, u32, &'static slab::Lane, &Atom
         for j in 0..c.pages {
             for r in 0..c.spp.div_ceil(per) {
                 let l = slab::lane(s, c, j, r);
-                if l.epoch.load(Ordering::Relaxed) == 0 {
-                    continue;
-                }
-                for pos in r * per..((r + 1) * per).min(c.spp) {
-                    let i = slab::slot_index(c, j, pos);
-                    // SAFETY: `i` < nslots.
-                    let entry = unsafe { &*slab::sizes(s).add(i as usize) };
-                    f(ci, idx, l, entry, i);
+                if l.epoch.load(Ordering::Relaxed) != 0 {
+                    f(ci, idx, l, j, r * per..((r + 1) * per).min(c.spp));
                 }
             }
         }
     }
+}
+
+/// Calls `f(class, slab, lane, entry, slot index)` for every slot of every issued lane of
+/// every slab.
+fn for_each_issued_slot(mut f: impl FnMut(usize, u32, &'static slab::Lane, &AtomicU16, u32)) {
+    for_each_issued_lane(|ci, idx, l, j, positions| {
+        let (s, c) = (POOL.span(idx), &CLASSES[ci]);
+        for pos in positions {
+            let i = slab::slot_index(c, j, pos);
+            // SAFETY: `i` < nslots.
+            let entry = unsafe { &*slab::sizes(s).add(i as usize) };
+            f(ci, idx, l, entry, i);
+        }
+    });
 }
 
 /// Whether an entry is a dead slot that held an object (not one never used or reclaimed).
@@ -370,15 +385,21 @@ fn pinned_age(now: u32, l: &slab::Lane) -> bool {
     (MIN_AGE..=MAX_AGE).contains(&now.wrapping_sub(l.epoch.load(Ordering::Relaxed)))
 }
 
-/// (bytes of dead slots in pinned lanes, bytes of all issued lanes).
+/// (bytes of dead slots in pinned lanes, bytes of all issued lanes). A lane's slots that are
+/// not dead are its live count (live objects, slots still in a cache, reclaimed slots), so
+/// this reads one record per lane rather than one entry per slot. (Slots of a fresh slab that
+/// an exiting thread's cache dropped unused count as dead here, though `finish` leaves them:
+/// a slight overestimate once threads have exited.)
 fn census() -> (u64, u64) {
     let (mut pinned, mut issued) = (0u64, 0u64);
     let now = alias::current();
-    for_each_issued_slot(|ci, _, l, entry, _| {
+    for_each_issued_lane(|ci, _, l, _, positions| {
         let size = CLASSES[ci].size as u64;
-        issued += size;
-        if l.live.load(Ordering::Relaxed) > 0 && pinned_age(now, l) && dead(entry.load(Ordering::Relaxed)) {
-            pinned += size;
+        let slots = positions.len() as u64;
+        issued += slots * size;
+        let live = l.live.load(Ordering::Relaxed) as u64;
+        if live > 0 && pinned_age(now, l) {
+            pinned += slots.saturating_sub(live) * size;
         }
     });
     (pinned, issued)

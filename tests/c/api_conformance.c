@@ -589,6 +589,20 @@ static void sec_usable_write(void) {
         CHECK(p != NULL, "realloc to usable size + 1 failed");
         free(p);
     }
+    /* Shrunk in place, right after the allocation: the usable size follows. */
+    for (size_t n = 24; n <= 2000; n += 61) {
+        unsigned char *p = malloc(sz(n));
+        CHECK(p != NULL, "malloc(%zu) returned NULL", n);
+        if (!p)
+            continue;
+        size_t before = malloc_usable_size(p);
+        unsigned char *q = realloc(p, sz(n - 7));
+        CHECK(q != NULL, "realloc(%zu -> %zu) failed", n, n - 7);
+        size_t u = malloc_usable_size(q);
+        CHECK(u >= n - 7 && (q != p || u <= before), "usable size %zu after shrinking %zu to %zu", u, n, n - 7);
+        memset(q, 0x55, u);
+        free(q);
+    }
 }
 
 static void sec_misc(void) {

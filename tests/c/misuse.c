@@ -410,6 +410,39 @@ static void df_cross_thread_reverse(void) {
     free(p);
     run_thread(free_in_thread, launder(p), NULL);
 }
+/* malloc_usable_size of the thread's newest allocation once it is freed, by this thread or by
+ * another one: still reported (the newest allocation's size is kept for this very call). */
+static void usable_after_free(void) {
+    unsigned char *p = malloc(sz(40));
+    free(launder(p));
+    size_t n = malloc_usable_size(launder(p));
+    fprintf(stderr, "malloc_usable_size returned %zu\n", n);
+}
+/* The other thread exists before the allocation, so that nothing else is allocated between
+ * it and the call: pointers and acknowledgements go through pipes. */
+static int to_freer[2], from_freer[2];
+static void *freer(void *arg) {
+    (void)arg;
+    void *p;
+    if (read(to_freer[0], &p, sizeof p) != sizeof p)
+        abort();
+    free(p);
+    char ok = 1;
+    if (write(from_freer[1], &ok, 1) != 1)
+        abort();
+    return NULL;
+}
+static void usable_after_free_cross_thread(void) {
+    pthread_t t;
+    if (pipe(to_freer) || pipe(from_freer) || pthread_create(&t, NULL, freer, NULL))
+        abort();
+    unsigned char *p = malloc(sz(40));
+    char ok;
+    if (write(to_freer[1], &p, sizeof p) != sizeof p || read(from_freer[0], &ok, 1) != 1)
+        abort();
+    size_t n = malloc_usable_size(launder(p));
+    fprintf(stderr, "malloc_usable_size returned %zu\n", n);
+}
 static void ovf_cross_thread(void) {
     size_t n = 100;
     void *p;
@@ -496,6 +529,8 @@ static const struct misuse_case cases[] = {
     {"overflow-valloc", ovf_valloc},
     {"overflow-realloc-zero", ovf_realloc_zero},
     {"overflow-free-cross-thread", ovf_cross_thread},
+    {"usable-after-free", usable_after_free},
+    {"usable-after-free-cross-thread", usable_after_free_cross_thread},
     {"double-free-realloc-zero", df_realloc_zero},
     {"double-free-after-same-size-churn", df_same_size_churn},
     {"double-free-cross-thread", df_cross_thread},

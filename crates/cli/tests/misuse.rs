@@ -166,6 +166,8 @@ misuse_tests! {
     overflow_valloc: "overflow-valloc" => "heap-buffer-overflow";
     overflow_then_realloc_to_zero: "overflow-realloc-zero" => "heap-buffer-overflow";
     overflow_freed_by_another_thread: "overflow-free-cross-thread" => "heap-buffer-overflow";
+    usable_size_after_free: "usable-after-free" => "invalid-pointer";
+    usable_size_after_free_by_another_thread: "usable-after-free-cross-thread" => "invalid-pointer";
     free_after_realloc_to_zero: "double-free-realloc-zero" => "double-free";
     double_free_after_same_size_churn: "double-free-after-same-size-churn" => "double-free";
     double_free_cross_thread: "double-free-cross-thread" => "double-free";

@@ -8,7 +8,7 @@
 //! when their thread exits.
 
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 
 use crate::alias::{self, Range};
 use crate::lock::Locked;
@@ -92,6 +92,11 @@ impl Pending {
 
 #[repr(C)]
 pub struct Cache {
+    /// The thread's newest small allocation (0: none), its size entry, and the revocation
+    /// batches begun before it was handed out (see `heap::usable_size`).
+    pub last: AtomicUsize,
+    pub last_entry: AtomicPtr<AtomicU16>,
+    pub last_stamp: AtomicU64,
     pub bins: [Bin; NCLASS],
     next: *mut Cache,
     pub mallocs: AtomicU64,
@@ -192,13 +197,20 @@ pub fn create() -> *mut Cache {
 /// memory. The slot's size entry is set to `size`.
 #[inline(always)]
 pub fn take(bin: &mut Bin, ci: usize, size: usize) -> usize {
+    take_with_entry(bin, ci, size).0
+}
+
+/// `take`, also returning the slot's size entry (null with 0).
+#[inline(always)]
+pub fn take_with_entry(bin: &mut Bin, ci: usize, size: usize) -> (usize, *const AtomicU16) {
     if bin.n == 0 && !refill(bin, ci) {
-        return 0;
+        return (0, ptr::null());
     }
     let c = &mut bin.cur[bin.n as usize - 1];
     let p = c.next;
+    let entry = c.size_at;
     // SAFETY: `size_at` points at this slot's entry in its slab's size table.
-    unsafe { (*c.size_at).store(size as u16, Ordering::Release) };
+    unsafe { (*entry).store(size as u16, Ordering::Release) };
     c.next += CLASSES[ci].size as usize;
     // SAFETY: the next slot's entry is `pages` entries further (or one past the lane's end,
     // never dereferenced then).
@@ -206,7 +218,7 @@ pub fn take(bin: &mut Bin, ci: usize, size: usize) -> usize {
     if c.next == c.end {
         bin.n -= 1;
     }
-    p
+    (p, entry)
 }
 
 /// Fills an empty bin with freshly issued lanes (or reclaimed slots); false when out of memory.

@@ -8,7 +8,7 @@
 //! page's span; it is live only if the span's record for that epoch says so.
 
 use core::ptr;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{compiler_fence, AtomicU16, Ordering};
 
 use crate::cache::{self, Cache, Pending};
 use crate::guard::{self, CANARY};
@@ -118,9 +118,10 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
     let p = if !c.is_null() {
         // SAFETY: `c` is this thread's own cache; no other thread touches its bins.
         let cache = unsafe { &mut *c };
-        let p = cache::take(&mut cache.bins[ci], ci, size);
+        let (p, entry) = cache::take_with_entry(&mut cache.bins[ci], ci, size);
         Cache::count(&cache.mallocs, 1);
         Cache::count(&cache.alloc_bytes, size as u64);
+        note_last(cache, p, entry);
         p
     } else if crate::ensure_init() {
         cache::take_uncached(ci, size)
@@ -680,10 +681,56 @@ pub fn finish_free(p: usize, obj: Obj, size: usize) {
     }
 }
 
+/// Records the thread's newest small allocation for `usable_size`. The address is stored
+/// last and cleared first, so that a signal handler's `malloc_usable_size` on this thread never
+/// pairs it with another slot's entry.
+#[inline(always)]
+fn note_last(cache: &Cache, p: usize, entry: *const AtomicU16) {
+    cache.last.store(0, Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    cache.last_entry.store(entry as *mut AtomicU16, Ordering::Relaxed);
+    cache.last_stamp.store(alias::REVOKES_BEGUN.0.load(Ordering::Relaxed), Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    cache.last.store(p, Ordering::Relaxed);
+}
+
+/// The size of `p` if it is the calling thread's newest small allocation and still live.
+///
+/// Its size entry says whether it is live, and its size (also after an in-place `realloc`);
+/// read first, with acquire ordering, so that if the slot was since freed, revoked, issued
+/// again and handed out (under a new address: `p` no longer names it), the revocation batch
+/// counted before is seen too.
+#[inline(always)]
+fn last_size(p: usize) -> Option<usize> {
+    let c = tls::get();
+    if c.is_null() || c == tls::EXITED {
+        return None;
+    }
+    // SAFETY: this thread's own cache.
+    let cache = unsafe { &*c };
+    if cache.last.load(Ordering::Relaxed) != p {
+        return None;
+    }
+    compiler_fence(Ordering::SeqCst);
+    let entry = cache.last_entry.load(Ordering::Relaxed);
+    // SAFETY: the size entry of a slot of a slab; slot tables are never unmapped.
+    let v = unsafe { &*entry }.load(Ordering::Acquire);
+    let stamp = alias::REVOKES_BEGUN.0.load(Ordering::Relaxed);
+    (v & FREED == 0 && stamp == cache.last_stamp.load(Ordering::Relaxed)).then_some(v as usize)
+}
+
 /// `malloc_usable_size`: the requested size (the canary follows right after it).
+///
+/// Programs that account for their memory ask it of every object right after allocating it
+/// (Redis's `zmalloc` does): the thread's newest small allocation is answered from its cache,
+/// without the metadata look-up and its dependent cache misses (`resolve` took 13 % of
+/// Redis's time).
 pub fn usable_size(p: *mut u8) -> usize {
     if p.is_null() || !crate::ensure_init() {
         return 0;
+    }
+    if let Some(size) = last_size(p as usize) {
+        return size;
     }
     if reentrant_object(p as usize) {
         return reentry::resolve(p as usize, "malloc_usable_size", Kind::InvalidPointer)

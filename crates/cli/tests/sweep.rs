@@ -63,6 +63,23 @@ fn sweeps_resume_once_other_threads_are_gone() {
     assert_eq!(assert_swept(&o)[1], 1, "the thread was never seen: {}", stderr(&o));
 }
 
+/// `sweep_share` bounds the time sweeps take: the same churn sweeps far less often when they
+/// may take 5 % of the time than when they may take half of it (sweeps are at least 5 ms
+/// apart either way; here they take a few ms each, so about 5 and 40 % of the time).
+#[test]
+fn sweep_share_sets_how_often_sweeps_run() {
+    let prog = compile("sweep.c", &["-pthread"]);
+    let sweeps_with = |share: u32| {
+        let opts = format!("mode=prevent:stats=1:sweep_share={share}");
+        let o = run_preloaded_timeout(&prog, &["churn", "400000", "nosignals"], &[("NEVERMORE_OPTIONS", &opts)], 120);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("CHURN OK"), "{}", stdout(&o));
+        sweeps(&o)[0]
+    };
+    let (few, many) = (sweeps_with(5), sweeps_with(50));
+    assert!(few >= 1 && few * 2 < many, "sweeps with 5 %: {few}, with 50 %: {many}");
+}
+
 /// A heap of whole live groups and churn whose groups die whole: the checks find too few
 /// dead slots pinned, and no sweep runs (each check is counted, with its time).
 #[test]

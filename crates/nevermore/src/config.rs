@@ -39,6 +39,9 @@ pub struct Options {
     /// Prevent mode, single-threaded processes: reuse the dead slots of pinned groups once a
     /// conservative scan proves no pointer to them is left (`sweep`).
     pub sweep: bool,
+    /// Percent of the time sweeps may take (`sweep_share`): after a sweep that took `t`, the
+    /// next waits `t * (100 - share) / share`.
+    pub sweep_share: u32,
     /// The number of the first epoch (1): for tests of what happens when epoch numbers wrap
     /// round, which takes 2^32 - 2 epochs otherwise.
     pub first_epoch: u32,
@@ -59,6 +62,7 @@ impl Options {
         alias_space_mib: 32 << 20,
         dirty_decay_ms: 10_000,
         sweep: true,
+        sweep_share: 33,
         first_epoch: 1,
         mirror_table: None,
     };
@@ -66,7 +70,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, first_epoch, mirror_table";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, sweep_share, first_epoch, mirror_table";
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -136,6 +140,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 })?;
                 o.dirty_decay_ms = n as u32;
             }
+            b"sweep_share" => {
+                let n = parse_uint(value).filter(|&n| (1..=90).contains(&n)).ok_or(ParseError::BadValue {
+                    key,
+                    value,
+                    expected: "a percentage from 1 to 90",
+                })?;
+                o.sweep_share = n as u32;
+            }
             b"first_epoch" => {
                 let n = parse_uint(value)
                     .filter(|&n| (1..=u32::MAX as u64 - 1).contains(&n))
@@ -196,6 +208,12 @@ mod tests {
         assert!(Options::DEFAULT.stacks && !parse(b"stacks=0").unwrap().stacks);
         assert!(matches!(parse(b"report_format=xml"), Err(ParseError::BadValue { .. })));
         assert!(Options::DEFAULT.sweep && !parse(b"sweep=0").unwrap().sweep);
+        assert_eq!(Options::DEFAULT.sweep_share, 33);
+        assert_eq!(parse(b"sweep_share=50").unwrap().sweep_share, 50);
+        assert_eq!(parse(b"sweep_share=1").unwrap().sweep_share, 1);
+        assert!(matches!(parse(b"sweep_share=0"), Err(ParseError::BadValue { key: b"sweep_share", .. })));
+        assert!(matches!(parse(b"sweep_share=91"), Err(ParseError::BadValue { key: b"sweep_share", .. })));
+        assert!(matches!(parse(b"sweep_share=1/3"), Err(ParseError::BadValue { .. })));
     }
 
     #[test]

@@ -210,8 +210,10 @@ fn consider() {
                 stats::add(&SWEEP_NS, spent);
                 LONGEST_NS.fetch_max(spent, Ordering::Relaxed);
                 // Dead slots given back save fresh lanes (installs and revocations) and
-                // memory: sweep again soon, at most a third of the time.
-                spent * 2
+                // memory: sweep again soon, at most `sweep_share` percent of the time (a
+                // third by default).
+                let share = crate::options().sweep_share.clamp(1, 90) as u64;
+                spent * (100 - share) / share
             }
             // Few dead slots pinned: the census alone takes at most a tenth of the time.
             Outcome::NotWorth => {

@@ -467,14 +467,34 @@ pub fn unpin(e: u32) {
 /// issuing: `unit_revoked_at` leaves those alone (new aliases could still appear there), and
 /// nothing else would free their page tables while the mirror lives on (pinned by a few
 /// long-lived objects elsewhere). Adjacent dead windows go in one call. Runs once per epoch.
+///
+/// With guard markers instead of userfaultfd (`Revoke::Guard`), the pages the epoch never
+/// issued get markers instead: with userfaultfd they stay unmapped and trap, but a plain
+/// mapping would map the pool page behind them on first touch, so that a wild pointer (an
+/// overflow running off its page) reached whatever that page holds by then. The issuing
+/// epoch's own unissued pages stay open (it may still issue them).
 fn sweep_sealed(e: u32) {
     let m = mirror(e);
-    if revoke_kind() != Revoke::Uffd || !sealed(e) || m.swept.swap(1, Ordering::AcqRel) != 0 {
+    let kind = revoke_kind();
+    if kind == Revoke::Protect || !sealed(e) || m.swept.swap(1, Ordering::AcqRel) != 0 {
         return;
     }
     // Hold the mirror like a pin, so that it cannot be retired (and its tables recycled) under us.
     if m.live.fetch_add(1, Ordering::AcqRel) & RETIRED_BIT != 0 {
         m.live.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    if kind == Revoke::Guard {
+        let base = m.base.load(Ordering::Relaxed);
+        let n = m.npages.load(Ordering::Relaxed) as usize;
+        for_each_run(
+            n,
+            |q| was_issued(e, q as u32) == Some(false),
+            |from, to| {
+                sys::advise((base + (from << PAGE_SHIFT)) as *mut u8, (to - from) << PAGE_SHIFT, MADV_GUARD_INSTALL);
+            },
+        );
+        unit_revoked(e);
         return;
     }
     let windows = m.windows.load(Ordering::Acquire);

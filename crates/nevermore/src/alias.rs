@@ -485,15 +485,26 @@ fn sweep_sealed(e: u32) {
         return;
     }
     if kind == Revoke::Guard {
+        // Every page but the live aliases: pages revoked already (or dead and about to be)
+        // take a marker again at no harm, and joining them to the unissued ones makes few
+        // ranges. A small batch: this may run on a signal handler's stack.
         let base = m.base.load(Ordering::Relaxed);
         let n = m.npages.load(Ordering::Relaxed) as usize;
+        let mut batch = [Range { addr: 0, len: 0 }; 32];
+        let mut k = 0;
         for_each_run(
             n,
-            |q| was_issued(e, q as u32) == Some(false),
+            |q| was_issued(e, q as u32) == Some(false) || !alias_live(e, q as u32),
             |from, to| {
-                sys::advise((base + (from << PAGE_SHIFT)) as *mut u8, (to - from) << PAGE_SHIFT, MADV_GUARD_INSTALL);
+                batch[k] = Range { addr: base + (from << PAGE_SHIFT), len: (to - from) << PAGE_SHIFT };
+                k += 1;
+                if k == batch.len() {
+                    advise_ranges(&batch, MADV_GUARD_INSTALL);
+                    k = 0;
+                }
             },
         );
+        advise_ranges(&batch[..k], MADV_GUARD_INSTALL);
         unit_revoked(e);
         return;
     }
@@ -967,13 +978,23 @@ pub fn revoke(ranges: &mut [Range]) {
         return;
     }
     let advice = if f.revoke == Revoke::Uffd { libc::MADV_DONTNEED } else { MADV_GUARD_INSTALL };
+    let calls = advise_ranges(&ranges[..n], advice);
+    REVOKE_CALLS.fetch_add(calls, Ordering::Relaxed);
+}
+
+/// Applies `advice` to `ranges` of our own aliases: one `process_madvise` per 1024 ranges
+/// where it works, else one `madvise` each. Returns the number of calls.
+fn advise_ranges(ranges: &[Range], advice: i32) -> u64 {
+    let f = fixed();
+    let n = ranges.len();
+    let mut calls = 0;
     if n > 1 && f.pidfd >= 0 {
         // One call for the whole batch. iovec and Range have the same layout.
         let mut i = 0;
         while i < n {
             let cnt = (n - i).min(1024);
             let total: usize = ranges[i..i + cnt].iter().map(|r| r.len).sum();
-            REVOKE_CALLS.fetch_add(1, Ordering::Relaxed);
+            calls += 1;
             // SAFETY: `Range` is two usizes like `iovec`; the ranges are our own aliases.
             let r = unsafe { libc::syscall(libc::SYS_process_madvise, f.pidfd, ranges[i..].as_ptr(), cnt, advice, 0) };
             if r as usize != total {
@@ -985,11 +1006,12 @@ pub fn revoke(ranges: &mut [Range]) {
             i += cnt;
         }
     } else {
-        for rg in &ranges[..n] {
-            REVOKE_CALLS.fetch_add(1, Ordering::Relaxed);
+        for rg in ranges {
+            calls += 1;
             revoke_one(rg, advice);
         }
     }
+    calls
 }
 
 /// Most pages a gap between two ranges may have to be zapped with them.

@@ -191,17 +191,17 @@ pub static INSTALL_RUNS: AtomicU64 = AtomicU64::new(0);
 pub static INSTALL_PAGES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_CALLS: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_PAGES: AtomicU64 = AtomicU64::new(0);
-pub static REVOKE_BATCHES: AtomicU64 = AtomicU64::new(0);
 pub static REVOKE_RANGES: AtomicU64 = AtomicU64::new(0);
 
 /// A counter alone in its cache line: every small allocation reads it.
 #[repr(align(64))]
 pub struct Lone(pub AtomicU64);
 
-/// Revocation batches begun, counted before their system call: a slot freed and then handed
-/// out again under a new alias was revoked in between, so a reader that saw this count
-/// unchanged across its look at the slot's entry saw no such reuse (`heap::last_size`).
-pub static REVOKES_BEGUN: Lone = Lone(AtomicU64::new(0));
+/// Revocation batches begun (the stats' batches), counted before their system call: a slot
+/// freed and then handed out again under a new alias was revoked in between, so a reader that
+/// saw this count unchanged across its look at the slot's entry saw no such reuse
+/// (`heap::last_size`).
+pub static REVOKE_BATCHES: Lone = Lone(AtomicU64::new(0));
 pub static ALIASES: AtomicU64 = AtomicU64::new(0);
 /// Pool pages issued in the current epoch (reset when the next one starts).
 static ISSUED_NOW: AtomicU32 = AtomicU32::new(0);
@@ -965,8 +965,7 @@ pub fn revoke(ranges: &mut [Range]) {
             n += 1;
         }
     }
-    REVOKE_BATCHES.fetch_add(1, Ordering::Relaxed);
-    REVOKES_BEGUN.0.fetch_add(1, Ordering::Release);
+    REVOKE_BATCHES.0.fetch_add(1, Ordering::Release);
     REVOKE_RANGES.fetch_add(n as u64, Ordering::Relaxed);
     let pages: usize = ranges[..n].iter().map(|r| r.len >> PAGE_SHIFT).sum();
     REVOKE_PAGES.fetch_add(pages as u64, Ordering::Relaxed);
@@ -1292,7 +1291,7 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
         b,
         "=={pid}==   revocations        {} pages in {} batches, {} ranges, {} calls",
         g(&REVOKE_PAGES),
-        g(&REVOKE_BATCHES),
+        g(&REVOKE_BATCHES.0),
         g(&REVOKE_RANGES),
         g(&REVOKE_CALLS)
     );

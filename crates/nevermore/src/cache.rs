@@ -193,16 +193,10 @@ pub fn create() -> *mut Cache {
     c
 }
 
-/// Takes the next slot of class `ci` from the bin, refilling it when empty; 0 when out of
-/// memory. The slot's size entry is set to `size`.
+/// Takes the next slot of class `ci` from the bin, refilling it when empty, and returns it
+/// with its size entry, which is set to `size`; (0, null) when out of memory.
 #[inline(always)]
-pub fn take(bin: &mut Bin, ci: usize, size: usize) -> usize {
-    take_with_entry(bin, ci, size).0
-}
-
-/// `take`, also returning the slot's size entry (null with 0).
-#[inline(always)]
-pub fn take_with_entry(bin: &mut Bin, ci: usize, size: usize) -> (usize, *const AtomicU16) {
+pub fn take(bin: &mut Bin, ci: usize, size: usize) -> (usize, *const AtomicU16) {
     if bin.n == 0 && !refill(bin, ci) {
         return (0, ptr::null());
     }
@@ -238,7 +232,7 @@ fn refill(bin: &mut Bin, ci: usize) -> bool {
 /// Takes one slot without a cache (exiting threads): the rest of the lane dies at once.
 pub fn take_uncached(ci: usize, size: usize) -> usize {
     let mut bin = Bin { n: 0, cur: [slab::Cursor::EMPTY; 16] };
-    let p = take(&mut bin, ci, size);
+    let (p, _) = take(&mut bin, ci, size);
     kill_bin(ptr::null_mut(), ci, &mut bin);
     p
 }

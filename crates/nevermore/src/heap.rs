@@ -118,7 +118,7 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
     let p = if !c.is_null() {
         // SAFETY: `c` is this thread's own cache; no other thread touches its bins.
         let cache = unsafe { &mut *c };
-        let (p, entry) = cache::take_with_entry(&mut cache.bins[ci], ci, size);
+        let (p, entry) = cache::take(&mut cache.bins[ci], ci, size);
         Cache::count(&cache.mallocs, 1);
         Cache::count(&cache.alloc_bytes, size as u64);
         note_last(cache, p, entry);
@@ -689,7 +689,7 @@ fn note_last(cache: &Cache, p: usize, entry: *const AtomicU16) {
     cache.last.store(0, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
     cache.last_entry.store(entry as *mut AtomicU16, Ordering::Relaxed);
-    cache.last_stamp.store(alias::REVOKES_BEGUN.0.load(Ordering::Relaxed), Ordering::Relaxed);
+    cache.last_stamp.store(alias::REVOKE_BATCHES.0.load(Ordering::Relaxed), Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
     cache.last.store(p, Ordering::Relaxed);
 }
@@ -715,7 +715,7 @@ fn last_size(p: usize) -> Option<usize> {
     let entry = cache.last_entry.load(Ordering::Relaxed);
     // SAFETY: the size entry of a slot of a slab; slot tables are never unmapped.
     let v = unsafe { &*entry }.load(Ordering::Acquire);
-    let stamp = alias::REVOKES_BEGUN.0.load(Ordering::Relaxed);
+    let stamp = alias::REVOKE_BATCHES.0.load(Ordering::Relaxed);
     (v & FREED == 0 && stamp == cache.last_stamp.load(Ordering::Relaxed)).then_some(v as usize)
 }
 

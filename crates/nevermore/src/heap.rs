@@ -478,10 +478,18 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
 /// Resolves `p` and checks its canary; reports and dies on any problem.
 #[inline(always)]
 fn checked(p: usize, op: &'static str) -> (Obj, usize) {
-    let (obj, size) = match lookup(p) {
-        Some(found) => found,
-        None => resolve_or_die(p, op),
-    };
+    match lookup(p) {
+        Some((obj, size)) => {
+            check_canary(p, size, op);
+            (obj, size)
+        }
+        None => checked_other(p, op),
+    }
+}
+
+/// `checked` for a pointer that is not a live slab slot (`lookup` found none).
+fn checked_other(p: usize, op: &'static str) -> (Obj, usize) {
+    let (obj, size) = resolve_or_die(p, op);
     if has_canary(obj) {
         check_canary(p, size, op);
     }
@@ -587,7 +595,7 @@ fn free_in(p: usize, op: &'static str) {
 /// objects, or a report.
 #[inline(never)]
 fn free_other(p: usize, op: &'static str) {
-    if let Some((obj, size)) = free_begin(p, op) {
+    if let Some((obj, size)) = begin_other(p, op) {
         finish_free(p, obj, size);
     }
 }
@@ -607,11 +615,23 @@ fn free_begin(p: usize, op: &'static str) -> Option<(Obj, usize)> {
     if !crate::ensure_init() {
         return None;
     }
+    match lookup(p) {
+        Some((obj, size)) => {
+            check_canary(p, size, op);
+            kill_checked(obj, p, size, op);
+            Some((obj, size))
+        }
+        None => begin_other(p, op),
+    }
+}
+
+/// `free_begin` for a pointer that is not a live slab slot (`lookup` found none).
+fn begin_other(p: usize, op: &'static str) -> Option<(Obj, usize)> {
     if reentrant_object(p) {
         reentry::free(p, op);
         return None;
     }
-    let (obj, size) = checked(p, op);
+    let (obj, size) = checked_other(p, op);
     kill_checked(obj, p, size, op);
     Some((obj, size))
 }

@@ -238,6 +238,34 @@ fn idle_pages_of_slabs_kept_by_survivors_decay_back_to_the_system() {
 
 /// The programs of these tests run as the user the CI asks for: as `nobody` in its second
 /// pass (`NEVERMORE_TEST_USER=nobody`, see `common::program`), else as the tests' own user.
+/// The stats say what the slab pages hold: `tests/c/uaf.c phase` keeps 391 objects of 640
+/// bytes, one in 256 of ~64 MiB, each on a page of its own; every other page of their slabs
+/// is waiting for revocation or ready, and with a short `dirty_decay` the ready pages of the
+/// idle slabs have been given back.
+#[test]
+fn stats_count_what_slab_pages_hold() {
+    for (decay, punched_expected) in [("200", true), ("3600000", false)] {
+        let opts = format!("stats=1:dirty_decay={decay}");
+        let o = run_preloaded(&uaf(), &["phase", "1500"], &[("NEVERMORE_OPTIONS", opts.as_str())]);
+        assert_ok(&o);
+        let err = stderr(&o);
+        let [total, held, objects, slots, old, revoking, ready, punched] = counters(&err, "slab pages")[..] else {
+            panic!("slab pages line:\n{err}")
+        };
+        assert_eq!(total, held + revoking + ready, "{opts}:\n{err}");
+        assert!(total <= counter(&err, "pool pages"), "{opts}: more slab pages than pool pages:\n{err}");
+        assert!(held >= 391 && objects >= 391 && objects <= slots && old <= held, "{opts}:\n{err}");
+        // The survivors' slabs (11 pages each) are mostly empty.
+        assert!(ready >= 391 * 5, "{opts}: {ready} ready pages:\n{err}");
+        let idle_punched = counters(&err, "pool pages")[5];
+        if punched_expected {
+            assert!(punched > 0 && punched <= ready && punched <= idle_punched, "{opts}:\n{err}");
+        } else {
+            assert_eq!(punched, 0, "{opts}:\n{err}");
+        }
+    }
+}
+
 #[test]
 fn programs_under_test_run_as_the_requested_user() {
     let o = run_preloaded(std::path::Path::new("/usr/bin/id"), &["-u"], &[("NEVERMORE_OPTIONS", "mode=detect")]);

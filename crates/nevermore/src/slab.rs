@@ -432,6 +432,86 @@ pub fn page_has_live_lane(s: &pool::Span, page: u32, e: u32) -> bool {
     })
 }
 
+/// What the pool pages of slabs hold, for the statistics (`stats::print`).
+#[derive(Default)]
+pub struct PageCensus {
+    /// Pages with a lane that is not dead: live objects, or slots in a cache or waiting for
+    /// reuse after a sweep.
+    pub held: u64,
+    /// Live objects on those pages, and their slots.
+    pub objects: u64,
+    pub slots: u64,
+    /// Those of the held pages whose every held lane was issued in an epoch `old` calls old.
+    pub old: u64,
+    /// Pages whose issued lanes are all dead: their aliases wait for a revocation batch.
+    pub revoking: u64,
+    /// Pages with no lane issued: they wait for an epoch that has not issued them yet.
+    pub ready: u64,
+    /// Those of the ready pages that were punched (idle slabs: they hold no memory).
+    pub punched: u64,
+}
+
+/// Counts the slab pages among the first `pages` pool pages by what they hold. Safe while
+/// other threads allocate: spans are read as by `page_has_live_lane` (each field once, a page
+/// skipped when they do not fit), so the counts are a snapshot of racy reads.
+pub fn page_census(pages: u32, old: impl Fn(u32) -> bool) -> PageCensus {
+    let mut n = PageCensus::default();
+    for page in 0..pages {
+        let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) else { continue };
+        // SAFETY: plain fields of a descriptor in the always-mapped span table, read once
+        // each; `lanes` first, which `new_slab` publishes last (see `set_up`).
+        let (lanes, kind, class, meta) = unsafe {
+            let lanes = core::ptr::read_volatile(&s.lanes);
+            core::sync::atomic::fence(Ordering::Acquire);
+            (
+                lanes,
+                core::ptr::read_volatile(&s.kind),
+                core::ptr::read_volatile(&s.class) as usize,
+                core::ptr::read_volatile(&s.meta),
+            )
+        };
+        let Some(c) = CLASSES.get(class) else { continue };
+        if kind != pool::SLAB || lanes == 0 || lanes > lanes_max(c) || meta.is_null() {
+            continue;
+        }
+        let Some(j) = page_index(s, c, page) else { continue };
+        let (mut issued, mut held, mut young) = (false, false, false);
+        for r in 0..lanes_in_page(lanes, c) {
+            let l = lane_in(meta, c, j, r);
+            let e = l.epoch.load(Ordering::Relaxed);
+            issued |= e != 0;
+            if e != 0 && l.live.load(Ordering::Relaxed) > 0 {
+                held = true;
+                young |= !old(e);
+            }
+        }
+        if !held {
+            if issued {
+                n.revoking += 1;
+            } else {
+                n.ready += 1;
+                // SAFETY: as above.
+                n.punched += (unsafe { core::ptr::read_volatile(&s.holes) } >> j & 1) as u64;
+            }
+            continue;
+        }
+        n.held += 1;
+        n.old += !young as u64;
+        n.slots += c.spp as u64;
+        n.objects += (0..c.spp)
+            .filter(|&pos| {
+                // SAFETY: the size table starts the slot table, which has room for `nslots`
+                // entries (slot_index < nslots), and metadata memory keeps `READ_SLACK` past it.
+                let v = unsafe {
+                    (*(meta as *const AtomicU16).add(slot_index(c, j, pos) as usize)).load(Ordering::Relaxed)
+                };
+                v & FREED == 0
+            })
+            .count() as u64;
+    }
+    n
+}
+
 /// Where a pointer sits inside a page of a slab.
 pub enum Slot {
     /// Exactly the start of position `pos`.

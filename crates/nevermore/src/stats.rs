@@ -130,6 +130,24 @@ pub fn print() {
         ps.punched_pages,
         get(&IDLE_PAGES_PUNCHED)
     );
+    let sweeping = crate::options().sweep && !crate::detect();
+    let n = slab::page_census(bump, |e| sweeping && crate::sweep::too_old_to_refill(e));
+    let _ = write!(
+        b,
+        "=={pid}==   slab pages         {} = {} holding objects, with {} live objects in {} slots",
+        n.held + n.revoking + n.ready,
+        n.held,
+        n.objects,
+        n.slots
+    );
+    if sweeping {
+        let _ = write!(b, ", {} of these pages too old for sweeps to refill", n.old);
+    }
+    let _ = writeln!(
+        b,
+        "; + {} awaiting revocation + {} ready for the next epoch, {} of them given back to the system",
+        n.revoking, n.ready, n.punched
+    );
     let _ =
         writeln!(b, "=={pid}==   forks              {} ({} KiB copied)", get(&FORKS), get(&FORK_COPIED_BYTES) / 1024);
     {

@@ -387,6 +387,11 @@ fn pinned_age(now: u32, l: &slab::Lane) -> bool {
     (MIN_AGE..=MAX_AGE).contains(&now.wrapping_sub(l.epoch.load(Ordering::Relaxed)))
 }
 
+/// Whether a lane issued in epoch `e` is too old for sweeps to refill (`MAX_AGE`).
+pub fn too_old_to_refill(e: u32) -> bool {
+    alias::current().wrapping_sub(e) > MAX_AGE
+}
+
 /// (bytes of dead slots in pinned lanes, bytes of all issued lanes). A lane's slots that are
 /// not dead are its live count (live objects, slots still in a cache, reclaimed slots), so
 /// this reads one record per lane rather than one entry per slot. (Slots of a fresh slab that

@@ -141,7 +141,7 @@ pub fn print() {
         n.slots
     );
     if sweeping {
-        let _ = write!(b, ", {} of these pages too old for sweeps to refill", n.old);
+        let _ = write!(b, ", {} of these pages too old to be refilled", n.old);
     }
     let _ = writeln!(
         b,

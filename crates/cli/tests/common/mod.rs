@@ -194,10 +194,18 @@ pub fn wait_with_deadline(mut cmd: Command, secs: u64, what: &str) -> Output {
     Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }
 }
 
-/// The numbers (a trailing comma or parenthesis allowed) on the first line of `text` that contains `what`:
-/// a `stats=1` counter line. Panics when there is no such line.
+/// The numbers (a trailing comma or parenthesis allowed) on the `stats=1` line labelled `what`
+/// (the label follows the `==pid==` prefix), else on the first line of `text` that contains
+/// `what`. Panics when there is no such line.
 pub fn counters(text: &str, what: &str) -> Vec<u64> {
-    let line = text.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("no `{what}` line in:\n{text}"));
+    fn label(l: &str) -> Option<&str> {
+        l.strip_prefix("==").and_then(|r| r.split_once("==")).map(|(_, rest)| rest.trim_start())
+    }
+    let line = text
+        .lines()
+        .find(|l| label(l).is_some_and(|r| r.starts_with(what)))
+        .or_else(|| text.lines().find(|l| l.contains(what)))
+        .unwrap_or_else(|| panic!("no `{what}` line in:\n{text}"));
     line.split_whitespace().filter_map(|w| w.trim_end_matches([',', ')']).parse().ok()).collect()
 }
 

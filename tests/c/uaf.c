@@ -6,7 +6,8 @@
  *                        still hold the pattern: prints INTACT (exit 0) or CORRUPTED (exit 1).
  *   kernel-read SIZE     free an object, force revocation (free 600 other objects), then
  *                        read(2) into the dangling pointer: prints "errno=N".
- *   double-free SIZE     free an object, churn until its memory was reused, free it again.
+ *   double-free SIZE     free an object, churn, keep many objects of its size (one of them
+ *                        almost surely where it was), free it again.
  *   gap-revoke           frees 64 page objects in two batches (odd, then even ones), for the
  *                        revocation statistics (prevent mode, stats=1).
  *   released-slab-free K, released-slab-read K
@@ -199,15 +200,22 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(c, "double-free")) {
         char *p = malloc(size);
+        /* An object of another size from the same epoch keeps p's mirror (and so p's address
+         * decodable), while p's own group dies and its memory goes round. */
+        char *pin = malloc(size < 1000 ? 3000 : 24);
         free(p);
         for (int round = 0; round < 50; round++) {
             char *q[300];
             for (int i = 0; i < 300; i++) q[i] = malloc(size);
             for (int i = 0; i < 300; i++) free(q[i]);
         }
-        char *keep = malloc(size); /* very likely reuses p's memory under a new address */
+        /* Enough live objects of the size that one of them almost surely sits where p was,
+         * under a new address: freeing p must not free it. */
+        static char *keep[3000];
+        int nkeep = size < 20000 ? 3000 : 200;
+        for (int i = 0; i < nkeep; i++) keep[i] = malloc(size);
         free(p);
-        printf("second free returned (keep=%p)\n", (void *)keep);
+        printf("second free returned (keep=%p, pin=%p)\n", (void *)keep[0], (void *)pin);
         return 0;
     }
     if (!strcmp(c, "gap-revoke")) {

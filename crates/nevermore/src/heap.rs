@@ -373,31 +373,18 @@ pub fn freed_kind(bad: Kind) -> Kind {
 /// The live object that starts at `p`, with its size, in the common case: a slab slot. None
 /// for everything else (page and large objects, and pointers to report), which `resolve`
 /// handles. Kept small so that `free` inlines it.
-///
-/// It reads the page's slab word (`slab::page_word`) rather than the span, and the span's
-/// index from the page map alongside: the two loads do not wait for each other, and the slot's
-/// records are one load further. A word read just as its slab is given back names a table
-/// that stays that slab's until the next epoch (`slab::recycle_table`), whose lanes are all
-/// ready: the lane check then fails.
 #[inline(always)]
 fn lookup(p: usize) -> Option<(Obj, usize)> {
     let (e, page) = alias::decode(p)?;
-    let w = POOL.slab_word(page);
-    if w == 0 {
+    let (idx, s) = POOL.span_at(POOL.page_addr(page))?;
+    if s.kind != pool::SLAB || !slab::set_up(s) {
         return None;
     }
-    let idx = POOL.span_index(page);
-    let (meta, ci, j, lanes) = slab::unpack_word(w);
-    let c = &CLASSES[ci];
-    let Slot::Start(pos) = slab::locate(c, p & (PAGE - 1)) else { return None };
-    let l = slab::lane_at(meta, c, j, lanes, pos);
-    let i = slab::slot_index(c, j, pos);
-    // SAFETY: the slab word's table has an entry for every slot index below nslots.
-    let size = unsafe { (*(meta as *const AtomicU16).add(i as usize)).load(Ordering::Acquire) };
-    if l.epoch.load(Ordering::Acquire) != e || size & FREED != 0 {
-        return None;
+    let c = &CLASSES[s.class as usize];
+    match slab::locate(c, p & (PAGE - 1)) {
+        Slot::Start(pos) => small_live(idx, s, e, slab::page_index(s, c, page)?, pos),
+        _ => None,
     }
-    Some((Obj::Small { idx, slot: i, lane: l }, size as usize))
 }
 
 /// The object in position `pos` of page `j` of the slab `idx` (set up), if it is live under
@@ -419,9 +406,6 @@ fn small_live(idx: u32, s: &pool::Span, e: u32, j: u32, pos: u32) -> Option<(Obj
 /// report describing why `p` is not acceptable. `bad` is the kind used for pointers that are
 /// not (or no longer) objects: `invalid-free` for free/realloc, `invalid-pointer` for queries.
 pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Report> {
-    if let Some(found) = lookup(p) {
-        return Ok(found);
-    }
     let rep = |kind, what, object| Report { kind, addr: p, op, what, object };
     // A stale alias: freed if its page was issued in that epoch, else never handed out.
     let stale = |e, page, freed_what| match alias::was_issued(e, page) {

@@ -130,9 +130,6 @@ pub struct Layout {
     pub file: (u64, u64),
     spans: *mut Span,
     pagemap: *mut AtomicU32,
-    /// Per pool page of a set-up slab, its *slab word* (`slab::page_word`: where the page's
-    /// slot records are), else 0: `free` finds a slot from it without reading the span.
-    slabmap: *mut AtomicU64,
 }
 
 pub struct Pool {
@@ -148,7 +145,6 @@ pub static POOL: Pool = Pool {
         file: (0, 0),
         spans: ptr::null_mut(),
         pagemap: ptr::null_mut(),
-        slabmap: ptr::null_mut(),
     }),
     state: Locked::new(State {
         bump: 0,
@@ -200,8 +196,7 @@ impl Pool {
                 let base = sys::map_shared(ptr::null_mut(), bytes, fd, 0);
                 let spans = crate::meta::map(pages * core::mem::size_of::<Span>());
                 let pagemap = crate::meta::map(pages * 4);
-                let slabmap = crate::meta::map(pages * 8);
-                if !base.is_null() && !spans.is_null() && !pagemap.is_null() && !slabmap.is_null() {
+                if !base.is_null() && !spans.is_null() && !pagemap.is_null() {
                     // SAFETY: single-threaded initialisation (caller's contract).
                     let l = unsafe { self.layout.get_mut() };
                     l.base = base as usize;
@@ -210,15 +205,12 @@ impl Pool {
                     l.file = sys::file_id(fd).unwrap_or((0, 0));
                     l.spans = spans as *mut Span;
                     l.pagemap = pagemap as *mut AtomicU32;
-                    l.slabmap = slabmap as *mut AtomicU64;
                     return Ok(());
                 }
                 if !base.is_null() {
                     sys::unmap(base, bytes);
                 }
-                for (p, len) in
-                    [(spans, pages * core::mem::size_of::<Span>()), (pagemap, pages * 4), (slabmap, pages * 8)]
-                {
+                for (p, len) in [(spans, pages * core::mem::size_of::<Span>()), (pagemap, pages * 4)] {
                     if !p.is_null() {
                         crate::meta::unmap(p, len);
                     }
@@ -280,32 +272,6 @@ impl Pool {
             return None;
         }
         Some((idx, s))
-    }
-
-    /// The slab word of pool page `page` (0 when it is in no set-up slab, or out of range).
-    #[inline]
-    pub fn slab_word(&self, page: u32) -> u64 {
-        let l = self.layout();
-        if page >= l.pages {
-            return 0;
-        }
-        // SAFETY: `page` is inside the slab map.
-        unsafe { (*l.slabmap.add(page as usize)).load(Ordering::Acquire) }
-    }
-
-    /// Sets the slab word of pool page `page` (below the pool's size): by the slab's owner, once
-    /// it is set up (non-zero), and before its pages leave it (zero).
-    pub fn set_slab_word(&self, page: u32, word: u64) {
-        // SAFETY: callers pass pages of their own slab, inside the slab map.
-        unsafe { (*self.layout().slabmap.add(page as usize)).store(word, Ordering::Release) }
-    }
-
-    /// The descriptor of the span that holds pool page `page` (below the pool's size), as the
-    /// page map says at this moment (NONE for none).
-    #[inline]
-    pub fn span_index(&self, page: u32) -> u32 {
-        // SAFETY: `page` is inside the page map (callers check it against the pool's size).
-        unsafe { (*self.layout().pagemap.add(page as usize)).load(Ordering::Acquire) }
     }
 
     #[inline]

@@ -432,53 +432,6 @@ pub fn page_has_live_lane(s: &pool::Span, page: u32, e: u32) -> bool {
     })
 }
 
-/// A slab page's *slab word* (`pool::Pool::slab_word`): its slot table, class, index in the
-/// slab and lanes per page, in one word that one atomic load reads whole, so that `free` goes
-/// from the page map straight to the slot records instead of through the span (one dependent
-/// cache miss fewer for the cold pointers real programs free). Bits: the table's address / 64
-/// (tables are 64-byte aligned below 2^47) in 0..41, the class in 41..48, the page in 48..52,
-/// the lanes in 52..61.
-#[inline]
-fn page_word(meta: *mut u8, class: usize, j: u32, lanes: u32) -> u64 {
-    (meta as u64 >> 6) | (class as u64) << 41 | (j as u64) << 48 | (lanes as u64) << 52
-}
-
-/// (slot table, class, page in the slab, lanes per page) of a non-zero slab word.
-#[inline]
-pub fn unpack_word(w: u64) -> (*mut u8, usize, u32, u32) {
-    (
-        ((w & ((1 << 41) - 1)) << 6) as *mut u8,
-        (w >> 41 & 0x7f) as usize,
-        (w >> 48 & 0xf) as u32,
-        (w >> 52 & 0x1ff) as u32,
-    )
-}
-
-/// Publishes (`on`) or withdraws the slab words of the pages of slab `s`, which its owner has
-/// set up (or is about to give back). A table that the word cannot hold gets none: a page
-/// without a word is resolved through its span, only more slowly.
-fn set_page_words(s: &pool::Span, on: bool) {
-    let c = &CLASSES[s.class as usize];
-    let fits = s.meta as u64 >> 47 == 0 && (s.meta as u64).is_multiple_of(64);
-    for j in 0..c.pages {
-        let word = if on && fits { page_word(s.meta, s.class as usize, j, s.lanes) } else { 0 };
-        POOL.set_slab_word(s.start + j, word);
-    }
-}
-
-/// The lane record of the slot at position `pos` of page `j`, from the parts of a slab word.
-#[inline(always)]
-pub fn lane_at(meta: *mut u8, c: &Class, j: u32, lanes: u32, pos: u32) -> &'static Lane {
-    let r = if lanes == 1 {
-        0
-    } else if lanes == c.spp {
-        pos
-    } else {
-        pos / c.spp.div_ceil(lanes)
-    };
-    lane_in(meta, c, j, r)
-}
-
 /// What the pool pages of slabs hold, for the statistics (`stats::print`).
 #[derive(Default)]
 pub struct PageCensus {
@@ -764,7 +717,6 @@ fn lanes_in_page(lanes: u32, c: &Class) -> u32 {
 
 /// Undoes `new_slab` for a slab that was never issued.
 fn discard_new_slab(central: &mut Central, idx: u32) {
-    set_page_words(POOL.span(idx), false);
     central.unlink(idx);
     central.slabs -= 1;
     // The slab was never issued: no pointer into it exists, its table is free at once.
@@ -993,7 +945,6 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     core::sync::atomic::fence(Ordering::Release);
     // SAFETY: a plain store to the span this thread owns; readers use a volatile load.
     unsafe { core::ptr::write_volatile(&mut s.lanes, lanes) };
-    set_page_words(s, true);
     central.push_front(idx);
     central.slabs += 1;
     stats::add(&stats::SLABS_CREATED, 1);
@@ -1024,14 +975,12 @@ pub fn lane_revoked(idx: u32, lane: &Lane, page: u32) {
         // slot table goes with them (`recycle_table`).
         central.unlink(idx);
         central.slabs -= 1;
-        set_page_words(s, false);
         POOL.free_run_deferred(idx);
         stats::add(&stats::SLABS_RELEASED, 1);
     } else if s.ready == total && s.lanes != lanes_for(c, ci) {
         // Re-lane an idle slab when the policy changed.
         s.lanes = lanes_for(c, ci);
         s.ready = lanes_total(s.lanes, c);
-        set_page_words(s, true);
     }
 }
 
@@ -1072,21 +1021,6 @@ mod tests {
                 + (c.pages * c.spp) as usize * core::mem::size_of::<Lane>()
                 + c.nslots as usize * core::mem::size_of::<crate::stack::Trace>();
             assert!(detect <= max_table_bytes());
-        }
-    }
-
-    #[test]
-    fn slab_words_round_trip() {
-        assert!(NCLASS <= 0x80 && CLASSES.iter().all(|c| c.pages <= 16 && c.spp < 0x200));
-        let meta = 0x7fff_ffff_ffc0usize as *mut u8;
-        for (ci, c) in CLASSES.iter().enumerate() {
-            for j in [0, c.pages - 1] {
-                for lanes in [1, c.spp] {
-                    let w = page_word(meta, ci, j, lanes);
-                    assert!(w != 0 && w >> 61 == 0);
-                    assert_eq!(unpack_word(w), (meta, ci, j, lanes));
-                }
-            }
         }
     }
 

@@ -363,3 +363,68 @@ fn demo_shows_glibc_exploited_and_nevermore_stopping_it() {
     assert!(out.contains("WIN: attacker_wins() ran"), "{out}");
     assert!(out.contains(" in rename_user ") && out.contains(" in logout ") && out.contains(" in login "), "{out}");
 }
+
+/// A report that nobody would see (no `report_path`, and standard error `/dev/null` or closed,
+/// as daemons leave it) also goes to the system log, a datagram per line tagged
+/// `nevermore[pid]`; with standard error visible it does not, unless `syslog=1`; with
+/// `syslog=0` never. The log's socket here is the test's own (`syslog_path`).
+#[test]
+fn unseen_reports_go_to_the_system_log() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixDatagram;
+    use std::process::Stdio;
+    let dir = scratch("syslog");
+    let path = dir.join("log.sock");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    // The program may run as nobody.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+    let bin = compile("misuse.c", &[]);
+    let opts = |extra: &str| format!("syslog_path={}:{extra}", path.display());
+    let run = |extra: &str, err: Stdio| {
+        let mut c = program(&bin);
+        c.arg("double-free-small").env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", opts(extra));
+        c.stdout(Stdio::null()).stderr(err).output().unwrap()
+    };
+    let received = || {
+        let (mut lines, mut buf) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n) = sock.recv(&mut buf) {
+            lines.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        lines
+    };
+    let reported = |lines: &[String]| {
+        !lines.is_empty()
+            && lines.iter().all(|l| l.starts_with("<11>nevermore[") && !l.contains('\n'))
+            && lines.iter().any(|l| l.contains("nevermore: ERROR: double-free"))
+    };
+    let sigabrt = |o: &Output| {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(o.status.signal(), Some(6), "{:?}\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+    };
+
+    let o = run("", Stdio::null());
+    sigabrt(&o);
+    let lines = received();
+    assert!(reported(&lines), "stderr /dev/null: {lines:?}");
+
+    let mut c = program(Path::new("/bin/sh"));
+    c.args(["-c", "exec 2>&-; exec \"$0\" double-free-small"]).arg(&bin);
+    let o = c.env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", opts("")).stdout(Stdio::null()).output().unwrap();
+    sigabrt(&o);
+    let lines = received();
+    assert!(reported(&lines), "stderr closed: {lines:?}");
+
+    let o = run("", Stdio::piped());
+    assert_report(&o, "double-free");
+    assert_eq!(received(), Vec::<String>::new(), "stderr visible");
+
+    let o = run("syslog=1", Stdio::piped());
+    assert_report(&o, "double-free");
+    let lines = received();
+    assert!(reported(&lines), "syslog=1: {lines:?}");
+
+    let o = run("syslog=0", Stdio::null());
+    sigabrt(&o);
+    assert_eq!(received(), Vec::<String>::new(), "syslog=0");
+}

@@ -48,6 +48,10 @@ pub struct Options {
     /// Entries of the mirror table (a power of two); None: 65536 in prevent mode, 4194304 in
     /// detect mode.
     pub mirror_table: Option<u32>,
+    /// When reports and messages also go to the system log.
+    pub syslog: Syslog,
+    /// The system log's socket (`/dev/log` when None).
+    pub syslog_path: Option<&'static [u8]>,
 }
 
 impl Options {
@@ -65,12 +69,24 @@ impl Options {
         sweep_share: 33,
         first_epoch: 1,
         mirror_table: None,
+        syslog: Syslog::Auto,
+        syslog_path: None,
     };
 }
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, sweep_share, first_epoch, mirror_table";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, sweep_share, first_epoch, mirror_table, syslog, syslog_path";
+
+/// When reports also go to the system log (`syslog`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syslog {
+    /// When nobody would see them otherwise: no `report_path`, and standard error closed or
+    /// `/dev/null` (a daemon's usual state).
+    Auto,
+    Never,
+    Always,
+}
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
@@ -115,6 +131,20 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                     return Err(ParseError::BadValue { key, value, expected: "a file path" });
                 }
                 o.report_path = Some(value)
+            }
+            b"syslog" => {
+                o.syslog = match value {
+                    b"auto" => Syslog::Auto,
+                    b"0" | b"false" | b"no" => Syslog::Never,
+                    b"1" | b"true" | b"yes" => Syslog::Always,
+                    _ => return Err(ParseError::BadValue { key, value, expected: "auto, 0 or 1" }),
+                }
+            }
+            b"syslog_path" => {
+                if value.is_empty() || value.len() >= 108 {
+                    return Err(ParseError::BadValue { key, value, expected: "a socket path (below 108 bytes)" });
+                }
+                o.syslog_path = Some(value)
             }
             b"exitcode" => {
                 let n = parse_uint(value).filter(|&n| (1..=255).contains(&n)).ok_or(ParseError::BadValue {
@@ -229,6 +259,12 @@ mod tests {
         assert_eq!(parse(b"stats"), Err(ParseError::MissingValue(b"stats")));
         assert!(matches!(parse(b"mode=fast"), Err(ParseError::BadValue { key: b"mode", .. })));
         assert!(matches!(parse(b"report_path="), Err(ParseError::BadValue { .. })));
+        assert_eq!(Options::DEFAULT.syslog, Syslog::Auto);
+        assert_eq!(parse(b"syslog=1").unwrap().syslog, Syslog::Always);
+        assert_eq!(parse(b"syslog=0").unwrap().syslog, Syslog::Never);
+        assert!(matches!(parse(b"syslog=maybe"), Err(ParseError::BadValue { .. })));
+        assert_eq!(parse(b"syslog_path=/run/log").unwrap().syslog_path, Some(&b"/run/log"[..]));
+        assert!(matches!(parse(b"syslog_path="), Err(ParseError::BadValue { .. })));
         assert_eq!(Options::DEFAULT.first_epoch, 1);
         assert_eq!(parse(b"mirror_table=64").unwrap().mirror_table, Some(64));
         assert_eq!(parse(b"mirror_table=4194304").unwrap().mirror_table, Some(1 << 22));

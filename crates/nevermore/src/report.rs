@@ -413,6 +413,7 @@ pub fn fatal_at(regs: Option<crate::stack::Regs>, r: Report) -> ! {
         format_with(b, &r, sys::getpid(), tid, action, &st);
     }
     sys::write_all(out_fd(), b.as_bytes());
+    to_syslog(b.as_bytes());
     match action {
         // SAFETY: `_exit` ends the process without running anything else.
         Some(code) => unsafe { libc::_exit(code as i32) },
@@ -420,13 +421,78 @@ pub fn fatal_at(regs: Option<crate::stack::Regs>, r: Report) -> ! {
     }
 }
 
-/// Prints a one-line message prefixed with `nevermore: ` to stderr.
+/// Prints a one-line message prefixed with `nevermore: ` to stderr (and to the system log
+/// when reports go there).
 pub fn say(args: fmt::Arguments<'_>) {
     let mut b = Buf::<512>::new();
     b.push_bytes(b"nevermore: ");
     let _ = b.write_fmt(args);
     b.push_bytes(b"\n");
     sys::write_all(2, b.as_bytes());
+    to_syslog(b.as_bytes());
+}
+
+/// Whether standard error leads nowhere anyone looks: closed, or `/dev/null` (character
+/// device 1:3), as daemons leave it.
+fn stderr_unseen() -> bool {
+    // SAFETY: an all-zero `stat` is a valid value for fstat to fill.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: fstat of a descriptor number into our own buffer.
+    if unsafe { libc::fstat(2, &mut st) } != 0 {
+        return true;
+    }
+    st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
+}
+
+/// Sends `text` to the system log, a datagram per line (`<11>`: facility user, severity
+/// error; tagged `nevermore[pid]`), when the `syslog` option says so: always, or (`auto`)
+/// when there is no `report_path` and standard error is unseen, so that a daemon's report is
+/// not lost. Nothing happens when the socket is missing (containers) or refuses. Only
+/// system calls on the stack: safe in the fault handler.
+fn to_syslog(text: &[u8]) {
+    let o = crate::options();
+    let wanted = match o.syslog {
+        config::Syslog::Never => false,
+        config::Syslog::Always => true,
+        config::Syslog::Auto => o.report_path.is_none() && stderr_unseen(),
+    };
+    if !wanted {
+        return;
+    }
+    let path = o.syslog_path.unwrap_or(b"/dev/log");
+    // SAFETY: an all-zero sockaddr_un is valid; the path (below 108 bytes, checked when the
+    // option was parsed; /dev/log otherwise) is copied in with its terminating NUL left zero.
+    let mut addr: libc::sockaddr_un = unsafe { core::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if path.len() >= addr.sun_path.len() {
+        return;
+    }
+    for (d, &c) in addr.sun_path.iter_mut().zip(path) {
+        *d = c as libc::c_char;
+    }
+    // SAFETY: plain socket call.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return;
+    }
+    let pid = sys::getpid();
+    for line in text.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+        let mut m = Buf::<1024>::new();
+        let _ = write!(m, "<11>nevermore[{pid}]: ");
+        m.push_bytes(line);
+        // SAFETY: sendto from our buffer to the address built above.
+        unsafe {
+            libc::sendto(
+                fd,
+                m.as_bytes().as_ptr() as *const libc::c_void,
+                m.as_bytes().len(),
+                libc::MSG_NOSIGNAL,
+                &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+                core::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+    }
+    sys::close(fd);
 }
 
 /// Reports an unusable `NEVERMORE_OPTIONS` and exits with status 1.

@@ -367,7 +367,8 @@ fn demo_shows_glibc_exploited_and_nevermore_stopping_it() {
 /// A report that nobody would see (no `report_path`, and standard error `/dev/null` or closed,
 /// as daemons leave it) also goes to the system log, a datagram per line tagged
 /// `nevermore[pid]`; with standard error visible it does not, unless `syslog=1`; with
-/// `syslog=0` never. The log's socket here is the test's own (`syslog_path`).
+/// `syslog=0` never; under a seccomp filter only with `syslog=1`. The log's socket here is
+/// the test's own (`syslog_path`).
 #[test]
 fn unseen_reports_go_to_the_system_log() {
     use std::os::unix::fs::PermissionsExt;
@@ -427,4 +428,17 @@ fn unseen_reports_go_to_the_system_log() {
     let o = run("syslog=0", Stdio::null());
     sigabrt(&o);
     assert_eq!(received(), Vec::<String>::new(), "syslog=0");
+
+    // Under a seccomp filter (which might kill the process for `socket`), only when asked.
+    let wrapper = compile("seccomp_run.c", &[]);
+    let filtered = |extra: &str| {
+        let mut c = program(&wrapper);
+        c.arg(&bin).arg("double-free-small").env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", opts(extra));
+        c.stdout(Stdio::null()).stderr(Stdio::null()).output().unwrap()
+    };
+    sigabrt(&filtered(""));
+    assert_eq!(received(), Vec::<String>::new(), "seccomp filter, auto");
+    sigabrt(&filtered("syslog=1"));
+    let lines = received();
+    assert!(reported(&lines), "seccomp filter, syslog=1: {lines:?}");
 }

@@ -444,17 +444,25 @@ fn stderr_unseen() -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
 }
 
+/// Whether a seccomp filter is in force: it might kill the process for a system call the
+/// program itself never makes (`socket`), where a report must end it the configured way and
+/// a message must not end it at all.
+fn filtered() -> bool {
+    // SAFETY: prctl(PR_GET_SECCOMP) only reads the calling thread's mode.
+    unsafe { libc::prctl(libc::PR_GET_SECCOMP) != 0 }
+}
+
 /// Sends `text` to the system log, a datagram per line (`<11>`: facility user, severity
 /// error; tagged `nevermore[pid]`), when the `syslog` option says so: always, or (`auto`)
-/// when there is no `report_path` and standard error is unseen, so that a daemon's report is
-/// not lost. Nothing happens when the socket is missing (containers) or refuses. Only
-/// system calls on the stack: safe in the fault handler.
+/// when there is no `report_path`, standard error is unseen (so that a daemon's report is
+/// not lost) and no seccomp filter is in force. Nothing happens when the socket is missing
+/// (containers) or refuses. Only system calls on the stack: safe in the fault handler.
 fn to_syslog(text: &[u8]) {
     let o = crate::options();
     let wanted = match o.syslog {
         config::Syslog::Never => false,
         config::Syslog::Always => true,
-        config::Syslog::Auto => o.report_path.is_none() && stderr_unseen(),
+        config::Syslog::Auto => o.report_path.is_none() && stderr_unseen() && !filtered(),
     };
     if !wanted {
         return;

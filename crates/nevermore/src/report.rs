@@ -456,7 +456,8 @@ fn filtered() -> bool {
 /// error; tagged `nevermore[pid]`), when the `syslog` option says so: always, or (`auto`)
 /// when there is no `report_path`, standard error is unseen (so that a daemon's report is
 /// not lost) and no seccomp filter is in force. Nothing happens when the socket is missing
-/// (containers) or refuses. Only system calls on the stack: safe in the fault handler.
+/// (containers) or refuses; a full log is waited for at most 100 ms. Only system calls on
+/// the stack: safe in the fault handler.
 fn to_syslog(text: &[u8]) {
     let o = crate::options();
     let wanted = match o.syslog {
@@ -483,13 +484,26 @@ fn to_syslog(text: &[u8]) {
     if fd < 0 {
         return;
     }
+    // A log that is full waits for its reader (the queue holds ten datagrams by default), but
+    // never for long: the process must still end, or go on.
+    let wait = libc::timeval { tv_sec: 0, tv_usec: 100_000 };
+    // SAFETY: setsockopt with a timeval on our own socket.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            &wait as *const libc::timeval as *const libc::c_void,
+            core::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
     let pid = sys::getpid();
     for line in text.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
         let mut m = Buf::<1024>::new();
         let _ = write!(m, "<11>nevermore[{pid}]: ");
         m.push_bytes(line);
         // SAFETY: sendto from our buffer to the address built above.
-        unsafe {
+        let sent = unsafe {
             libc::sendto(
                 fd,
                 m.as_bytes().as_ptr() as *const libc::c_void,
@@ -499,6 +513,10 @@ fn to_syslog(text: &[u8]) {
                 core::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
             )
         };
+        if sent < 0 {
+            // Missing, refused, or still full after the wait: give up on the rest.
+            break;
+        }
     }
     sys::close(fd);
 }

@@ -367,8 +367,8 @@ fn demo_shows_glibc_exploited_and_nevermore_stopping_it() {
 /// A report that nobody would see (no `report_path`, and standard error `/dev/null` or closed,
 /// as daemons leave it) also goes to the system log, a datagram per line tagged
 /// `nevermore[pid]`; with standard error visible it does not, unless `syslog=1`; with
-/// `syslog=0` never; under a seccomp filter only with `syslog=1`. The log's socket here is
-/// the test's own (`syslog_path`).
+/// `syslog=0` never; under a seccomp filter only with `syslog=1`; a full log does not hold
+/// the process. The log's socket here is the test's own (`syslog_path`).
 #[test]
 fn unseen_reports_go_to_the_system_log() {
     use std::os::unix::fs::PermissionsExt;
@@ -441,4 +441,14 @@ fn unseen_reports_go_to_the_system_log() {
     sigabrt(&filtered("syslog=1"));
     let lines = received();
     assert!(reported(&lines), "seccomp filter, syslog=1: {lines:?}");
+
+    // A log whose reader is stuck (its queue holds about ten datagrams) delays a report a
+    // little, never for good.
+    for i in 0..3 {
+        let mut c = program(&bin);
+        c.arg("double-free-small").env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", opts("syslog=1"));
+        let o = wait_with_deadline(c, 20, &format!("report {i} to a full log"));
+        assert_report(&o, "double-free");
+    }
+    assert!(reported(&received()), "full log");
 }

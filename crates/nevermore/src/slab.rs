@@ -402,34 +402,51 @@ pub fn page_index(s: &pool::Span, c: &Class, page: u32) -> Option<u32> {
     (j < c.pages).then_some(j)
 }
 
-/// Whether any lane of pool page `page` is issued in epoch `e` and not dead, for readers that
-/// hold no lock and may meet the span `s` while it is released and reused (the revocation's
-/// gap check): such a page is no live alias, and any answer for it is harmless, but reading
-/// the span's fields at different moments (its start, then its class, then its table) must
-/// not lead outside memory. Each field is read once and checked against the others; a table
-/// and a class that do not belong together still read inside metadata memory, which keeps
-/// room past every table (`meta::READ_SLACK`). A live lane's slab does not change meanwhile,
-/// so for it the answer is exact. When the fields do not fit, says "live" (the cautious
-/// answer).
-pub fn page_has_live_lane(s: &pool::Span, page: u32, e: u32) -> bool {
-    // Read volatile, once each, because other threads may rewrite them.
-    // SAFETY: plain fields of a descriptor in the always-mapped span table.
-    let (class, lanes, meta) = unsafe {
-        (
-            core::ptr::read_volatile(&s.class) as usize,
-            core::ptr::read_volatile(&s.lanes),
-            core::ptr::read_volatile(&s.meta),
-        )
+/// A slab page's records as a reader that holds no lock sees them: the class, the page's
+/// index in its slab, its lanes per page and the slot table. Such a reader may meet the span
+/// `s` while it is released and reused, and reading its fields at different moments (its
+/// start, then its class, then its table) must not lead outside memory: each field is read
+/// once (`lanes` first, which `new_slab` publishes last: see `set_up`) and checked against
+/// the others; a table and a class that do not belong together still read inside metadata
+/// memory, which keeps room past every table (`meta::READ_SLACK`). None when the fields do
+/// not fit a slab holding `page`.
+#[derive(Clone, Copy)]
+struct PageView {
+    c: &'static Class,
+    j: u32,
+    lanes: u32,
+    meta: *mut u8,
+}
+
+fn page_view(s: &pool::Span, page: u32) -> Option<PageView> {
+    // SAFETY: plain fields of a descriptor in the always-mapped span table, read once each.
+    let (lanes, class, meta) = unsafe {
+        let lanes = core::ptr::read_volatile(&s.lanes);
+        core::sync::atomic::fence(Ordering::Acquire);
+        (lanes, core::ptr::read_volatile(&s.class) as usize, core::ptr::read_volatile(&s.meta))
     };
-    let Some(c) = CLASSES.get(class) else { return true };
-    let Some(j) = page_index(s, c, page) else { return true };
+    let c = CLASSES.get(class)?;
+    let j = page_index(s, c, page)?;
     if lanes == 0 || lanes > lanes_max(c) || meta.is_null() {
-        return true;
+        return None;
     }
-    (0..lanes_in_page(lanes, c)).any(|r| {
-        let l = lane_in(meta, c, j, r);
-        l.epoch.load(Ordering::Relaxed) == e && l.live.load(Ordering::Relaxed) > 0
-    })
+    Some(PageView { c, j, lanes, meta })
+}
+
+impl PageView {
+    fn lanes(self) -> impl Iterator<Item = &'static Lane> {
+        (0..lanes_in_page(self.lanes, self.c)).map(move |r| lane_in(self.meta, self.c, self.j, r))
+    }
+}
+
+/// Whether any lane of pool page `page` is issued in epoch `e` and not dead, for readers that
+/// hold no lock (the revocation's gap check; see `page_view`). A page changing hands is no
+/// live alias, and any answer for it is harmless; a live lane's slab does not change
+/// meanwhile, so for it the answer is exact. When the fields do not fit, says "live" (the
+/// cautious answer).
+pub fn page_has_live_lane(s: &pool::Span, page: u32, e: u32) -> bool {
+    let Some(v) = page_view(s, page) else { return true };
+    v.lanes().any(|l| l.epoch.load(Ordering::Relaxed) == e && l.live.load(Ordering::Relaxed) > 0)
 }
 
 /// What the pool pages of slabs hold, for the statistics (`stats::print`).
@@ -452,32 +469,20 @@ pub struct PageCensus {
 }
 
 /// Counts the slab pages among the first `pages` pool pages by what they hold. Safe while
-/// other threads allocate: spans are read as by `page_has_live_lane` (each field once, a page
-/// skipped when they do not fit), so the counts are a snapshot of racy reads.
+/// other threads allocate: pages are read through `page_view` (a page skipped when its
+/// fields do not fit), so the counts are a snapshot of racy reads.
 pub fn page_census(pages: u32, old: impl Fn(u32) -> bool) -> PageCensus {
     let mut n = PageCensus::default();
     for page in 0..pages {
         let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) else { continue };
-        // SAFETY: plain fields of a descriptor in the always-mapped span table, read once
-        // each; `lanes` first, which `new_slab` publishes last (see `set_up`).
-        let (lanes, kind, class, meta) = unsafe {
-            let lanes = core::ptr::read_volatile(&s.lanes);
-            core::sync::atomic::fence(Ordering::Acquire);
-            (
-                lanes,
-                core::ptr::read_volatile(&s.kind),
-                core::ptr::read_volatile(&s.class) as usize,
-                core::ptr::read_volatile(&s.meta),
-            )
-        };
-        let Some(c) = CLASSES.get(class) else { continue };
-        if kind != pool::SLAB || lanes == 0 || lanes > lanes_max(c) || meta.is_null() {
+        // SAFETY: a plain field of a descriptor in the always-mapped span table.
+        if unsafe { core::ptr::read_volatile(&s.kind) } != pool::SLAB {
             continue;
         }
-        let Some(j) = page_index(s, c, page) else { continue };
+        let Some(v) = page_view(s, page) else { continue };
+        let (c, j, meta) = (v.c, v.j, v.meta);
         let (mut issued, mut held, mut young) = (false, false, false);
-        for r in 0..lanes_in_page(lanes, c) {
-            let l = lane_in(meta, c, j, r);
+        for l in v.lanes() {
             let e = l.epoch.load(Ordering::Relaxed);
             issued |= e != 0;
             if e != 0 && l.live.load(Ordering::Relaxed) > 0 {

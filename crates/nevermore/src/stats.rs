@@ -131,7 +131,8 @@ pub fn print() {
         get(&IDLE_PAGES_PUNCHED)
     );
     let sweeping = crate::options().sweep && !crate::detect();
-    let n = slab::page_census(bump, |e| sweeping && crate::sweep::too_old_to_refill(e));
+    let now = crate::alias::current();
+    let n = slab::page_census(bump, |e| sweeping && crate::sweep::too_old_to_refill(now, e));
     let _ = write!(
         b,
         "=={pid}==   slab pages         {} = {} holding objects, with {} live objects in {} slots",

@@ -384,12 +384,14 @@ fn dead(v: u16) -> bool {
 /// epochs: younger lanes mostly die whole soon) and young enough to be refilled (`MAX_AGE`).
 #[inline]
 fn pinned_age(now: u32, l: &slab::Lane) -> bool {
-    (MIN_AGE..=MAX_AGE).contains(&now.wrapping_sub(l.epoch.load(Ordering::Relaxed)))
+    let e = l.epoch.load(Ordering::Relaxed);
+    now.wrapping_sub(e) >= MIN_AGE && !too_old_to_refill(now, e)
 }
 
-/// Whether a lane issued in epoch `e` is too old for sweeps to refill (`MAX_AGE`).
-pub fn too_old_to_refill(e: u32) -> bool {
-    alias::current().wrapping_sub(e) > MAX_AGE
+/// Whether a lane issued in epoch `e` is, in epoch `now`, too old for sweeps to refill
+/// (`MAX_AGE`).
+pub fn too_old_to_refill(now: u32, e: u32) -> bool {
+    now.wrapping_sub(e) > MAX_AGE
 }
 
 /// (bytes of dead slots in pinned lanes, bytes of all issued lanes). A lane's slots that are

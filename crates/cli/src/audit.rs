@@ -27,6 +27,9 @@ pub enum Expect {
     /// (`mode=detect`: heap-use-after-free trap; `mode=prevent`: no reach into newer objects)
     /// is what defeats it.
     AliasEngine,
+    /// A limit of prevent mode that SECURITY.md documents: the default (prevent) mode is
+    /// exploited; detect mode aborts with this report kind.
+    PreventLimit(&'static str),
 }
 
 impl Expect {
@@ -35,6 +38,7 @@ impl Expect {
             Expect::Report(kind) => format!("aborted: {kind}"),
             Expect::NotExploited => "not exploited".into(),
             Expect::AliasEngine => "detect: heap-use-after-free; prevent: not exploited".into(),
+            Expect::PreventLimit(kind) => format!("detect: aborted: {kind}; prevent: exploited (a documented limit)"),
         }
     }
 }
@@ -66,6 +70,8 @@ macro_rules! exploit {
 pub const EXPLOITS: &[Exploit] = &[
     exploit!("uaf_fnptr", "c", "use-after-free (call)", Expect::AliasEngine),
     exploit!("uaf_read_secret", "c", "use-after-free (read)", Expect::AliasEngine),
+    exploit!("uaf_write_large", "c", "use-after-free (large)", Expect::AliasEngine),
+    exploit!("uaf_after_churn", "c", "use-after-free (late)", Expect::Report("heap-use-after-free")),
     // The second free hits note 2's live object (the slot was reused), so today it is a
     // use-after-free, not a double free; with one-time aliases it becomes a double-free report.
     exploit!("tcache_poison", "c", "double free", Expect::NotExploited),
@@ -80,6 +86,7 @@ pub const EXPLOITS: &[Exploit] = &[
     exploit!("invalid_free_interior", "c", "invalid free (interior)", Expect::Report("invalid-free")),
     exploit!("overflow_neighbor", "c", "overflow into neighbour", Expect::Report("heap-buffer-overflow")),
     exploit!("debug_evasion", "c", "overflow into neighbour", Expect::Report("heap-buffer-overflow")),
+    exploit!("overflow_live_neighbor", "c", "overflow used before free", Expect::PreventLimit("heap-buffer-overflow")),
     exploit!("mismatched_delete", "cc", "new[] / delete", Expect::Report("invalid-free")),
 ];
 
@@ -335,9 +342,14 @@ pub struct AuditArgs {
     /// Run only the exploit NAME (repeatable)
     #[arg(long, value_name = "NAME")]
     only: Vec<String>,
-    /// Also audit the allocator library at PATH, preloaded (repeatable)
-    #[arg(long = "lib", value_name = "PATH")]
-    libs: Vec<PathBuf>,
+    /// Also audit the allocator library at PATH, preloaded, in a column named NAME (default:
+    /// the file name) (repeatable)
+    #[arg(long = "lib", value_name = "[NAME=]PATH")]
+    libs: Vec<String>,
+    /// Run every exploit N times under every allocator; a cell whose runs differ (allocators
+    /// that randomise placement) lists each outcome with its count
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: u32,
     /// List the exploits and exit
     #[arg(long)]
     list: bool,
@@ -400,11 +412,14 @@ pub fn run(args: AuditArgs, lib: &Path) -> Result<()> {
         }
     }
     for extra in &args.libs {
-        let abs = std::path::absolute(extra).with_context(|| format!("resolve {}", extra.display()))?;
+        let (name, path) = split_lib(extra);
+        let abs = std::path::absolute(path).with_context(|| format!("resolve {path}"))?;
         if !abs.is_file() {
             bail!("{} is not a file", abs.display());
         }
-        let name = abs.file_name().map_or_else(|| abs.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = name.map(str::to_string).unwrap_or_else(|| {
+            abs.file_name().map_or_else(|| abs.display().to_string(), |n| n.to_string_lossy().into_owned())
+        });
         configs.push(Config::preload(&name, &abs, &[]));
     }
     let mut modes_ok = true;
@@ -427,11 +442,12 @@ pub fn run(args: AuditArgs, lib: &Path) -> Result<()> {
         configs.push(Config::preload("nevermore", lib, &[]));
     }
 
-    let mut rows: Vec<(&Exploit, Vec<Outcome>)> = Vec::new();
+    let mut rows: Vec<(&Exploit, Vec<String>)> = Vec::new();
     for (e, bin) in &programs {
         let mut cells = Vec::new();
         for c in &configs {
-            cells.push(run_exploit(bin, c)?);
+            let outcomes = (0..args.runs).map(|_| run_exploit(bin, c)).collect::<Result<Vec<_>>>()?;
+            cells.push(summary(&outcomes));
         }
         rows.push((e, cells));
     }
@@ -441,7 +457,35 @@ pub fn run(args: AuditArgs, lib: &Path) -> Result<()> {
     Ok(())
 }
 
-fn markdown(configs: &[Config], rows: &[(&Exploit, Vec<Outcome>)], notes: &[String]) -> String {
+/// `--lib` takes `NAME=PATH` or `PATH`: a name has no `/`.
+fn split_lib(arg: &str) -> (Option<&str>, &str) {
+    match arg.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !name.contains('/') => (Some(name), path),
+        _ => (None, arg),
+    }
+}
+
+/// The table cell of one exploit's runs under one allocator: the outcome when every run had
+/// it, else each outcome with its count, the most frequent first (ties in order of first
+/// appearance).
+fn summary(outcomes: &[Outcome]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for o in outcomes {
+        let cell = o.cell();
+        match counts.iter_mut().find(|(c, _)| *c == cell) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((cell, 1)),
+        }
+    }
+    if counts.len() == 1 {
+        return counts.pop().map(|(c, _)| c).unwrap_or_default();
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    let parts: Vec<String> = counts.iter().map(|(c, n)| format!("{c} {n}/{}", outcomes.len())).collect();
+    parts.join("; ")
+}
+
+fn markdown(configs: &[Config], rows: &[(&Exploit, Vec<String>)], notes: &[String]) -> String {
     let mut s = String::from("| exploit | bug class |");
     for c in configs {
         let _ = write!(s, " {} |", c.name);
@@ -454,7 +498,7 @@ fn markdown(configs: &[Config], rows: &[(&Exploit, Vec<Outcome>)], notes: &[Stri
     for (e, cells) in rows {
         let _ = write!(s, "| {} | {} |", e.name, e.bug);
         for c in cells {
-            let _ = write!(s, " {} |", c.cell());
+            let _ = write!(s, " {c} |");
         }
         let _ = writeln!(s, " {} |", e.expect.describe());
     }
@@ -484,7 +528,7 @@ fn json_str(s: &str) -> String {
     out
 }
 
-fn json(configs: &[Config], rows: &[(&Exploit, Vec<Outcome>)], notes: &[String]) -> String {
+fn json(configs: &[Config], rows: &[(&Exploit, Vec<String>)], notes: &[String]) -> String {
     let list = |items: Vec<String>| items.join(", ");
     let configs_json = list(configs.iter().map(|c| json_str(&c.name)).collect());
     let notes_json = list(notes.iter().map(|n| json_str(n)).collect());
@@ -492,11 +536,7 @@ fn json(configs: &[Config], rows: &[(&Exploit, Vec<Outcome>)], notes: &[String])
         rows.iter()
             .map(|(e, cells)| {
                 let outcomes = list(
-                    configs
-                        .iter()
-                        .zip(cells)
-                        .map(|(c, o)| format!("{}: {}", json_str(&c.name), json_str(&o.cell())))
-                        .collect(),
+                    configs.iter().zip(cells).map(|(c, o)| format!("{}: {}", json_str(&c.name), json_str(o))).collect(),
                 );
                 format!(
                     "{{\"exploit\": {}, \"bug\": {}, \"expected\": {}, \"outcomes\": {{{}}}}}",
@@ -528,6 +568,22 @@ mod tests {
         assert_eq!(classify(Some(0), None, "hello\n", ""), Outcome::Harmless(0));
         let rejected = "nevermore: NEVERMORE_OPTIONS: unknown option 'mode'\n";
         assert!(matches!(classify(Some(1), None, "", rejected), Outcome::OptionRejected(_)));
+    }
+
+    #[test]
+    fn summaries_count_differing_runs() {
+        let ex = || Outcome::Exploited("x".into());
+        let ab = || Outcome::Aborted("double-free".into());
+        assert_eq!(summary(&[ab(), ab(), ab()]), "aborted: double-free");
+        assert_eq!(summary(&[ab(), ex(), ex()]), "exploited 2/3; aborted: double-free 1/3");
+        assert_eq!(summary(&[ex(), Outcome::Harmless(0)]), "exploited 1/2; harmless 1/2");
+    }
+
+    #[test]
+    fn lib_arguments() {
+        assert_eq!(split_lib("ff=/opt/ff/lib.so"), (Some("ff"), "/opt/ff/lib.so"));
+        assert_eq!(split_lib("/opt/a=b/lib.so"), (None, "/opt/a=b/lib.so"));
+        assert_eq!(split_lib("lib.so"), (None, "lib.so"));
     }
 
     #[test]

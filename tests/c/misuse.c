@@ -490,6 +490,26 @@ static void ovf_write_8192(void) {
     p[8192 + 100] = 1;
     free((void *)p);
 }
+/* Small objects, accessed past their slot's canary: only `guard_all=1` (detect mode) makes
+ * these trap at the access, the object against a guard page of its own. */
+static void ovf_read_small(void) {
+    volatile unsigned char *p = launder(filled(40));
+    sink_size = p[48];
+    free((void *)p);
+}
+static void ovf_write_small(void) {
+    volatile unsigned char *p = launder(filled(24));
+    p[64] = 1;
+    free((void *)p);
+}
+static void ovf_write_aligned_small(void) {
+    void *q = NULL;
+    if (posix_memalign(&q, 64, sz(100)) != 0)
+        abort();
+    volatile unsigned char *p = launder(q);
+    p[128] = 1;
+    free((void *)p);
+}
 
 #define CASE_OVF(n) {"overflow-free-" #n, overflow_free_##n}, {"overflow-realloc-" #n, overflow_realloc_##n},
 
@@ -547,6 +567,9 @@ static const struct misuse_case cases[] = {
     {"overflow-memalign", ovf_memalign},
     {"overflow-read-4096", ovf_read_4096},
     {"overflow-write-8192", ovf_write_8192},
+    {"overflow-read-small", ovf_read_small},
+    {"overflow-write-small", ovf_write_small},
+    {"overflow-write-aligned-small", ovf_write_aligned_small},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -28,6 +28,8 @@ fn malformed_options_are_one_clear_line_and_exit_1() {
         ("exitcode=0x10", "bad value '0x10' for 'exitcode'"),
         ("report_format=xml", "bad value 'xml' for 'report_format'"),
         ("report_path=", "for 'report_path'"),
+        ("guard_all=1", "bad value '1' for 'guard_all' (expected 0 unless mode=detect)"),
+        ("mode=prevent:guard_all=yes", "bad value 'yes' for 'guard_all'"),
         ("stats", "stats"),
         ("mode detect", "mode detect"),
         ("=1", "unknown option ''"),

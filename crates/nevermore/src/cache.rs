@@ -218,6 +218,10 @@ pub fn take(bin: &mut Bin, ci: usize, size: usize) -> (usize, *const AtomicU16) 
 /// Fills an empty bin with freshly issued lanes (or reclaimed slots); false when out of memory.
 #[inline(never)]
 fn refill(bin: &mut Bin, ci: usize) -> bool {
+    if crate::heap::guard_all() {
+        // Every object is a page object (`heap::guard_all`).
+        return false;
+    }
     crate::sweep::maybe();
     let got = slab::refill(ci, &mut bin.cur);
     if got == 0 {

@@ -34,6 +34,9 @@ pub struct Options {
     pub json: bool,
     /// Detect mode: record allocation and free stacks (`stacks=0` turns it off).
     pub stacks: bool,
+    /// Detect mode: every object, small ones too, gets pool pages of its own and lies against
+    /// a guard page, so that an access past its end traps where it happens (`guard_all`).
+    pub guard_all: bool,
     /// Freed pool pages not reused for this many milliseconds are returned to the system.
     pub dirty_decay_ms: u32,
     /// Prevent mode, single-threaded processes: reuse the dead slots of pinned groups once a
@@ -63,6 +66,7 @@ impl Options {
         exitcode: None,
         json: false,
         stacks: true,
+        guard_all: false,
         alias_space_mib: 32 << 20,
         dirty_decay_ms: 10_000,
         sweep: true,
@@ -76,7 +80,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alias_space, dirty_decay, sweep, sweep_share, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, dirty_decay, sweep, sweep_share, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +102,7 @@ pub enum ParseError<'a> {
 /// Parses an option string. Empty items (`a=1::b=0`) are ignored.
 pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
     let mut o = Options::DEFAULT;
+    let mut guard_all_value: &'static [u8] = b"";
     for item in s.split(|&c| c == b':' || c == b',') {
         if item.is_empty() {
             continue;
@@ -117,6 +122,10 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             }
             b"stats" => o.stats = parse_bool(key, value)?,
             b"stacks" => o.stacks = parse_bool(key, value)?,
+            b"guard_all" => {
+                o.guard_all = parse_bool(key, value)?;
+                guard_all_value = value;
+            }
             b"report_format" => {
                 o.json = match value {
                     b"text" => false,
@@ -193,6 +202,15 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             _ => return Err(ParseError::UnknownKey(key)),
         }
     }
+    if o.guard_all && o.mode != Mode::Detect {
+        // A page of memory per object is a bug-hunting setting; prevent mode would pay it for
+        // nothing it promises (and has no guard-page layout for small objects).
+        return Err(ParseError::BadValue {
+            key: b"guard_all",
+            value: guard_all_value,
+            expected: "0 unless mode=detect",
+        });
+    }
     Ok(o)
 }
 
@@ -236,6 +254,15 @@ mod tests {
         assert!(parse(b"report_format=json").unwrap().json);
         assert!(!parse(b"report_format=text").unwrap().json);
         assert!(Options::DEFAULT.stacks && !parse(b"stacks=0").unwrap().stacks);
+        assert!(!parse(b"").unwrap().guard_all);
+        assert!(parse(b"mode=detect:guard_all=1").unwrap().guard_all);
+        assert!(parse(b"guard_all=yes,mode=detect").unwrap().guard_all);
+        assert!(!parse(b"guard_all=0").unwrap().guard_all);
+        assert_eq!(
+            parse(b"guard_all=1"),
+            Err(ParseError::BadValue { key: b"guard_all", value: b"1", expected: "0 unless mode=detect" })
+        );
+        assert!(matches!(parse(b"mode=detect:guard_all=1:mode=prevent"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"report_format=xml"), Err(ParseError::BadValue { .. })));
         assert!(Options::DEFAULT.sweep && !parse(b"sweep=0").unwrap().sweep);
         assert_eq!(Options::DEFAULT.sweep_share, 33);

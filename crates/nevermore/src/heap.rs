@@ -83,6 +83,15 @@ fn malloc_in(size: usize) -> *mut u8 {
     }
 }
 
+/// `guard_all=1` (detect mode only): small objects are page objects too, each against a guard
+/// page of its own (`page_layout`), instead of sharing pool pages with other objects. Slabs
+/// then never refill a thread's bins (`cache::refill`), so the check is off the common path:
+/// `alloc_small` turns to `alloc_big` when it gets no slot.
+#[inline(always)]
+pub fn guard_all() -> bool {
+    crate::options().guard_all
+}
+
 /// `calloc`-style: zeroed memory.
 pub fn malloc_zeroed(size: usize) -> *mut u8 {
     let scope = Scope::enter();
@@ -104,7 +113,7 @@ pub fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
     if align <= 16 {
         return malloc_in(size);
     }
-    if align <= slab::MAX_SLOT {
+    if align <= slab::MAX_SLOT && !guard_all() {
         if let Some(ci) = slab::class_for_aligned(size, align) {
             return alloc_small(ci, size, false);
         }
@@ -119,6 +128,9 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
         // SAFETY: `c` is this thread's own cache; no other thread touches its bins.
         let cache = unsafe { &mut *c };
         let (p, entry) = cache::take(&mut cache.bins[ci], ci, size);
+        if p == 0 {
+            return no_slot(size, zero);
+        }
         Cache::count(&cache.mallocs, 1);
         Cache::count(&cache.alloc_bytes, size as u64);
         note_last(cache, p, entry);
@@ -129,8 +141,7 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
         0
     };
     if p == 0 {
-        sys::set_errno(libc::ENOMEM);
-        return ptr::null_mut();
+        return no_slot(size, zero);
     }
     if zero {
         // SAFETY: the slot is ours and holds at least size + CANARY bytes.
@@ -142,6 +153,17 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
         note_alloc(p);
     }
     p as *mut u8
+}
+
+/// `alloc_small` got no slot: a page object instead under `guard_all`, else out of memory.
+#[cold]
+#[inline(never)]
+fn no_slot(size: usize, zero: bool) -> *mut u8 {
+    if guard_all() {
+        return alloc_big(size, 16, zero);
+    }
+    sys::set_errno(libc::ENOMEM);
+    ptr::null_mut()
 }
 
 /// Detect mode: records the allocation stack of the small object at `p`.
@@ -245,7 +267,9 @@ struct PageLayout {
 /// - in detect mode, every other page object is placed against the guard, followed by its
 ///   canary (which catches the last few bytes before the guard): one more pool page per
 ///   object, the price of finding overflows where they happen. Not for alignments above 16,
-///   which keep the object at the start of its pages.
+///   which keep the object at the start of its pages, unless `guard_all` is set: then every
+///   object is a page object, and those aligned up to a page lie against the guard as well
+///   (the slack before it grows to less than the alignment).
 ///
 /// Otherwise the object starts its run, followed by its canary.
 fn page_layout(size: usize, align: usize) -> PageLayout {
@@ -253,8 +277,8 @@ fn page_layout(size: usize, align: usize) -> PageLayout {
     let pages = (size + CANARY).div_ceil(PAGE);
     if uffd && size.is_multiple_of(PAGE) {
         PageLayout { run: pages as u32, offset: 0, class: pool::GUARD_AT_END | pool::NO_CANARY }
-    } else if uffd && crate::detect() && align <= 16 {
-        let used = (size + CANARY).next_multiple_of(16);
+    } else if uffd && crate::detect() && (align <= 16 || guard_all() && align <= PAGE) {
+        let used = (size + CANARY).next_multiple_of(align.max(16));
         PageLayout { run: pages as u32 + 1, offset: pages * PAGE - used, class: pool::GUARD_AT_END }
     } else {
         PageLayout { run: pages as u32, offset: 0, class: 0 }

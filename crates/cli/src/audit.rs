@@ -27,9 +27,9 @@ pub enum Expect {
     /// (`mode=detect`: heap-use-after-free trap; `mode=prevent`: no reach into newer objects)
     /// is what defeats it.
     AliasEngine,
-    /// A limit of prevent mode that SECURITY.md documents: the default (prevent) mode is
-    /// exploited; detect mode aborts with this report kind.
-    PreventLimit(&'static str),
+    /// A limit SECURITY.md documents: prevent and detect mode are exploited; detect mode with
+    /// `guard_all=1` aborts with this report kind.
+    GuardAllOnly(&'static str),
 }
 
 impl Expect {
@@ -38,10 +38,19 @@ impl Expect {
             Expect::Report(kind) => format!("aborted: {kind}"),
             Expect::NotExploited => "not exploited".into(),
             Expect::AliasEngine => "detect: heap-use-after-free; prevent: not exploited".into(),
-            Expect::PreventLimit(kind) => format!("detect: aborted: {kind}; prevent: exploited (a documented limit)"),
+            Expect::GuardAllOnly(kind) => {
+                format!("guard_all: aborted: {kind}; detect, prevent: exploited (a documented limit)")
+            }
         }
     }
 }
+
+/// The columns of the library under audit, with their `NEVERMORE_OPTIONS`.
+pub const NEVERMORE_CONFIGS: [(&str, &str); 3] = [
+    ("nevermore-detect", "mode=detect"),
+    ("nevermore-guard_all", "mode=detect:guard_all=1"),
+    ("nevermore-prevent", "mode=prevent"),
+];
 
 /// One program of the corpus.
 pub struct Exploit {
@@ -86,7 +95,7 @@ pub const EXPLOITS: &[Exploit] = &[
     exploit!("invalid_free_interior", "c", "invalid free (interior)", Expect::Report("invalid-free")),
     exploit!("overflow_neighbor", "c", "overflow into neighbour", Expect::Report("heap-buffer-overflow")),
     exploit!("debug_evasion", "c", "overflow into neighbour", Expect::Report("heap-buffer-overflow")),
-    exploit!("overflow_live_neighbor", "c", "overflow used before free", Expect::PreventLimit("heap-buffer-overflow")),
+    exploit!("overflow_live_neighbor", "c", "overflow used before free", Expect::GuardAllOnly("heap-buffer-overflow")),
     exploit!("mismatched_delete", "cc", "new[] / delete", Expect::Report("invalid-free")),
 ];
 
@@ -434,9 +443,8 @@ pub fn run(args: AuditArgs, lib: &Path) -> Result<()> {
         }
     }
     if modes_ok {
-        for mode in ["detect", "prevent"] {
-            let opt = format!("mode={mode}");
-            configs.push(Config::preload(&format!("nevermore-{mode}"), lib, &[("NEVERMORE_OPTIONS", &opt)]));
+        for (name, opt) in NEVERMORE_CONFIGS {
+            configs.push(Config::preload(name, lib, &[("NEVERMORE_OPTIONS", opt)]));
         }
     } else {
         configs.push(Config::preload("nevermore", lib, &[]));

@@ -207,13 +207,16 @@ fn trace_slot(addr: usize) -> Option<(&'static stack::Trace, u32)> {
 /// For reports: (allocation stack, its thread, free stack, its thread) of the object at
 /// `addr`, if it was recorded under the alias `addr` belongs to. Thread 0: not freed.
 pub fn trace_of(addr: usize) -> Option<(u32, u32, u32, u32)> {
-    let found = trace_slot(addr)
-        .filter(|(t, e)| t.epoch.load(Ordering::Acquire) == *e && t.alloc_tid.load(Ordering::Relaxed) != 0);
-    let Some((t, _)) = found else {
-        // The record was reused by a newer object (or a large object's descriptor was freed):
-        // the free history still has what the object's free recorded.
-        return crate::history::find(addr).and_then(|h| h.trace);
-    };
+    // The record was reused by a newer object (or a large object's descriptor was freed): the
+    // free history still has what the object's free recorded.
+    recorded_trace(addr).or_else(|| crate::history::find(addr).and_then(|h| h.trace))
+}
+
+/// The stacks recorded for the heap object holding `addr`, if its trace record still describes
+/// it (the record's epoch is `addr`'s) and stacks were recorded.
+fn recorded_trace(addr: usize) -> Option<(u32, u32, u32, u32)> {
+    let (t, _) = trace_slot(addr)
+        .filter(|(t, e)| t.epoch.load(Ordering::Acquire) == *e && t.alloc_tid.load(Ordering::Relaxed) != 0)?;
     Some((
         t.alloc.load(Ordering::Relaxed),
         t.alloc_tid.load(Ordering::Relaxed),
@@ -692,7 +695,11 @@ pub fn racing_free(p: usize, size: usize, op: &'static str) -> ! {
 #[inline(always)]
 pub fn finish_free(p: usize, obj: Obj, size: usize) {
     if crate::detect() {
-        crate::history::record(p, size, trace_of(p));
+        // The object is live: its own record has its stacks, if any were recorded. (Not
+        // `trace_of`, whose fallback searches the whole history: with `stacks=0` it would on
+        // every free.)
+        let trace = if stack::enabled() { recorded_trace(p) } else { None };
+        crate::history::record(p, size, trace);
     }
     let c = tls::get();
     let c = if c == tls::EXITED { ptr::null_mut() } else { c };

@@ -29,6 +29,14 @@ pub struct Freed {
 
 static RING: AtomicPtr<Entry> = AtomicPtr::new(core::ptr::null_mut());
 static NEXT: AtomicU64 = AtomicU64::new(0);
+/// Searches of the ring (`find`): one per report that names a freed object. A search reads up
+/// to the whole ring, so the paths of ordinary calls never search (`stats=1` shows the count).
+pub static SEARCHES: AtomicU64 = AtomicU64::new(0);
+
+/// Frees recorded so far.
+pub fn recorded() -> u64 {
+    NEXT.load(Ordering::Relaxed)
+}
 
 /// Maps the ring (detect mode only). Returns false when out of memory.
 pub fn init() -> bool {
@@ -64,6 +72,7 @@ pub fn find(addr: usize) -> Option<Freed> {
     if ring.is_null() {
         return None;
     }
+    SEARCHES.fetch_add(1, Ordering::Relaxed);
     let n = NEXT.load(Ordering::Acquire) as usize;
     for k in 1..=n.min(ENTRIES) {
         // SAFETY: the index is reduced modulo the ring's length.
@@ -84,4 +93,23 @@ pub fn find(addr: usize) -> Option<Freed> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_newest_freed_object_and_counts_searches() {
+        assert!(init());
+        let before = SEARCHES.load(Ordering::Relaxed);
+        record(0x10_0000, 24, None);
+        record(0x20_0000, 100, Some((1, 2, 3, 4)));
+        let found = find(0x20_0000 + 100).expect("inside the canary");
+        assert_eq!((found.start, found.size, found.trace), (0x20_0000, 100, Some((1, 2, 3, 4))));
+        assert_eq!(find(0x10_0000 + 5).map(|f| (f.start, f.trace)), Some((0x10_0000, None)));
+        assert!(find(0x30_0000).is_none());
+        assert_eq!(SEARCHES.load(Ordering::Relaxed) - before, 3);
+        assert!(recorded() >= 2);
+    }
 }

@@ -181,6 +181,14 @@ pub fn print() {
         );
     }
     crate::alias::print_stats(&mut b, pid);
+    if crate::detect() {
+        let _ = writeln!(
+            b,
+            "=={pid}==   free history       {} frees recorded, {} searches (by reports)",
+            crate::history::recorded(),
+            get(&crate::history::SEARCHES)
+        );
+    }
     if crate::stack::enabled() {
         let (n, bytes, dropped) = crate::stack::DEPOT.usage();
         let _ = writeln!(

@@ -45,6 +45,7 @@ enum Cmd {
 Examples:
   nevermore run -- ./server --port 8080
   nevermore run --mode detect -- ./test-suite            # every use-after-free traps at once
+  nevermore run --mode detect -o guard_all=1 -- ./tests  # overflows trap at the access too
   nevermore run --mode detect --json --report r.json -- ./prog
   nevermore run --stats --report nm-report.txt -- make -j8
   NEVERMORE_OPTIONS=mode=detect nevermore run --option stats=1 -- python3 script.py

@@ -54,6 +54,14 @@ fn fuzz_matches_the_model_and_glibc_in_detect_mode() {
     }
 }
 
+/// `guard_all`: every object a page object against its guard page, aligned ones included.
+#[test]
+fn fuzz_matches_the_model_and_glibc_with_guard_all() {
+    for seed in [31, 32] {
+        run_seed("detect:guard_all=1", seed, 8000);
+    }
+}
+
 /// Regression: in detect mode, once page and large objects had grown the pool past the
 /// issuing mirror, a slab refill made new slabs beyond the mirror forever (a hang at op 131 of
 /// seed 1).
@@ -128,6 +136,15 @@ fn injected_misuse_is_reported_in_detect_mode() {
     for (i, kind) in ["double-free", "interior-free", "overflow", "uaf"].iter().enumerate() {
         for seed in 0..3u64 {
             inject("detect", kind, 200 + seed, 50 + (seed * 433 + i as u64 * 157) % 1200);
+        }
+    }
+}
+
+#[test]
+fn injected_misuse_is_reported_with_guard_all() {
+    for (i, kind) in ["double-free", "interior-free", "overflow", "uaf"].iter().enumerate() {
+        for seed in 0..2u64 {
+            inject("detect:guard_all=1", kind, 300 + seed, 50 + (seed * 389 + i as u64 * 173) % 1200);
         }
     }
 }

@@ -20,7 +20,8 @@ environment variable ADD and the file /tmp/file.txt (created for the run when it
 and removed after) hold the number 64, which is also an out-of-range index or size for the
 cases that read one. Cases of the listen_socket variants are skipped: they wait for a TCP
 connection and would only run into the time limit; connect_socket cases find no server and run
-without input. A bad case counts as *stopped* when the process ends by a signal or
+without input. So are the cases of flow variant 12, which run the flaw or not at random
+(`globalReturnsTrueOrFalse`). A bad case counts as *stopped* when the process ends by a signal or
 with a non-zero status; a case that runs past the time limit (test cases that wait for network
 input) is left out of both counts. A good case that does not exit 0 is a *false positive*.
 
@@ -35,6 +36,7 @@ import concurrent.futures
 import csv
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -66,6 +68,8 @@ def builtin_allocators():
 
 
 INPUT = "64\n"
+# Flow variant 12 takes the flawed or the correct branch at random.
+RANDOM_FLOW = re.compile(r"_12-(bad|good)$")
 INPUT_FILE = "/tmp/file.txt"
 
 
@@ -130,7 +134,7 @@ def main():
                 continue
             for exe in sorted(os.listdir(d)):
                 path = os.path.join(d, exe)
-                if "listen_socket" in exe:
+                if "listen_socket" in exe or RANDOM_FLOW.search(exe):
                     skipped += 1
                 elif os.access(path, os.X_OK):
                     jobs.append((cwe, kind, path))
@@ -167,7 +171,7 @@ def report(jobs, allocators, cwes, skipped, results, args):
     names = [a for a, _ in allocators]
     print(
         f"Juliet memory-safety cases under each allocator ({len(jobs)} executables, {args.timeout:g} s limit; "
-        f"{skipped} listen_socket executables skipped)"
+        f"{skipped} executables of listen_socket and flow variant 12 skipped)"
     )
     print()
     print("| CWE | cases | " + " | ".join(names) + " |")

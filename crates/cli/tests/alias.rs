@@ -236,8 +236,6 @@ fn idle_pages_of_slabs_kept_by_survivors_decay_back_to_the_system() {
     assert!(trimmed <= 20 << 10, "idle pages kept after malloc_trim: {trimmed} KiB");
 }
 
-/// The programs of these tests run as the user the CI asks for: as `nobody` in its second
-/// pass (`NEVERMORE_TEST_USER=nobody`, see `common::program`), else as the tests' own user.
 /// The stats say what the slab pages hold: `tests/c/uaf.c phase` keeps 391 objects of 640
 /// bytes, one in 256 of ~64 MiB, each on a page of its own; every other page of their slabs
 /// is waiting for revocation or ready, and with a short `dirty_decay` the ready pages of the
@@ -266,6 +264,8 @@ fn stats_count_what_slab_pages_hold() {
     }
 }
 
+/// The programs of these tests run as the user the CI asks for: as `nobody` in its second
+/// pass (`NEVERMORE_TEST_USER=nobody`, see `common::program`), else as the tests' own user.
 #[test]
 fn programs_under_test_run_as_the_requested_user() {
     let o = run_preloaded(std::path::Path::new("/usr/bin/id"), &["-u"], &[("NEVERMORE_OPTIONS", "mode=detect")]);

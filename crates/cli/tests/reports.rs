@@ -1,7 +1,8 @@
 //! Reports as people see them: `nevermore run --mode detect` prints, for every kind of error,
 //! the stack of the bad access (or call), the free and the allocation, symbolized as
-//! `function file:line`, for code with and without frame pointers; JSON reports parse and
-//! follow `docs/report-schema.json`; exit statuses; forked-and-exec'd children; `nevermore demo`.
+//! `function file:line`, for code with and without frame pointers and in libraries loaded at run
+//! time; JSON reports parse and follow `docs/report-schema.json`; exit statuses; forked-and-exec'd
+//! children; `nevermore demo`.
 
 mod common;
 
@@ -180,6 +181,45 @@ fn prevent_mode_says_stacks_are_not_recorded() {
     assert!(err.contains("not recorded (prevent mode"), "{err}");
     let (access, _, _) = sections(&err);
     assert_frame(&access, "drop_again", "double-free", "call stack", &err);
+}
+
+/// Stacks through libraries loaded at run time name them, however many are loaded and however
+/// quickly one follows another: 70 copies of a plugin, built without frame pointers, are loaded
+/// back to back (every other one unloaded again at once, so copies land where unloaded ones
+/// were), each allocating and freeing at once; the last one's use-after-free is reported with
+/// that copy's functions and the program's `main` below them in every stack.
+#[test]
+fn libraries_loaded_one_after_another_are_named_in_stacks() {
+    let plugin = compile("late_plugin.c", &["-shared", "-fPIC", "-O2", "-fomit-frame-pointer"]);
+    let dir = scratch("late-modules");
+    const COPIES: usize = 70;
+    for i in 0..COPIES {
+        std::fs::copy(&plugin, dir.join(format!("plugin{i}.so"))).unwrap();
+    }
+    let bin = compile("late_module.c", &["-ldl"]);
+    let o = run_detect(&bin, &[dir.to_str().unwrap(), &COPIES.to_string()], &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(23), "{err}");
+    assert!(err.contains("nevermore: ERROR: heap-use-after-free on address 0x"), "{err}");
+    assert!(!stdout(&o).contains("survived"), "{err}");
+    let last = format!("/plugin{}.so+0x", COPIES - 1);
+    let (access, free, alloc) = sections(&err);
+    for (section, func, what) in [
+        (&access, "touch_late", "access stack"),
+        (&free, "late_bug", "free stack"),
+        (&alloc, "make_late", "allocation stack"),
+    ] {
+        let first = section.lines().find(|l| l.contains("#0 ")).unwrap_or_default();
+        assert!(
+            first.contains(&format!(" in {func} ")) && first.contains("late_plugin.c:") && first.contains(&last),
+            "{what}: expected `{func}` of plugin{} first:\n{section}\nfull stderr:\n{err}",
+            COPIES - 1
+        );
+        assert!(
+            section.lines().any(|l| l.contains(" in main ") && l.contains("late_module.c:")),
+            "{what}: `main` of late_module.c missing:\n{section}\nfull stderr:\n{err}"
+        );
+    }
 }
 
 /// Checks `v` against the required fields and types of the schema's `properties`.

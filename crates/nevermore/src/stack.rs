@@ -10,9 +10,11 @@
 //! `.eh_frame_hdr`/`.eh_frame` sections.
 //!
 //! **Modules** (load bias, executable range, `.eh_frame_hdr`, path) are collected with
-//! `dl_iterate_phdr` at initialisation, outside the hot path, into a table in private memory;
-//! a PC outside every known module (code from `dlopen`) triggers a rebuild, at most once per
-//! 100 ms and at most `MAX_REFRESH` times. Old tables are never freed (a reader may hold one).
+//! `dl_iterate_phdr` into an append-only table in private memory: at initialisation, before a
+//! stack is recorded whenever the C library's counts of loaded and unloaded objects changed
+//! (one look at them, ~20 ns), and for a PC in no known module if they changed. Records are
+//! never rewritten or freed (a reader, perhaps a signal handler, may hold one): an unloaded
+//! module's record is marked gone, and a library loaded again at the same place gets it back.
 //!
 //! **The depot** deduplicates stacks: a lock-free open-addressing hash table maps a stack to a
 //! `u32` id, the index of its record in a bounded store of words (header, then the PCs). When
@@ -21,7 +23,7 @@
 use core::arch::asm;
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Most frames kept per stack.
 pub const MAX_FRAMES: usize = 20;
@@ -63,7 +65,7 @@ pub fn enabled() -> bool {
 
 /// Sets up the module table and (when recording) the depot. Called once from `init`.
 pub fn init(record: bool) {
-    refresh_modules();
+    let _ = refresh_modules();
     if record {
         DEPOT.init();
     }
@@ -72,9 +74,13 @@ pub fn init(record: bool) {
 // ---------------------------------------------------------------------------------------------
 // Modules
 
-const MAX_MODULES: usize = 384;
 const NAME_MAX: usize = 230;
-const MAX_REFRESH: u32 = 64;
+/// Module records per chunk of the table, and most chunks: 16 384 modules loaded over the
+/// life of the process (a library loaded again at the same place reuses its record).
+const CHUNK_MODULES: usize = 256;
+const MAX_CHUNKS: usize = 64;
+/// Without the C library's load counters, a PC in no module rebuilds at most this often.
+const UNCOUNTED_REFRESH_MS: u64 = 100;
 
 #[repr(C)]
 pub struct Module {
@@ -85,6 +91,8 @@ pub struct Module {
     pub hi: usize,
     /// `.eh_frame_hdr` in memory, or 0.
     pub hdr: usize,
+    /// Set when the module is no longer loaded (its record stays, for readers that hold it).
+    gone: AtomicBool,
     pub name_len: u16,
     pub name: [u8; NAME_MAX],
 }
@@ -95,14 +103,18 @@ impl Module {
     }
 }
 
-#[repr(C)]
-struct Modules {
-    n: usize,
-    m: [Module; MAX_MODULES],
-}
-
-static MODULES: AtomicPtr<Modules> = AtomicPtr::new(ptr::null_mut());
-static REFRESHES: AtomicU32 = AtomicU32::new(0);
+/// The module table, append-only: records are written, then published by raising `NMODULES`;
+/// a module that goes away is marked `gone`, never removed, so a reader (a stack capture, a
+/// signal handler) never meets a record being rewritten or freed. Lookups go newest first, so
+/// a library loaded where an unloaded one was is found, not its predecessor.
+static CHUNKS: [AtomicPtr<Module>; MAX_CHUNKS] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CHUNKS];
+static NMODULES: AtomicUsize = AtomicUsize::new(0);
+/// One refresh at a time; readers never wait for it.
+static REFRESHING: AtomicBool = AtomicBool::new(false);
+/// The C library's counts of objects loaded and unloaded (`dlpi_adds`, `dlpi_subs`) when the
+/// table was last brought up to date; u64::MAX until then, or when it does not count.
+static SEEN_ADDS: AtomicU64 = AtomicU64::new(u64::MAX);
+static SEEN_SUBS: AtomicU64 = AtomicU64::new(u64::MAX);
 static LAST_REFRESH_MS: AtomicU64 = AtomicU64::new(0);
 /// Our own executable range: frames in it are skipped.
 static SELF_LO: AtomicUsize = AtomicUsize::new(0);
@@ -114,7 +126,12 @@ struct DlPhdrInfo {
     name: *const c_char,
     phdr: *const Phdr,
     phnum: u16,
+    adds: u64,
+    subs: u64,
 }
+
+/// `size` a `dl_iterate_phdr` callback is passed when `dlpi_adds` and `dlpi_subs` are there.
+const INFO_WITH_COUNTS: usize = core::mem::size_of::<DlPhdrInfo>();
 
 #[repr(C)]
 struct Phdr {
@@ -136,69 +153,137 @@ const PT_LOAD: u32 = 1;
 const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
 const PF_X: u32 = 1;
 
-extern "C" fn add_module(info: *mut DlPhdrInfo, _size: usize, data: *mut c_void) -> c_int {
-    // SAFETY: `data` is the table being built by `refresh_modules`; `info` is valid for the
-    // duration of the callback (dl_iterate_phdr's contract).
-    let (t, info) = unsafe { (&mut *(data as *mut Modules), &*info) };
-    if t.n == MAX_MODULES {
-        return 1;
-    }
-    let m = &mut t.m[t.n];
-    m.base = info.addr;
-    m.lo = usize::MAX;
-    m.hi = 0;
-    m.hdr = 0;
+/// Record `i` of the table (its chunk must exist).
+fn module_record(i: usize) -> *mut Module {
+    // SAFETY: chunks hold CHUNK_MODULES records; the caller checked that chunk i / CHUNK_MODULES
+    // was made (`i` below `NMODULES`, or the refresher made it).
+    unsafe { CHUNKS[i / CHUNK_MODULES].load(Ordering::Acquire).add(i % CHUNK_MODULES) }
+}
+
+/// The records published so far, oldest first.
+fn records() -> impl DoubleEndedIterator<Item = &'static Module> {
+    // SAFETY: records below NMODULES are complete and never freed or rewritten (but `gone`).
+    (0..NMODULES.load(Ordering::Acquire)).map(|i| unsafe { &*module_record(i) })
+}
+
+/// What a module looks like in `dl_iterate_phdr`: (bias, executable range, `.eh_frame_hdr`).
+fn describe(info: &DlPhdrInfo) -> Option<(usize, usize, usize, usize)> {
+    let (mut lo, mut hi, mut hdr) = (usize::MAX, 0, 0);
     for i in 0..info.phnum as usize {
         // SAFETY: phdr has phnum entries.
         let ph = unsafe { &*info.phdr.add(i) };
         if ph.p_type == PT_LOAD && ph.p_flags & PF_X != 0 {
-            m.lo = m.lo.min(info.addr.wrapping_add(ph.p_vaddr as usize));
-            m.hi = m.hi.max(info.addr.wrapping_add((ph.p_vaddr + ph.p_memsz) as usize));
+            lo = lo.min(info.addr.wrapping_add(ph.p_vaddr as usize));
+            hi = hi.max(info.addr.wrapping_add((ph.p_vaddr + ph.p_memsz) as usize));
         } else if ph.p_type == PT_GNU_EH_FRAME {
-            m.hdr = info.addr.wrapping_add(ph.p_vaddr as usize);
+            hdr = info.addr.wrapping_add(ph.p_vaddr as usize);
         }
     }
-    if m.lo >= m.hi {
-        return 0;
+    (lo < hi).then_some((info.addr, lo, hi, hdr))
+}
+
+/// State of one refresh: which published records were met again.
+struct Refresh {
+    /// Bit i: record i is loaded (records past 16 384 are not kept anyway).
+    seen: [u64; MAX_CHUNKS * CHUNK_MODULES / 64],
+    first: bool,
+}
+
+extern "C" fn add_module(info: *mut DlPhdrInfo, size: usize, data: *mut c_void) -> c_int {
+    // SAFETY: `data` is the refresh state of `refresh_modules`; `info` is valid for the duration
+    // of the callback (dl_iterate_phdr's contract).
+    let (st, info) = unsafe { (&mut *(data as *mut Refresh), &*info) };
+    let first = core::mem::replace(&mut st.first, false);
+    if first && size >= INFO_WITH_COUNTS {
+        SEEN_ADDS.store(info.adds, Ordering::Relaxed);
+        SEEN_SUBS.store(info.subs, Ordering::Relaxed);
     }
-    m.name_len = 0;
+    let Some((base, lo, hi, hdr)) = describe(info) else { return 0 };
+    let mut name = [0u8; NAME_MAX];
+    let mut name_len = 0;
     if !info.name.is_null() {
         // SAFETY: dlpi_name is a NUL-terminated string.
-        let name = unsafe { core::ffi::CStr::from_ptr(info.name) }.to_bytes();
-        let n = name.len().min(NAME_MAX);
-        m.name[..n].copy_from_slice(&name[..n]);
-        m.name_len = n as u16;
+        let s = unsafe { core::ffi::CStr::from_ptr(info.name) }.to_bytes();
+        name_len = s.len().min(NAME_MAX);
+        name[..name_len].copy_from_slice(&s[..name_len]);
     }
-    if m.name_len == 0 && t.n == 0 {
+    if name_len == 0 && first {
         // The main program has an empty name: ask the kernel.
         // SAFETY: readlink into our buffer, bounded by its length.
-        let r = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), m.name.as_mut_ptr() as *mut c_char, NAME_MAX) };
-        if r > 0 {
-            m.name_len = r as u16;
+        let r = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), name.as_mut_ptr() as *mut c_char, NAME_MAX) };
+        name_len = r.max(0) as usize;
+    }
+    // Known already (loaded again at the same place counts as the same)?
+    let n = NMODULES.load(Ordering::Acquire);
+    for i in (0..n).rev() {
+        // SAFETY: published record.
+        let m = unsafe { &*module_record(i) };
+        if (m.base, m.lo, m.hi, m.hdr) == (base, lo, hi, hdr) && m.name() == &name[..name_len] {
+            st.seen[i / 64] |= 1 << (i % 64);
+            m.gone.store(false, Ordering::Release);
+            return 0;
         }
     }
-    t.n += 1;
+    if n == MAX_CHUNKS * CHUNK_MODULES {
+        return 0;
+    }
+    let c = &CHUNKS[n / CHUNK_MODULES];
+    if c.load(Ordering::Acquire).is_null() {
+        let chunk = crate::meta::map(CHUNK_MODULES * core::mem::size_of::<Module>()) as *mut Module;
+        if chunk.is_null() {
+            return 1;
+        }
+        c.store(chunk, Ordering::Release);
+    }
+    // SAFETY: record n is past the published ones: no reader looks at it yet; the chunk is
+    // zeroed memory of CHUNK_MODULES records.
+    unsafe {
+        let m = &mut *module_record(n);
+        (m.base, m.lo, m.hi, m.hdr) = (base, lo, hi, hdr);
+        m.name = name;
+        m.name_len = name_len as u16;
+        m.gone.store(false, Ordering::Relaxed);
+    }
+    st.seen[n / 64] |= 1 << (n % 64);
+    NMODULES.store(n + 1, Ordering::Release);
     0
 }
 
-/// Rebuilds the module table (outside the hot path: at start-up, or for a PC in no module).
-fn refresh_modules() {
-    let bytes = core::mem::size_of::<Modules>();
-    let t = crate::meta::map(bytes) as *mut Modules;
-    if t.is_null() {
-        return;
+/// Brings the module table up to date with the loaded objects (at start-up, or for a PC in no
+/// known module once something was loaded or unloaded). Returns false when another thread was
+/// doing it.
+fn refresh_modules() -> bool {
+    if REFRESHING.swap(true, Ordering::Acquire) {
+        return false;
     }
-    // SAFETY: `t` is fresh zeroed memory of the table's size; the callback fills it.
-    unsafe { dl_iterate_phdr(add_module, t as *mut c_void) };
+    // Not on the stack, which may be a small signal stack: the state is 2 KiB.
+    static STATE: crate::lock::Locked<Refresh> =
+        crate::lock::Locked::new(Refresh { seen: [0; MAX_CHUNKS * CHUNK_MODULES / 64], first: true });
+    let mut st = STATE.lock();
+    st.seen = [0; MAX_CHUNKS * CHUNK_MODULES / 64];
+    st.first = true;
+    let subs = SEEN_SUBS.load(Ordering::Relaxed);
+    // SAFETY: the callback only writes records past the published ones and the state.
+    unsafe { dl_iterate_phdr(add_module, &mut *st as *mut Refresh as *mut c_void) };
+    for (i, m) in records().enumerate() {
+        if st.seen[i / 64] & (1 << (i % 64)) == 0 {
+            m.gone.store(true, Ordering::Release);
+        }
+    }
+    drop(st);
+    if SEEN_SUBS.load(Ordering::Relaxed) != subs {
+        // Something was unloaded: the cached rules of its PCs may belong to another library now.
+        for e in &RULES {
+            e.key.store(0, Ordering::Release);
+        }
+    }
     let me = capture as *const () as usize;
-    // SAFETY: the table was filled above and is not shared yet.
-    let tr = unsafe { &*t };
-    if let Some(m) = tr.m[..tr.n].iter().find(|m| (m.lo..m.hi).contains(&me)) {
+    if let Some(m) = module_of(me) {
         SELF_LO.store(m.lo, Ordering::Relaxed);
         SELF_HI.store(m.hi, Ordering::Relaxed);
     }
-    // The old table is leaked on purpose: another thread may be reading it.
-    MODULES.store(t, Ordering::Release);
+    REFRESHING.store(false, Ordering::Release);
+    true
 }
 
 fn now_ms() -> u64 {
@@ -208,31 +293,61 @@ fn now_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
-/// A PC in no module: rebuild the table if allowed (rate-limited).
+extern "C" fn read_counts(info: *mut DlPhdrInfo, size: usize, data: *mut c_void) -> c_int {
+    if size >= INFO_WITH_COUNTS {
+        // SAFETY: `data` is the caller's pair; `info` is valid, with the counters (`size`).
+        unsafe {
+            let out = &mut *(data as *mut (u64, u64));
+            *out = ((*info).adds, (*info).subs);
+        }
+    }
+    1 // the first object is enough
+}
+
+/// The C library's counts of objects loaded and unloaded, if it keeps them.
+fn load_counts() -> Option<(u64, u64)> {
+    let mut c = (u64::MAX, u64::MAX);
+    // SAFETY: the callback writes the pair and stops at the first object.
+    unsafe { dl_iterate_phdr(read_counts, &mut c as *mut (u64, u64) as *mut c_void) };
+    (c.0 != u64::MAX).then_some(c)
+}
+
+/// A PC in no known module: refresh the table if an object was loaded or unloaded since the
+/// last refresh (code from `dlopen`; a PC in generated code changes nothing and costs one
+/// look at the counters). Without counters, at most every `UNCOUNTED_REFRESH_MS`.
 #[cold]
 fn maybe_refresh() -> bool {
-    let now = now_ms();
-    let last = LAST_REFRESH_MS.load(Ordering::Relaxed);
-    if REFRESHES.load(Ordering::Relaxed) >= MAX_REFRESH || now.saturating_sub(last) < 100 {
-        return false;
+    match load_counts() {
+        Some(c) if c == (SEEN_ADDS.load(Ordering::Relaxed), SEEN_SUBS.load(Ordering::Relaxed)) => return false,
+        Some(_) => {}
+        None => {
+            let (now, last) = (now_ms(), LAST_REFRESH_MS.load(Ordering::Relaxed));
+            if now.saturating_sub(last) < UNCOUNTED_REFRESH_MS
+                || LAST_REFRESH_MS.compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                return false;
+            }
+        }
     }
-    if LAST_REFRESH_MS.compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_err() {
-        return false;
+    refresh_modules()
+}
+
+/// Brings the module table up to date when an object was loaded or unloaded since it was
+/// last: a library loaded where an unloaded one was would otherwise be taken for it (the wrong
+/// name in reports, the wrong unwinding rules). A look at the C library's counters, done
+/// before each recorded stack (not in signal handlers: see `module_of`).
+#[inline]
+fn sync_modules() {
+    if let Some(c) = load_counts() {
+        if c != (SEEN_ADDS.load(Ordering::Relaxed), SEEN_SUBS.load(Ordering::Relaxed)) {
+            let _ = refresh_modules();
+        }
     }
-    REFRESHES.fetch_add(1, Ordering::Relaxed);
-    refresh_modules();
-    true
 }
 
 /// The module holding `pc`, if known (no refresh: safe in a signal handler).
 pub fn module_of(pc: usize) -> Option<&'static Module> {
-    let t = MODULES.load(Ordering::Acquire);
-    if t.is_null() {
-        return None;
-    }
-    // SAFETY: published tables are complete and never freed.
-    let t = unsafe { &*t };
-    t.m[..t.n].iter().find(|m| pc >= m.lo && pc < m.hi)
+    records().rev().find(|m| pc >= m.lo && pc < m.hi && !m.gone.load(Ordering::Acquire))
 }
 
 fn module_or_refresh(pc: usize) -> Option<&'static Module> {
@@ -414,6 +529,7 @@ pub fn record() -> u32 {
     if !enabled() {
         return 0;
     }
+    sync_modules();
     let mut f = [0usize; MAX_FRAMES];
     let n = capture(&mut f);
     DEPOT.intern(&f[..n])

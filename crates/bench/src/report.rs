@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::stats::{self, Summary};
-use crate::workloads::{Metric, Sample};
+use crate::workloads::{Engine, Metric, Sample};
 
 /// The measurements of one allocator on one case.
 #[derive(Clone, Debug, Default)]
@@ -75,6 +75,11 @@ impl Cell {
     pub fn summary(&self, q: Quantity) -> Option<Summary> {
         stats::summarize(&self.values(q))
     }
+
+    /// The alias engine's state at exit, for the runs that reported it.
+    pub fn engines(&self) -> Vec<Engine> {
+        self.samples.iter().filter_map(|s| s.engine).collect()
+    }
 }
 
 impl CaseResult {
@@ -134,10 +139,43 @@ pub fn csv(results: &[CaseResult]) -> String {
                 ];
                 let _ = writeln!(out, "{}", row.join(","));
             }
+            let engines = c.engines();
+            if engines.is_empty() {
+                continue;
+            }
+            for (key, get) in ENGINE_FIELDS {
+                let values: Vec<f64> = engines.iter().map(|e| get(e) as f64).collect();
+                let s = stats::summarize(&values);
+                let shown: Vec<String> = values.iter().map(|v| format!("{v}")).collect();
+                let row = [
+                    csv_field(&r.name),
+                    csv_field(&c.alloc),
+                    key.to_string(),
+                    "count".into(),
+                    "false".into(),
+                    engines.len().to_string(),
+                    c.failures.len().to_string(),
+                    num(s.map(|s| s.median)),
+                    num(s.map(|s| s.min)),
+                    num(s.map(|s| s.max)),
+                    String::new(),
+                    shown.join(" "),
+                ];
+                let _ = writeln!(out, "{}", row.join(","));
+            }
         }
     }
     out
 }
+
+/// The alias engine's numbers at exit, by CSV key.
+type EngineField = (&'static str, fn(&Engine) -> u64);
+const ENGINE_FIELDS: [EngineField; 4] = [
+    ("mirrors_live_at_exit", |e| e.mirrors_live),
+    ("mirrors_peak", |e| e.mirrors_peak),
+    ("vmas_at_exit", |e| e.vmas),
+    ("degraded_epochs", |e| e.degraded),
+];
 
 /// A number with about three significant digits.
 pub fn fmt_num(x: f64) -> String {
@@ -211,6 +249,28 @@ pub fn markdown_tables(results: &[CaseResult]) -> String {
             );
         }
         out += "\n";
+        let engines: Vec<(&Cell, Vec<Engine>)> =
+            r.cells.iter().map(|c| (c, c.engines())).filter(|(_, e)| !e.is_empty()).collect();
+        if !engines.is_empty() {
+            out += "nevermore's alias engine when the program ended (medians of the runs, from `stats=1`):\n\n";
+            out += "| allocator | mirrors live | mirrors peak | VMAs | epochs in degrade mode |\n|---|---:|---:|---:|---:|\n";
+            for (c, e) in engines {
+                let med = |get: fn(&Engine) -> u64| {
+                    let v: Vec<f64> = e.iter().map(|x| get(x) as f64).collect();
+                    stats::median(&v).map(|m| format!("{m}")).unwrap_or_else(|| "–".into())
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} |",
+                    c.alloc,
+                    med(ENGINE_FIELDS[0].1),
+                    med(ENGINE_FIELDS[1].1),
+                    med(ENGINE_FIELDS[2].1),
+                    med(ENGINE_FIELDS[3].1)
+                );
+            }
+            out += "\n";
+        }
     }
     out
 }
@@ -221,7 +281,7 @@ pub(crate) mod tests {
     use crate::workloads::{MOPS, NS_PER_OP};
 
     fn sample(primary: f64, rss_kib: u64, phys_kib: u64) -> Sample {
-        Sample { primary, wall_s: 1.0, rss_kib, phys_kib }
+        Sample { primary, wall_s: 1.0, rss_kib, phys_kib, engine: None }
     }
 
     pub(crate) fn fixture() -> Vec<CaseResult> {
@@ -305,6 +365,24 @@ pub(crate) mod tests {
         );
         assert!(md.contains("| scudo | failed (1 runs): killed by signal 11 (Segmentation fault) |"), "{md}");
         assert!(md.contains("| nevermore | 10.0 | 0.50 |"), "{md}");
+    }
+
+    #[test]
+    fn engine_state_is_tabled_and_in_the_csv() {
+        let mut results = fixture();
+        let engine = |live| Some(Engine { mirrors_live: live, mirrors_peak: 12, vmas: 40, degraded: 0 });
+        let cell = &mut results[0].cells[1];
+        cell.samples[0].engine = engine(5);
+        cell.samples[1].engine = engine(7);
+        let md = markdown_tables(&results);
+        assert!(md.contains("nevermore's alias engine when the program ended"), "{md}");
+        assert!(md.contains("| nevermore | 6 | 12 | 40 | 0 |"), "{md}");
+        // Only the loop has engine numbers.
+        assert_eq!(md.matches("alias engine when").count(), 1, "{md}");
+        let csv = csv(&results);
+        assert!(csv.lines().any(|l| l == "loop,nevermore,mirrors_live_at_exit,count,false,2,1,6,5,7,,5 7"), "{csv}");
+        assert!(csv.lines().any(|l| l.starts_with("loop,nevermore,vmas_at_exit,count,false,2,1,40,")), "{csv}");
+        assert!(!csv.contains("glibc,mirrors"), "{csv}");
     }
 
     #[test]

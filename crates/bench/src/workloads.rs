@@ -37,6 +37,58 @@ pub struct Sample {
     pub rss_kib: u64,
     /// Peak physical memory (see [`crate::procmem`]).
     pub phys_kib: u64,
+    /// nevermore's alias engine when the program ended, where its statistics were read.
+    pub engine: Option<Engine>,
+}
+
+/// The state of nevermore's alias engine at the exit of a program, from its `stats=1` report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Engine {
+    pub mirrors_live: u64,
+    pub mirrors_peak: u64,
+    /// Mappings of the whole process.
+    pub vmas: u64,
+    /// Epochs that reused retired addresses (degrade mode).
+    pub degraded: u64,
+}
+
+/// The `stats=1` report in a program's standard error: the one of the process that made the
+/// most allocations, when several processes wrote one (a compiler driver and its passes).
+pub fn parse_engine(stderr: &str) -> Option<Engine> {
+    // Per process: (pid, allocations, engine, bits of the lines found).
+    let mut procs: Vec<(String, u64, Engine, u32)> = vec![];
+    for line in stderr.lines() {
+        let Some(rest) = line.strip_prefix("==") else { continue };
+        let Some((pid, body)) = rest.split_once("==") else { continue };
+        let body = body.trim_start();
+        let first_num = |s: &str| s.split_whitespace().next().and_then(|w| w.parse::<u64>().ok());
+        let i = match procs.iter().position(|p| p.0 == pid) {
+            Some(i) => i,
+            None => {
+                procs.push((pid.to_string(), 0, Engine::default(), 0));
+                procs.len() - 1
+            }
+        };
+        let p = &mut procs[i];
+        if let Some(v) = body.strip_prefix("allocations").and_then(first_num) {
+            p.1 = v;
+        } else if let Some(v) = body.strip_prefix("mirrors") {
+            // "5 live, 9 peak, 819 made, ..."
+            let words: Vec<&str> = v.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()).collect();
+            let before = |label: &str| words.windows(2).find(|w| w[1] == label).and_then(|w| w[0].parse().ok());
+            if let (Some(live), Some(peak)) = (before("live"), before("peak")) {
+                (p.2.mirrors_live, p.2.mirrors_peak) = (live, peak);
+                p.3 |= 1;
+            }
+        } else if let Some(v) = body.strip_prefix("VMAs").and_then(first_num) {
+            p.2.vmas = v;
+            p.3 |= 2;
+        } else if let Some(v) = body.strip_prefix("degrade mode").and_then(first_num) {
+            p.2.degraded = v;
+            p.3 |= 4;
+        }
+    }
+    procs.into_iter().filter(|p| p.3 == 7).max_by_key(|p| p.1).map(|p| p.2)
 }
 
 /// How big and where.
@@ -88,7 +140,7 @@ pub trait Case {
 
 /// Every workload, in run order.
 pub const WORKLOADS: &[&str] =
-    &["loop", "aim9", "sparse", "larson", "sqlite", "python", "gcc", "redis", "nginx", "postgres"];
+    &["loop", "aim9", "sparse", "soak", "larson", "sqlite", "python", "gcc", "redis", "nginx", "postgres"];
 
 /// Warm-up runs of the small programs do 1/WARM of the work.
 const WARM: u64 = 8;
@@ -101,6 +153,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("loop.c", include_str!("c/loop.c")),
     ("aim9.c", include_str!("c/aim9.c")),
     ("sparse.c", include_str!("c/sparse.c")),
+    ("soak.c", include_str!("c/soak.c")),
     ("larson.c", include_str!("c/larson.c")),
     ("sqlite.c", include_str!("c/sqlite.c")),
     ("glibc_shim.c", include_str!("c/glibc_shim.c")),
@@ -151,6 +204,13 @@ pub fn prepare(name: &str, s: &Settings) -> Result<Vec<Box<dyn Case>>, String> {
             let (per_round, rounds) = (s.n(1_000_000, 2_000_000), if s.full { 8 } else { 4 });
             let mut b = batch("sparse", SECONDS, args(&bin, &[per_round, rounds]), None);
             b.warm_argv = args(&bin, &[per_round / WARM, rounds]);
+            vec![Box::new(b)]
+        }
+        "soak" => {
+            let bin = compile(s, "soak", &[])?;
+            let n = s.n(10_000_000, 100_000_000);
+            let mut b = batch("soak", NS_PER_OP, args(&bin, &[n]), Some("ns_per_op"));
+            b.warm_argv = args(&bin, &[n / WARM]);
             vec![Box::new(b)]
         }
         "larson" => {
@@ -387,6 +447,11 @@ impl Case for Batch {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).current_dir(&self.cwd).stdin(Stdio::null()).stdout(fo).stderr(fe);
         alloc.apply(&mut cmd, None);
+        if let Some((_, opts)) = alloc.env.iter().find(|(k, _)| k == "NEVERMORE_OPTIONS") {
+            // The exit statistics give the alias engine's end state; printing them costs nothing
+            // before the exit.
+            cmd.env("NEVERMORE_OPTIONS", format!("{opts}:stats=1"));
+        }
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let f = runner::spawn(&mut cmd, self.timeout, true, self.tree).map_err(|e| e.to_string())?.wait();
         if !f.success() {
@@ -401,7 +466,8 @@ impl Case for Batch {
                 parse_result(&text, k).ok_or_else(|| format!("no `RESULT {k}=` in the output"))? * self.factor
             }
         };
-        Ok(Sample { primary, wall_s, rss_kib: f.peak_rss_kib, phys_kib: f.peak_phys_kib })
+        let engine = parse_engine(&fs::read_to_string(&err).unwrap_or_default());
+        Ok(Sample { primary, wall_s, rss_kib: f.peak_rss_kib, phys_kib: f.peak_phys_kib, engine })
     }
 }
 
@@ -471,6 +537,7 @@ impl Serve<'_> {
             wall_s: client.wall.as_secs_f64(),
             rss_kib: srv.peak_rss_kib,
             phys_kib: srv.peak_phys_kib,
+            engine: None,
         })
     }
 }
@@ -819,6 +886,23 @@ mod tests {
         .unwrap();
         assert!(preloaded(&log).unwrap_err().contains("the library was not loaded: ERROR: ld.so: object"));
         fs::remove_file(&log).unwrap();
+    }
+
+    #[test]
+    fn engine_state_comes_from_the_busiest_process() {
+        let block = |pid: u32, allocs: u64, live: u64, vmas: u64| {
+            format!(
+                "=={pid}== nevermore stats\n=={pid}==   allocations        {allocs}\n\
+                 =={pid}==   mirrors            {live} live, 9 peak, 819 made, 814 retired (epoch 819)\n\
+                 =={pid}==   degrade mode       2 epochs reused retired addresses (one-time address space: 1 of 2 MiB used)\n\
+                 =={pid}==   VMAs               {vmas} (page tables 132 KiB)\n"
+            )
+        };
+        let text = format!("noise\n{}RESULT x=1\n{}", block(10, 500, 3, 40), block(11, 90_000, 5, 41));
+        assert_eq!(parse_engine(&text), Some(Engine { mirrors_live: 5, mirrors_peak: 9, vmas: 41, degraded: 2 }));
+        // A block without every line (cut short) does not count.
+        assert_eq!(parse_engine("==3==   allocations  5\n==3==   VMAs  40 (page tables 1 KiB)\n"), None);
+        assert_eq!(parse_engine("no statistics here\n"), None);
     }
 
     #[test]

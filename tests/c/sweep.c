@@ -14,8 +14,9 @@
  *   joined     first allocates and frees 4 MiB of small objects while a second thread waits,
  *              then joins it, waits 150 ms and goes on as `reuse`: sweeps must run again
  *              once the process is single-threaded.
- *   shrunk     first builds a 48 MiB heap of small objects (too big to sweep) and frees it,
- *              then the same as `reuse`: once the heap shrank, sweeps must run again.
+ *   shrunk     first builds a 48 MiB heap of small objects (too big to sweep with
+ *              sweep_max_live=32) and frees it, then the same as `reuse`: once the heap
+ *              shrank, sweeps must run again.
  *   undumpable the same in a process that made itself non-dumpable (prctl(PR_SET_DUMPABLE,
  *              0)), with the no-access holder left readable; "undumpable-noaccess" with it
  *              made no-access as in `reuse`.

@@ -30,6 +30,7 @@ fn malformed_options_are_one_clear_line_and_exit_1() {
         ("report_path=", "for 'report_path'"),
         ("guard_all=1", "bad value '1' for 'guard_all' (expected 0 unless mode=detect)"),
         ("mode=prevent:guard_all=yes", "bad value 'yes' for 'guard_all'"),
+        ("sweep_max_live=0", "bad value '0' for 'sweep_max_live' (expected MiB from 1 to 1048576)"),
         ("stats", "stats"),
         ("mode detect", "mode detect"),
         ("=1", "unknown option ''"),

@@ -47,13 +47,16 @@ fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
     assert_swept(&run("reuse", "mode=prevent:stats=1"));
 }
 
-/// A heap too big to sweep for a while (48 MiB live) does not stop sweeps once it shrank
-/// again: the same checks as above after such a phase.
+/// A heap too big to sweep for a while (48 MiB live, above `sweep_max_live=32`) does not stop
+/// sweeps once it shrank again: the same checks as above after such a phase. Under the default
+/// limit (64 MiB) the same phase is not too big.
 #[test]
 fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
-    let o = run("shrunk", "mode=prevent:stats=1");
+    let o = run("shrunk", "mode=prevent:stats=1:sweep_max_live=32");
     // The big phase was seen as too big (once: one stretch of it), and sweeps ran after it.
     assert_eq!(assert_swept(&o)[2], 1, "{}", stderr(&o));
+    let o = run("shrunk", "mode=prevent:stats=1");
+    assert_eq!(assert_swept(&o)[2], 0, "{}", stderr(&o));
 }
 
 /// A process that had a second thread for a while is swept again once it is alone.

@@ -45,6 +45,9 @@ pub struct Options {
     /// Percent of the time sweeps may take (`sweep_share`): after a sweep that took `t`, the
     /// next waits `t * (100 - share) / share`.
     pub sweep_share: u32,
+    /// Heaps with more MiB of live objects are not swept (`sweep_max_live`): the program stands
+    /// still while a sweep reads them, about half a millisecond per MiB.
+    pub sweep_max_live_mib: u32,
     /// The number of the first epoch (1): for tests of what happens when epoch numbers wrap
     /// round, which takes 2^32 - 2 epochs otherwise.
     pub first_epoch: u32,
@@ -71,6 +74,7 @@ impl Options {
         dirty_decay_ms: 10_000,
         sweep: true,
         sweep_share: 33,
+        sweep_max_live_mib: 64,
         first_epoch: 1,
         mirror_table: None,
         syslog: Syslog::Auto,
@@ -80,7 +84,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, dirty_decay, sweep, sweep_share, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, dirty_decay, sweep, sweep_share, sweep_max_live, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +191,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 })?;
                 o.sweep_share = n as u32;
             }
+            b"sweep_max_live" => {
+                let n = parse_uint(value).filter(|&n| (1..=1 << 20).contains(&n)).ok_or(ParseError::BadValue {
+                    key,
+                    value,
+                    expected: "MiB from 1 to 1048576",
+                })?;
+                o.sweep_max_live_mib = n as u32;
+            }
             b"first_epoch" => {
                 let n = parse_uint(value)
                     .filter(|&n| (1..=u32::MAX as u64 - 1).contains(&n))
@@ -271,6 +283,10 @@ mod tests {
         assert!(matches!(parse(b"sweep_share=0"), Err(ParseError::BadValue { key: b"sweep_share", .. })));
         assert!(matches!(parse(b"sweep_share=91"), Err(ParseError::BadValue { key: b"sweep_share", .. })));
         assert!(matches!(parse(b"sweep_share=1/3"), Err(ParseError::BadValue { .. })));
+        assert_eq!(Options::DEFAULT.sweep_max_live_mib, 64);
+        assert_eq!(parse(b"sweep_max_live=512").unwrap().sweep_max_live_mib, 512);
+        assert!(matches!(parse(b"sweep_max_live=0"), Err(ParseError::BadValue { key: b"sweep_max_live", .. })));
+        assert!(matches!(parse(b"sweep_max_live=1048577"), Err(ParseError::BadValue { .. })));
     }
 
     #[test]

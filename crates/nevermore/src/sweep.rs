@@ -38,8 +38,8 @@
 //! memory whose pages were swapped out.
 //!
 //! When: every refill considers a sweep once the heap has `FIRST` slabs in use, at most
-//! `MAX_LIVE` bytes of live objects (the program waits while the scan reads them, about 1 ms
-//! per MiB here) and no seccomp filter (which might kill the process for opening procfs
+//! `sweep_max_live` MiB of live objects (the program waits while the scan reads them, about
+//! 0.5 ms per MiB here) and no seccomp filter (which might kill the process for opening procfs
 //! files). Only lanes `MIN_AGE` to `MAX_AGE` epochs old count as pinned and are refilled. A
 //! sweep runs when the census finds enough dead slots in them: at least `MIN_PINNED` bytes, an
 //! eighth of all issued slab memory, and as many bytes as the scan will read: the live
@@ -92,9 +92,12 @@ const MAX_AGE: u32 = 96;
 const MAPS_BYTES: usize = 1 << 20;
 /// Shortest time between two sweeps (or censuses that found nothing worth a sweep).
 const MIN_GAP_NS: u64 = 5_000_000;
-/// Heaps with more live bytes are not swept: the scan reads them all while the program waits
-/// (about 1 ms per MiB here), and pauses must stay short.
-const MAX_LIVE: u64 = 32 << 20;
+/// Heaps with more live bytes than `sweep_max_live` (64 MiB) are not swept: the scan reads
+/// them all while the program waits, about 0.5 ms per MiB here (6.5 GiB in 3.4 s on the soak
+/// of `nevermore-bench`), so that a sweep's pause stays near 30 ms.
+fn max_live() -> u64 {
+    (crate::options().sweep_max_live_mib as u64) << 20
+}
 /// While the heap is too big, how often a refill looks again whether it shrank: a program's
 /// live heap often swells for a phase and shrinks again (a big temporary structure built and
 /// dropped), leaving its survivors' groups pinned; waiting for the heap to double or for a
@@ -130,7 +133,7 @@ pub static SWEEP_NS: AtomicU64 = AtomicU64::new(0);
 /// Stretches of time sweeps did not run because the process had other threads.
 pub static NOT_SINGLE: AtomicU64 = AtomicU64::new(0);
 /// Sweeps not run for another reason: stretches of time the heap's live objects exceeded
-/// `MAX_LIVE`, and a seccomp filter found in force.
+/// `sweep_max_live`, and a seccomp filter found in force.
 pub static NOT_SWEPT: AtomicU64 = AtomicU64::new(0);
 /// Sweeps that gave up (something could not be read); nothing was reclaimed by them.
 pub static GAVE_UP: AtomicU64 = AtomicU64::new(0);
@@ -163,7 +166,7 @@ fn consider() {
     }
     let old = block_signals();
     let live_bytes = cache::totals().live_bytes();
-    if live_bytes > MAX_LIVE {
+    if live_bytes > max_live() {
         // Look again soon, without reading any file: the heap may shrink back within this
         // phase of the program.
         if !TOO_BIG.swap(true, Ordering::Relaxed) {

@@ -93,8 +93,8 @@ const MAPS_BYTES: usize = 1 << 20;
 /// Shortest time between two sweeps (or censuses that found nothing worth a sweep).
 const MIN_GAP_NS: u64 = 5_000_000;
 /// Heaps with more live bytes than `sweep_max_live` (64 MiB) are not swept: the scan reads
-/// them all while the program waits, about 0.5 ms per MiB here (6.5 GiB in 3.4 s on the soak
-/// of `nevermore-bench`), so that a sweep's pause stays near 30 ms.
+/// them all while the program waits, about 0.5–0.6 ms per MiB here (the soak of
+/// `nevermore-bench`, 51 MiB live: 25 ms per sweep on average, 100 ms at the longest).
 fn max_live() -> u64 {
     (crate::options().sweep_max_live_mib as u64) << 20
 }

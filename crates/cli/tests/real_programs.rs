@@ -553,3 +553,69 @@ fn postgres_serves_queries() {
 fn postgres_serves_queries_detect_mode() {
     postgres_serves_queries_in("detect");
 }
+
+/// Modules of CPython's own regression tests that lean hardest on malloc or on what the
+/// allocator does behind the program's back (signals, fork, mappings, threads).
+const CPYTHON_TESTS: &[&str] = &[
+    "test_json",
+    "test_re",
+    "test_dict",
+    "test_set",
+    "test_collections",
+    "test_struct",
+    "test_gc",
+    "test_weakref",
+    "test_zlib",
+    "test_mmap",
+    "test_ctypes",
+    "test_fork1",
+    "test_signal",
+    "test_faulthandler",
+    "test_threading",
+    "test_os",
+];
+
+/// CPython's regression tests (Debian's `libpython3.11-testsuite`) pass with every object of
+/// the interpreter and of its test workers allocated by the library (`PYTHONMALLOC=malloc`).
+fn cpython_regression_tests_in(mode: &str) {
+    let py = python();
+    let probe = run_plain(&py, &["-c", "import test.libregrtest, test.test_json"], &[]);
+    assert!(
+        probe.status.success(),
+        "CPython's test package is missing: install the Debian package `libpython3.11-testsuite` \
+         (apt-get install -y libpython3.11-testsuite), or run `bash .ci/run`, which installs it\n{}",
+        stderr(&probe)
+    );
+    let mut args = vec!["-m", "test", "-j2"];
+    args.extend_from_slice(CPYTHON_TESTS);
+    // `stats=1`, into a file (tests compare their subprocesses' stderr with what they expect):
+    // each process's report at exit shows that the library served it.
+    let dir = scratch(&format!("cpython-tests-{mode}"));
+    let log = dir.join("reports.log");
+    let opt = format!("mode={mode}:stats=1:report_path={}", log.display());
+    let o = run_preloaded_timeout(&py, &args, &[("PYTHONMALLOC", "malloc"), ("NEVERMORE_OPTIONS", &opt)], 900);
+    let (out, err) = (stdout(&o), stderr(&o));
+    let reports = std::fs::read_to_string(&log).unwrap_or_default();
+    let last: Vec<&str> = out.lines().rev().take(60).collect();
+    assert!(
+        o.status.success() && out.contains("Tests result: SUCCESS"),
+        "{mode}: {:?}\n{}\n{err}",
+        o.status,
+        last.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+    assert!(out.contains(&format!("All {} tests OK.", CPYTHON_TESTS.len())), "{mode}: {out}");
+    assert!(!reports.contains("nevermore: ERROR"), "{mode}: {reports}");
+    // The main process and every worker (one per module) were served by the library.
+    let served = reports.lines().filter(|l| l.ends_with("== nevermore stats")).count();
+    assert!(served > CPYTHON_TESTS.len(), "{mode}: {served} processes reported statistics:\n{reports}");
+}
+
+#[test]
+fn cpython_regression_tests() {
+    cpython_regression_tests_in("prevent");
+}
+
+#[test]
+fn cpython_regression_tests_detect_mode() {
+    cpython_regression_tests_in("detect");
+}

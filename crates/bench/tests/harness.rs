@@ -4,19 +4,27 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-#[test]
-fn tiny_loop_run_writes_every_output() {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-harness-{}", std::process::id()));
+/// Runs the harness with `args` and `--out` a fresh directory named after `name`; asserts it
+/// succeeded and returns (the directory, stdout, stderr).
+fn harness(name: &str, args: &[&str]) -> (PathBuf, String, String) {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let o = Command::new(env!("CARGO_BIN_EXE_nevermore-bench"))
-        .args(["--only", "loop,nosuchworkload", "--scale", "0.01", "--reps", "1"])
-        .args(["--alloc", "glibc,nonexistent", "--lib", "fake=/nonexistent.so", "--out"])
+        .args(args)
+        .arg("--out")
         .arg(&out)
         .output()
         .expect("run nevermore-bench");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", o.status);
+    (out, stdout, stderr)
+}
+
+#[test]
+fn tiny_loop_run_writes_every_output() {
+    let args = ["--only", "loop,nosuchworkload", "--scale", "0.01", "--reps", "1", "--alloc", "glibc,nonexistent"];
+    let (out, stdout, stderr) = harness("bench-harness", &[&args[..], &["--lib", "fake=/nonexistent.so"]].concat());
     assert!(stderr.contains("notice: skipping allocator nonexistent: unknown allocator"), "{stderr}");
     assert!(stderr.contains("notice: skipping allocator fake: /nonexistent.so not found"), "{stderr}");
     assert!(stderr.contains("notice: skipping workload nosuchworkload: unknown"), "{stderr}");
@@ -46,16 +54,10 @@ fn tiny_loop_run_writes_every_output() {
 /// report, in the Markdown and the CSV.
 #[test]
 fn soak_reports_the_alias_engine_at_exit() {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-soak-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let o = Command::new(env!("CARGO_BIN_EXE_nevermore-bench"))
-        .args(["--only", "soak", "--scale", "0.02", "--reps", "1", "--alloc", "glibc,nevermore-prevent", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run nevermore-bench");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", o.status);
+    let (out, _, _) = harness(
+        "bench-soak",
+        &["--only", "soak", "--scale", "0.02", "--reps", "1", "--alloc", "glibc,nevermore-prevent"],
+    );
     let md = std::fs::read_to_string(out.join("results.md")).expect("results.md");
     assert!(md.contains("### soak — ns/op (lower is better)"), "{md}");
     for alloc in ["glibc", "nevermore-prevent"] {

@@ -187,22 +187,31 @@ fn prevent_mode_says_stacks_are_not_recorded() {
 /// quickly one follows another: 70 copies of a plugin, built without frame pointers, are loaded
 /// back to back (every other one unloaded again at once, so copies land where unloaded ones
 /// were), each allocating and freeing at once; the last one's use-after-free is reported with
-/// that copy's functions and the program's `main` below them in every stack.
+/// that copy's functions and the program's `main` below them in every stack. Also when the
+/// program loads them by a relative path from another directory than `nevermore run`'s.
 #[test]
 fn libraries_loaded_one_after_another_are_named_in_stacks() {
     let plugin = compile("late_plugin.c", &["-shared", "-fPIC", "-O2", "-fomit-frame-pointer"]);
-    let dir = scratch("late-modules");
+    // Canonical: a relative path is made absolute with the working directory, which has no
+    // symbolic links in it.
+    let dir = scratch("late-modules").canonicalize().unwrap();
     const COPIES: usize = 70;
     for i in 0..COPIES {
         std::fs::copy(&plugin, dir.join(format!("plugin{i}.so"))).unwrap();
     }
     let bin = compile("late_module.c", &["-ldl"]);
-    let o = run_detect(&bin, &[dir.to_str().unwrap(), &COPIES.to_string()], &[]);
+    for how in ["absolute", "relative"] {
+        late_modules_report(&bin, &dir, COPIES, how);
+    }
+}
+
+fn late_modules_report(bin: &Path, dir: &Path, copies: usize, how: &str) {
+    let o = run_detect(bin, &[dir.to_str().unwrap(), &copies.to_string(), how], &[]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(23), "{err}");
     assert!(err.contains("nevermore: ERROR: heap-use-after-free on address 0x"), "{err}");
     assert!(!stdout(&o).contains("survived"), "{err}");
-    let last = format!("/plugin{}.so+0x", COPIES - 1);
+    let last = format!("{}/plugin{}.so+0x", dir.display(), copies - 1);
     let (access, free, alloc) = sections(&err);
     for (section, func, what) in [
         (&access, "touch_late", "access stack"),
@@ -212,12 +221,12 @@ fn libraries_loaded_one_after_another_are_named_in_stacks() {
         let first = section.lines().find(|l| l.contains("#0 ")).unwrap_or_default();
         assert!(
             first.contains(&format!(" in {func} ")) && first.contains("late_plugin.c:") && first.contains(&last),
-            "{what}: expected `{func}` of plugin{} first:\n{section}\nfull stderr:\n{err}",
-            COPIES - 1
+            "{how}, {what}: expected `{func}` of plugin{} first:\n{section}\nfull stderr:\n{err}",
+            copies - 1
         );
         assert!(
             section.lines().any(|l| l.contains(" in main ") && l.contains("late_module.c:")),
-            "{what}: `main` of late_module.c missing:\n{section}\nfull stderr:\n{err}"
+            "{how}, {what}: `main` of late_module.c missing:\n{section}\nfull stderr:\n{err}"
         );
     }
 }

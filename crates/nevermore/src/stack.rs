@@ -182,6 +182,31 @@ fn describe(info: &DlPhdrInfo) -> Option<(usize, usize, usize, usize)> {
     (lo < hi).then_some((info.addr, lo, hi, hdr))
 }
 
+/// Copies a module's name into `out` (truncated), made absolute when `dlopen` was given a
+/// relative path (`./plugin.so`): reports are symbolized later, maybe by another process in
+/// another directory. The directory is the current one, which is where the path was relative
+/// to unless the program changed it between the `dlopen` and its first allocation. Returns
+/// the length.
+fn absolute_name(s: &[u8], out: &mut [u8; NAME_MAX]) -> usize {
+    let s = s.strip_prefix(b"./").unwrap_or(s);
+    let mut at = 0;
+    if !s.is_empty() && s[0] != b'/' {
+        // SAFETY: getcwd writes at most `NAME_MAX` bytes, NUL included, into `out`.
+        let ok = !unsafe { libc::getcwd(out.as_mut_ptr() as *mut c_char, NAME_MAX) }.is_null();
+        let dir = if ok { out.iter().position(|&b| b == 0).unwrap_or(0) } else { 0 };
+        if dir > 0 && dir + 1 + s.len() <= NAME_MAX {
+            at = dir;
+            if out[at - 1] != b'/' {
+                out[at] = b'/';
+                at += 1;
+            }
+        }
+    }
+    let n = s.len().min(NAME_MAX - at);
+    out[at..at + n].copy_from_slice(&s[..n]);
+    at + n
+}
+
 /// State of one refresh: which published records were met again.
 struct Refresh {
     /// Bit i: record i is loaded (records past 16 384 are not kept anyway).
@@ -204,8 +229,7 @@ extern "C" fn add_module(info: *mut DlPhdrInfo, size: usize, data: *mut c_void) 
     if !info.name.is_null() {
         // SAFETY: dlpi_name is a NUL-terminated string.
         let s = unsafe { core::ffi::CStr::from_ptr(info.name) }.to_bytes();
-        name_len = s.len().min(NAME_MAX);
-        name[..name_len].copy_from_slice(&s[..name_len]);
+        name_len = absolute_name(s, &mut name);
     }
     if name_len == 0 && first {
         // The main program has an empty name: ask the kernel.

@@ -447,11 +447,7 @@ impl Case for Batch {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).current_dir(&self.cwd).stdin(Stdio::null()).stdout(fo).stderr(fe);
         alloc.apply(&mut cmd, None);
-        if let Some((_, opts)) = alloc.env.iter().find(|(k, _)| k == "NEVERMORE_OPTIONS") {
-            // The exit statistics give the alias engine's end state; printing them costs nothing
-            // before the exit.
-            cmd.env("NEVERMORE_OPTIONS", format!("{opts}:stats=1"));
-        }
+        ask_for_statistics(&mut cmd, alloc);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let f = runner::spawn(&mut cmd, self.timeout, true, self.tree).map_err(|e| e.to_string())?.wait();
         if !f.success() {
@@ -468,6 +464,14 @@ impl Case for Batch {
         };
         let engine = parse_engine(&fs::read_to_string(&err).unwrap_or_default());
         Ok(Sample { primary, wall_s, rss_kib: f.peak_rss_kib, phys_kib: f.peak_phys_kib, engine })
+    }
+}
+
+/// Under nevermore, asks for the exit statistics, which give the alias engine's end state
+/// (`parse_engine`); printing them costs nothing before the exit.
+fn ask_for_statistics(cmd: &mut Command, alloc: &Allocator) {
+    if let Some((_, opts)) = alloc.env.iter().find(|(k, _)| k == "NEVERMORE_OPTIONS") {
+        cmd.env("NEVERMORE_OPTIONS", format!("{opts}:stats=1"));
     }
 }
 
@@ -537,7 +541,8 @@ impl Serve<'_> {
             wall_s: client.wall.as_secs_f64(),
             rss_kib: srv.peak_rss_kib,
             phys_kib: srv.peak_phys_kib,
-            engine: None,
+            // Where the server's exit statistics reached its standard error.
+            engine: parse_engine(&fs::read_to_string(&serr).unwrap_or_default()),
         })
     }
 }
@@ -595,6 +600,7 @@ impl Case for Redis {
         server.args(["--daemonize", "no", "--protected-mode", "no"]).arg("--dir").arg(&self.dir).current_dir(&self.dir);
         // Debian's redis-server links jemalloc: its glibc baseline needs the forwarding shim.
         alloc.apply(&mut server, (alloc.name == "glibc").then_some(self.shim.as_path()));
+        ask_for_statistics(&mut server, alloc);
         let n = if warm { (self.requests / REDIS_WARM).max(1) } else { self.requests };
         let mut client = Command::new(&self.client);
         client.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-n", &n.to_string(), "-r", "100000", "-d", "256"]);
@@ -655,6 +661,7 @@ impl Case for Nginx {
         server.arg("-p").arg(&self.prefix).arg("-c").arg(&conf_path).arg("-e").arg(self.prefix.join("logs/error.log"));
         server.current_dir(&self.prefix);
         alloc.apply(&mut server, None);
+        ask_for_statistics(&mut server, alloc);
         let secs = if warm { 1 } else { self.secs };
         let mut client = Command::new(&self.wrk);
         client.args(["-t1", "-c32", &format!("-d{secs}s"), &format!("http://127.0.0.1:{port}/")]);
@@ -779,6 +786,7 @@ impl Postgres {
         ]);
         server.arg("-c").arg(format!("unix_socket_directories={}", c.base.display()));
         alloc.apply(&mut server, None);
+        ask_for_statistics(&mut server, alloc);
         let mut client = Command::new(&self.pgbench);
         client.args(args).args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", "postgres"]);
         let ready = || match &self.pg_isready {

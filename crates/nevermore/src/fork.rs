@@ -38,6 +38,7 @@ fn all_locks(mut f: impl FnMut(&crate::lock::RawMutex)) {
     f(POOL.raw_lock());
     f(large::raw_lock());
     f(meta::raw_lock());
+    f(crate::stack::loader_lock());
 }
 
 pub extern "C" fn prepare() {

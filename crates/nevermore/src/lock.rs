@@ -37,6 +37,12 @@ impl RawMutex {
         }
     }
 
+    /// Takes the lock if it is free; never waits.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
     #[inline]
     pub fn unlock(&self) {
         if self.0.swap(0, Ordering::Release) == 2 {

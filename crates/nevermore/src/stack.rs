@@ -25,6 +25,8 @@ use core::ffi::{c_char, c_int, c_void};
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use crate::lock::RawMutex;
+
 /// Most frames kept per stack.
 pub const MAX_FRAMES: usize = 20;
 
@@ -147,6 +149,30 @@ struct Phdr {
 
 extern "C" {
     fn dl_iterate_phdr(cb: extern "C" fn(*mut DlPhdrInfo, usize, *mut c_void) -> c_int, data: *mut c_void) -> c_int;
+}
+
+/// Held around every call of `dl_iterate_phdr` made here, and by `fork`'s prepare handler
+/// with the allocator's other locks. glibc does not reset the lock that `dl_iterate_phdr`
+/// takes in a forked child: had another thread been inside it when the program forked, the
+/// child's first look at the loaded objects would wait for ever. Taken only if free (a signal
+/// handler may interrupt a thread holding it), so a look can be skipped, never blocked.
+static LOADER: RawMutex = RawMutex::new();
+
+/// The lock `fork`'s handlers take so that no thread is inside `dl_iterate_phdr` for us.
+pub fn loader_lock() -> &'static RawMutex {
+    &LOADER
+}
+
+/// `dl_iterate_phdr(cb, data)` under `LOADER`; false (and no call) when it was held.
+fn iterate_loaded(cb: extern "C" fn(*mut DlPhdrInfo, usize, *mut c_void) -> c_int, data: *mut c_void) -> bool {
+    if !LOADER.try_lock() {
+        return false;
+    }
+    // SAFETY: the callbacks here only read what they are passed and write `data`, which the
+    // caller made for them.
+    unsafe { dl_iterate_phdr(cb, data) };
+    LOADER.unlock();
+    true
 }
 
 const PT_LOAD: u32 = 1;
@@ -287,8 +313,12 @@ fn refresh_modules() -> bool {
     st.seen = [0; MAX_CHUNKS * CHUNK_MODULES / 64];
     st.first = true;
     let subs = SEEN_SUBS.load(Ordering::Relaxed);
-    // SAFETY: the callback only writes records past the published ones and the state.
-    unsafe { dl_iterate_phdr(add_module, &mut *st as *mut Refresh as *mut c_void) };
+    // The callback only writes records past the published ones and the state.
+    if !iterate_loaded(add_module, &mut *st as *mut Refresh as *mut c_void) {
+        drop(st);
+        REFRESHING.store(false, Ordering::Release);
+        return false;
+    }
     for (i, m) in records().enumerate() {
         if st.seen[i / 64] & (1 << (i % 64)) == 0 {
             m.gone.store(true, Ordering::Release);
@@ -328,12 +358,32 @@ extern "C" fn read_counts(info: *mut DlPhdrInfo, size: usize, data: *mut c_void)
     1 // the first object is enough
 }
 
-/// The C library's counts of objects loaded and unloaded, if it keeps them.
-fn load_counts() -> Option<(u64, u64)> {
+/// What the C library says of the objects loaded and unloaded so far.
+enum Counts {
+    /// `dlpi_adds`, `dlpi_subs`.
+    Known(u64, u64),
+    /// It does not count them.
+    Unknown,
+    /// Not looked at: another thread (or the code this signal handler interrupted) was looking.
+    Busy,
+}
+
+fn load_counts() -> Counts {
     let mut c = (u64::MAX, u64::MAX);
-    // SAFETY: the callback writes the pair and stops at the first object.
-    unsafe { dl_iterate_phdr(read_counts, &mut c as *mut (u64, u64) as *mut c_void) };
-    (c.0 != u64::MAX).then_some(c)
+    // The callback writes the pair and stops at the first object.
+    if !iterate_loaded(read_counts, &mut c as *mut (u64, u64) as *mut c_void) {
+        return Counts::Busy;
+    }
+    if c.0 == u64::MAX {
+        Counts::Unknown
+    } else {
+        Counts::Known(c.0, c.1)
+    }
+}
+
+/// Whether the counts differ from those of the last refresh.
+fn changed(a: u64, s: u64) -> bool {
+    (a, s) != (SEEN_ADDS.load(Ordering::Relaxed), SEEN_SUBS.load(Ordering::Relaxed))
 }
 
 /// A PC in no known module: refresh the table if an object was loaded or unloaded since the
@@ -342,9 +392,10 @@ fn load_counts() -> Option<(u64, u64)> {
 #[cold]
 fn maybe_refresh() -> bool {
     match load_counts() {
-        Some(c) if c == (SEEN_ADDS.load(Ordering::Relaxed), SEEN_SUBS.load(Ordering::Relaxed)) => return false,
-        Some(_) => {}
-        None => {
+        Counts::Busy => return false,
+        Counts::Known(a, s) if !changed(a, s) => return false,
+        Counts::Known(..) => {}
+        Counts::Unknown => {
             let (now, last) = (now_ms(), LAST_REFRESH_MS.load(Ordering::Relaxed));
             if now.saturating_sub(last) < UNCOUNTED_REFRESH_MS
                 || LAST_REFRESH_MS.compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_err()
@@ -362,8 +413,8 @@ fn maybe_refresh() -> bool {
 /// before each recorded stack (not in signal handlers: see `module_of`).
 #[inline]
 fn sync_modules() {
-    if let Some(c) = load_counts() {
-        if c != (SEEN_ADDS.load(Ordering::Relaxed), SEEN_SUBS.load(Ordering::Relaxed)) {
+    if let Counts::Known(a, s) = load_counts() {
+        if changed(a, s) {
             let _ = refresh_modules();
         }
     }

@@ -58,6 +58,18 @@ fn fork_in_a_loop_while_threads_allocate_and_exec_after_fork() {
     stress(&["forkloop", "40"]);
 }
 
+/// Forks while other threads allocate in detect mode, where every allocation records its
+/// stack and looks at the loaded objects (`dl_iterate_phdr`): glibc does not reset that
+/// function's lock in a forked child, so a fork while another thread was inside it must not
+/// happen, or the child hangs at its first allocation (it did in 5 of 12 runs of this loop).
+#[test]
+fn forks_while_threads_record_stacks() {
+    let bin = compile("stress.c", &["-ldl"]);
+    for _ in 0..3 {
+        clean(&run_preloaded_timeout(&bin, &["forkloop", "200"], &[("NEVERMORE_OPTIONS", "mode=detect")], 60));
+    }
+}
+
 /// The handler allocates while the interrupted code runs outside the allocator (SIGUSR1 is
 /// blocked around the main thread's own allocator calls): the documented safe pattern.
 #[test]

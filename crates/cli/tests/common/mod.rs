@@ -161,10 +161,14 @@ pub fn run_preloaded_timeout(prog: &Path, args: &[&str], env: &[(&str, &str)], s
     wait_with_deadline(cmd, secs, &format!("{} {}", prog.display(), args.join(" ")))
 }
 
-/// Runs `cmd` with piped output, killing it (and failing the test) after `secs` seconds.
+/// Runs `cmd` with piped output, killing it (and failing the test) after `secs` seconds. The
+/// program runs in a process group of its own, killed whole at the deadline: a hung child it
+/// forked would otherwise keep the pipes open, and the test would wait for ever.
 pub fn wait_with_deadline(mut cmd: Command, secs: u64, what: &str) -> Output {
+    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut child =
+        cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
     // Drain the pipes on threads so that a chatty program cannot block on a full pipe.
     let mut so = child.stdout.take().unwrap();
     let mut se = child.stderr.take().unwrap();
@@ -184,6 +188,8 @@ pub fn wait_with_deadline(mut cmd: Command, secs: u64, what: &str) -> Output {
             break s;
         }
         if std::time::Instant::now() > deadline {
+            // SAFETY: kill(2) of the child's process group, which it leads (`process_group(0)`).
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.kill();
             let _ = child.wait();
             let err = t_err.join().unwrap();

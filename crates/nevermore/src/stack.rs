@@ -111,8 +111,6 @@ impl Module {
 /// a library loaded where an unloaded one was is found, not its predecessor.
 static CHUNKS: [AtomicPtr<Module>; MAX_CHUNKS] = [const { AtomicPtr::new(ptr::null_mut()) }; MAX_CHUNKS];
 static NMODULES: AtomicUsize = AtomicUsize::new(0);
-/// One refresh at a time; readers never wait for it.
-static REFRESHING: AtomicBool = AtomicBool::new(false);
 /// The C library's counts of objects loaded and unloaded (`dlpi_adds`, `dlpi_subs`) when the
 /// table was last brought up to date; u64::MAX until then, or when it does not count.
 static SEEN_ADDS: AtomicU64 = AtomicU64::new(u64::MAX);
@@ -151,7 +149,8 @@ extern "C" {
     fn dl_iterate_phdr(cb: extern "C" fn(*mut DlPhdrInfo, usize, *mut c_void) -> c_int, data: *mut c_void) -> c_int;
 }
 
-/// Held around every call of `dl_iterate_phdr` made here, and by `fork`'s prepare handler
+/// Held around every call of `dl_iterate_phdr` made here (and every update of the module
+/// table), and by `fork`'s prepare handler
 /// with the allocator's other locks. glibc does not reset the lock that `dl_iterate_phdr`
 /// takes in a forked child: had another thread been inside it when the program forked, the
 /// child's first look at the loaded objects would wait for ever. Taken only if free (a signal
@@ -300,25 +299,30 @@ extern "C" fn add_module(info: *mut DlPhdrInfo, size: usize, data: *mut c_void) 
 }
 
 /// Brings the module table up to date with the loaded objects (at start-up, or for a PC in no
-/// known module once something was loaded or unloaded). Returns false when another thread was
-/// doing it.
+/// known module once something was loaded or unloaded). The whole update runs under `LOADER`,
+/// so one runs at a time and `fork` never leaves one half done in the child. Returns false
+/// when the lock was taken (another thread, or the code this signal handler interrupted).
 fn refresh_modules() -> bool {
-    if REFRESHING.swap(true, Ordering::Acquire) {
+    if !LOADER.try_lock() {
         return false;
     }
-    // Not on the stack, which may be a small signal stack: the state is 2 KiB.
+    refresh_locked();
+    LOADER.unlock();
+    true
+}
+
+/// `refresh_modules` with `LOADER` held.
+fn refresh_locked() {
+    // Not on the stack, which may be a small signal stack: the state is 2 KiB. Its lock is
+    // only ever taken under `LOADER`, so it never waits.
     static STATE: crate::lock::Locked<Refresh> =
         crate::lock::Locked::new(Refresh { seen: [0; MAX_CHUNKS * CHUNK_MODULES / 64], first: true });
     let mut st = STATE.lock();
     st.seen = [0; MAX_CHUNKS * CHUNK_MODULES / 64];
     st.first = true;
     let subs = SEEN_SUBS.load(Ordering::Relaxed);
-    // The callback only writes records past the published ones and the state.
-    if !iterate_loaded(add_module, &mut *st as *mut Refresh as *mut c_void) {
-        drop(st);
-        REFRESHING.store(false, Ordering::Release);
-        return false;
-    }
+    // SAFETY: the callback only writes records past the published ones and the state.
+    unsafe { dl_iterate_phdr(add_module, &mut *st as *mut Refresh as *mut c_void) };
     for (i, m) in records().enumerate() {
         if st.seen[i / 64] & (1 << (i % 64)) == 0 {
             m.gone.store(true, Ordering::Release);
@@ -336,8 +340,6 @@ fn refresh_modules() -> bool {
         SELF_LO.store(m.lo, Ordering::Relaxed);
         SELF_HI.store(m.hi, Ordering::Relaxed);
     }
-    REFRESHING.store(false, Ordering::Release);
-    true
 }
 
 fn now_ms() -> u64 {

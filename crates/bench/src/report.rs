@@ -121,23 +121,8 @@ pub fn csv(results: &[CaseResult]) -> String {
     for r in results {
         for c in &r.cells {
             for q in Quantity::ALL {
-                let s = c.summary(q);
-                let values: Vec<String> = c.values(q).iter().map(|v| format!("{v}")).collect();
-                let row = [
-                    csv_field(&r.name),
-                    csv_field(&c.alloc),
-                    q.key(&r.metric).to_string(),
-                    csv_field(q.unit(&r.metric)),
-                    q.higher_is_better(&r.metric).to_string(),
-                    c.samples.len().to_string(),
-                    c.failures.len().to_string(),
-                    num(s.map(|s| s.median)),
-                    num(s.map(|s| s.min)),
-                    num(s.map(|s| s.max)),
-                    num(r.ratio(&c.alloc, q)),
-                    values.join(" "),
-                ];
-                let _ = writeln!(out, "{}", row.join(","));
+                let (key, unit, higher) = (q.key(&r.metric), q.unit(&r.metric), q.higher_is_better(&r.metric));
+                csv_row(&mut out, &r.name, c, (key, unit, higher), &c.values(q), r.ratio(&c.alloc, q));
             }
             let engines = c.engines();
             if engines.is_empty() {
@@ -145,27 +130,32 @@ pub fn csv(results: &[CaseResult]) -> String {
             }
             for (key, get) in ENGINE_FIELDS {
                 let values: Vec<f64> = engines.iter().map(|e| get(e) as f64).collect();
-                let s = stats::summarize(&values);
-                let shown: Vec<String> = values.iter().map(|v| format!("{v}")).collect();
-                let row = [
-                    csv_field(&r.name),
-                    csv_field(&c.alloc),
-                    key.to_string(),
-                    "count".into(),
-                    "false".into(),
-                    engines.len().to_string(),
-                    c.failures.len().to_string(),
-                    num(s.map(|s| s.median)),
-                    num(s.map(|s| s.min)),
-                    num(s.map(|s| s.max)),
-                    String::new(),
-                    shown.join(" "),
-                ];
-                let _ = writeln!(out, "{}", row.join(","));
+                csv_row(&mut out, &r.name, c, (key, "count", false), &values, None);
             }
         }
     }
     out
+}
+
+/// One CSV row: `what` is (metric key, unit, higher is better); `values` every run's value.
+fn csv_row(out: &mut String, case: &str, c: &Cell, what: (&str, &str, bool), values: &[f64], ratio: Option<f64>) {
+    let s = stats::summarize(values);
+    let shown: Vec<String> = values.iter().map(|v| format!("{v}")).collect();
+    let row = [
+        csv_field(case),
+        csv_field(&c.alloc),
+        what.0.to_string(),
+        csv_field(what.1),
+        what.2.to_string(),
+        values.len().to_string(),
+        c.failures.len().to_string(),
+        num(s.map(|s| s.median)),
+        num(s.map(|s| s.min)),
+        num(s.map(|s| s.max)),
+        num(ratio),
+        shown.join(" "),
+    ];
+    let _ = writeln!(out, "{}", row.join(","));
 }
 
 /// The alias engine's numbers at exit, by CSV key.
@@ -259,15 +249,8 @@ pub fn markdown_tables(results: &[CaseResult]) -> String {
                     let v: Vec<f64> = e.iter().map(|x| get(x) as f64).collect();
                     stats::median(&v).map(|m| format!("{m}")).unwrap_or_else(|| "–".into())
                 };
-                let _ = writeln!(
-                    out,
-                    "| {} | {} | {} | {} | {} |",
-                    c.alloc,
-                    med(ENGINE_FIELDS[0].1),
-                    med(ENGINE_FIELDS[1].1),
-                    med(ENGINE_FIELDS[2].1),
-                    med(ENGINE_FIELDS[3].1)
-                );
+                let cells: Vec<String> = ENGINE_FIELDS.iter().map(|&(_, get)| med(get)).collect();
+                let _ = writeln!(out, "| {} | {} |", c.alloc, cells.join(" | "));
             }
             out += "\n";
         }

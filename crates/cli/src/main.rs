@@ -132,18 +132,20 @@ fn main() {
     }
 }
 
-/// The directory that holds extracted libraries: `$XDG_CACHE_HOME/nevermore`, else
-/// `$HOME/.cache/nevermore`, else `/tmp/nevermore-<uid>`. A path with ':' or ' ' is skipped,
-/// since `LD_PRELOAD` splits on both.
-fn cache_root() -> Result<PathBuf> {
+/// The directories that may hold extracted libraries, in order: `$XDG_CACHE_HOME/nevermore`,
+/// `$HOME/.cache/nevermore`, then `/tmp/nevermore-<uid>` (made private on first use). A
+/// path with ':' or ' ' is skipped, since `LD_PRELOAD` splits on both.
+fn cache_roots() -> Vec<PathBuf> {
     let usable = |p: &Path| p.is_absolute() && !p.as_os_str().as_bytes().iter().any(|b| *b == b':' || *b == b' ');
     let candidates = [
         std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("nevermore")),
         std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/nevermore")),
     ];
-    if let Some(dir) = candidates.into_iter().flatten().find(|p| usable(p)) {
-        return Ok(dir);
-    }
+    candidates.into_iter().flatten().filter(|p| usable(p)).collect()
+}
+
+/// `/tmp/nevermore-<uid>`, made if missing, and only if it is this user's alone.
+fn private_tmp_root() -> Result<PathBuf> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let dir = PathBuf::from(format!("/tmp/nevermore-{uid}"));
@@ -160,9 +162,28 @@ fn cache_root() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Writes the embedded library to the cache (once) and returns its absolute path.
+/// Writes the embedded library to the first cache directory that takes it (once) and returns
+/// its absolute path. A directory that cannot be written (a `HOME` of another user, kept by
+/// `su` or `setpriv`; a read-only home) passes the turn to the next one.
 fn extract() -> Result<PathBuf> {
-    let dir = cache_root()?.join(LIB_HASH);
+    let mut first_error = None;
+    for root in cache_roots() {
+        match extract_into(&root.join(LIB_HASH)) {
+            Ok(path) => return Ok(path),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match private_tmp_root().and_then(|root| extract_into(&root.join(LIB_HASH))) {
+        Ok(path) => Ok(path),
+        // The first failure says most: it is where the library was expected.
+        Err(e) => Err(first_error.unwrap_or(e)),
+    }
+}
+
+/// Writes the embedded library into `dir` (once) and returns its path there.
+fn extract_into(dir: &Path) -> Result<PathBuf> {
     let path = dir.join(LIB_NAME);
     if fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == LIB.len() as u64) {
         return Ok(path);
@@ -170,7 +191,7 @@ fn extract() -> Result<PathBuf> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
-        .create(&dir)
+        .create(dir)
         .with_context(|| format!("create {}", dir.display()))?;
     // Several processes may extract at once: each writes its own temporary file, and the
     // rename makes one complete copy appear atomically.
@@ -336,8 +357,12 @@ fn run(args: RunArgs) -> Result<()> {
     }
 
     let (program, program_args) = args.program.split_first().expect("clap requires PROGRAM");
-    let mut cmd = Command::new(program);
-    cmd.args(program_args);
+    let Some(path) = find_program(program, std::env::var_os("PATH")) else {
+        eprintln!("nevermore: {}: command not found", Path::new(program).display());
+        std::process::exit(127);
+    };
+    let mut cmd = Command::new(path);
+    cmd.arg0(program).args(program_args);
     // The library goes first, so it wins over any other preloaded allocator.
     let existing_preload: Vec<OsString> = std::env::var_os("LD_PRELOAD").into_iter().collect();
     cmd.env("LD_PRELOAD", colon_list(Some(lib.into_os_string()), &existing_preload));
@@ -361,6 +386,39 @@ fn run(args: RunArgs) -> Result<()> {
     }
     let sig = status.signal().expect("a child that did not exit was killed by a signal");
     die_by_signal(sig)
+}
+
+/// Where a shell finds `program`: the name itself when it holds a `/`, else the first
+/// executable regular file of that name in the directories of `path` (`$PATH`; unset, the
+/// C library's default `/bin:/usr/bin`). A directory that cannot be searched is skipped, as
+/// shells skip it: `execvp` instead fails with EACCES when no later directory has the program,
+/// so a misspelt name looked like a program that may not be run (status 126) for a user whose
+/// `PATH` names another user's directory (`su` keeps `PATH`). A file of that name that is
+/// not executable is the answer when nothing else is found (running it fails: status 126);
+/// `None`: not found (status 127).
+fn find_program(program: &OsStr, path: Option<OsString>) -> Option<PathBuf> {
+    if program.is_empty() {
+        return None;
+    }
+    if program.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = path.unwrap_or_else(|| OsString::from("/bin:/usr/bin"));
+    let mut not_executable = None;
+    for dir in std::env::split_paths(&path) {
+        // An empty entry means the working directory.
+        let candidate = if dir.as_os_str().is_empty() { Path::new(".").join(program) } else { dir.join(program) };
+        if !fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let Ok(c) = std::ffi::CString::new(candidate.as_os_str().as_bytes()) else { continue };
+        // SAFETY: access(2) with a valid NUL-terminated path.
+        if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+            return Some(candidate);
+        }
+        not_executable.get_or_insert(candidate);
+    }
+    not_executable
 }
 
 /// The forwarded signals and SIGCHLD, blocked in the calling thread (and so in every thread it
@@ -472,6 +530,38 @@ mod tests {
         assert_eq!(colon_list(Some(v("x=0")), &[v("a=1")]), v("x=0:a=1"));
         assert_eq!(colon_list(Some(v("")), &[v("a=1")]), v("a=1"));
         assert_eq!(colon_list(Some(v("/l.so")), &[v("")]), v("/l.so"));
+    }
+
+    #[test]
+    fn programs_are_found_like_a_shell_finds_them() {
+        let root = std::env::temp_dir().join(format!("nevermore-find-{}", std::process::id()));
+        let (a, b) = (root.join("a"), root.join("b"));
+        fs::create_dir_all(&a).unwrap();
+        fs::create_dir_all(&b).unwrap();
+        let file = |p: &Path, mode: u32| {
+            fs::write(p, "#!/bin/sh\n").unwrap();
+            fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+        };
+        file(&a.join("tool"), 0o644);
+        file(&b.join("tool"), 0o755);
+        file(&a.join("data"), 0o644);
+        fs::create_dir_all(b.join("dir")).unwrap();
+        let path = |dirs: &[&Path]| Some(std::env::join_paths(dirs).unwrap());
+        let find = |name: &str, p| find_program(OsStr::new(name), p);
+        // A file that is not executable is passed over for a later one that is.
+        assert_eq!(find("tool", path(&[&a, &b])), Some(b.join("tool")));
+        // Alone, it is the answer (running it then fails with status 126).
+        assert_eq!(find("data", path(&[&a, &b])), Some(a.join("data")));
+        // Directories are not programs; missing names are not found.
+        assert_eq!(find("dir", path(&[&b])), None);
+        assert_eq!(find("nope", path(&[&a, &b])), None);
+        assert_eq!(find("", path(&[&a, &b])), None);
+        // A name with a slash is taken as it is.
+        assert_eq!(find("./x/y", path(&[&a])), Some(PathBuf::from("./x/y")));
+        // An empty entry is the working directory; an unset PATH is /bin:/usr/bin.
+        assert_eq!(find("tool", Some(OsString::from(format!(":{}", b.display())))), Some(b.join("tool")));
+        assert_eq!(find("sh", None).map(|p| p.parent().unwrap().to_path_buf()), Some(PathBuf::from("/bin")));
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

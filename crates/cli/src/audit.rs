@@ -206,11 +206,14 @@ pub struct Config {
     pub name: String,
     pub preload: Option<PathBuf>,
     pub env: Vec<(String, String)>,
+    /// A command that runs the exploit (its path is appended), e.g. `setpriv` switching to
+    /// another user; empty: the exploit is run directly.
+    pub runner: Vec<String>,
 }
 
 impl Config {
     pub fn glibc() -> Config {
-        Config { name: "glibc".into(), preload: None, env: Vec::new() }
+        Config { name: "glibc".into(), preload: None, env: Vec::new(), runner: Vec::new() }
     }
 
     pub fn preload(name: &str, lib: &Path, env: &[(&str, &str)]) -> Config {
@@ -218,6 +221,7 @@ impl Config {
             name: name.into(),
             preload: Some(lib.to_path_buf()),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            runner: Vec::new(),
         }
     }
 }
@@ -297,7 +301,14 @@ pub fn run_exploit(bin: &Path, config: &Config) -> Result<Outcome> {
     let tag = format!("{name}-{n}");
     let out_path = bin.with_extension(format!("{tag}.out"));
     let err_path = bin.with_extension(format!("{tag}.err"));
-    let mut cmd = Command::new(bin);
+    let mut cmd = match config.runner.split_first() {
+        Some((runner, args)) => {
+            let mut c = Command::new(runner);
+            c.args(args).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
     cmd.env_remove("LD_PRELOAD")
         .env_remove("MALLOC_CHECK_")
         .env_remove("NEVERMORE_OPTIONS")

@@ -271,7 +271,7 @@ fn programs_under_test_run_as_the_requested_user() {
     let o = run_preloaded(std::path::Path::new("/usr/bin/id"), &["-u"], &[("NEVERMORE_OPTIONS", "mode=detect")]);
     assert_ok(&o);
     let own = Command::new("id").arg("-u").output().unwrap();
-    let want = if unprivileged_run() { "65534".to_string() } else { stdout(&own).trim().to_string() };
+    let want = if unprivileged_run() { NOBODY.to_string() } else { stdout(&own).trim().to_string() };
     assert_eq!(stdout(&o).trim(), want, "{}", stderr(&o));
 }
 

@@ -98,7 +98,7 @@ fn large_requests_succeed() {
 /// The same program run without the library passes too (so a failure above is the allocator's).
 #[test]
 fn program_passes_under_glibc() {
-    let o = std::process::Command::new(bin()).output().expect("spawn program");
+    let o = program(bin()).output().expect("spawn program");
     assert_ok(&o);
     assert!(stdout(&o).contains("OK"));
 }

@@ -9,11 +9,11 @@ use std::process::{Command, Output, Stdio};
 
 /// `nevermore ARGS` with a clean allocator environment and a private cache directory.
 fn nevermore(args: &[&str]) -> Command {
-    let mut cmd = Command::new(common::nevermore_bin());
+    let mut cmd = common::program(&common::nevermore_bin());
     cmd.args(args)
         .env_remove("NEVERMORE_OPTIONS")
         .env_remove("LD_PRELOAD")
-        .env("XDG_CACHE_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"));
+        .env("XDG_CACHE_HOME", common::writable_dir("cli-cache"));
     cmd
 }
 
@@ -138,6 +138,32 @@ fn missing_program_exits_127() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// A directory of `PATH` that the user may not search is skipped, as a shell skips it: the
+/// program is found further on, and a missing one is "not found" (127), not "cannot run"
+/// (126, what `execvp` answers after an EACCES on the way).
+#[test]
+fn unsearchable_path_directories_are_skipped() {
+    let root = common::is_root();
+    let locked = common::scratch("cli-locked-path").join("locked");
+    std::fs::create_dir_all(&locked).unwrap();
+    // Root may search any directory: the command then runs as `nobody`, for whom a
+    // root-owned directory of mode 0700 is closed; other users are shut out by mode 0.
+    let mode = if root { 0o700 } else { 0 };
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", locked.display());
+    let run = |prog: &str| {
+        let mut cmd = if root { common::as_nobody(&common::nevermore_bin()) } else { nevermore(&[]) };
+        cmd.args(["run", "--", prog]).env_remove("NEVERMORE_OPTIONS").env_remove("LD_PRELOAD").env("PATH", &path);
+        output(&mut cmd)
+    };
+    let o = run("true");
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let o = run("nevermore-no-such-program-xyz");
+    assert_eq!(o.status.code(), Some(127), "{}", common::stderr(&o));
+    assert!(common::stderr(&o).contains("command not found"), "{}", common::stderr(&o));
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+}
+
 #[test]
 fn non_executable_program_exits_126() {
     let dir = common::scratch("cli-not-executable");
@@ -176,6 +202,19 @@ fn lib_falls_back_to_home_cache() {
     common::assert_ok(&o);
     let path = common::stdout(&o);
     assert!(Path::new(path.trim_end()).starts_with(home.join(".cache/nevermore")), "{path}");
+}
+
+/// A cache directory that cannot be made (here under a file; in practice another user's
+/// `HOME`, kept by `su` or `setpriv`) passes the turn to the next, last `/tmp/nevermore-<uid>`.
+#[test]
+fn lib_falls_back_to_a_private_tmp_directory() {
+    let o = output(nevermore(&["lib"]).env("XDG_CACHE_HOME", "/dev/null/cache").env("HOME", "/dev/null"));
+    common::assert_ok(&o);
+    let out = common::stdout(&o);
+    let path = Path::new(out.trim_end());
+    let uid = common::stdout(&output(common::program(Path::new("id")).arg("-u")));
+    assert!(path.starts_with(format!("/tmp/nevermore-{}", uid.trim())), "{}", path.display());
+    assert_eq!(std::fs::read(path).unwrap(), std::fs::read(common::lib_path()).unwrap());
 }
 
 #[test]

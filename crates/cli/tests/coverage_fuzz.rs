@@ -46,12 +46,10 @@ fn number_after(text: &str, key: &str) -> Option<u64> {
 fn fuzz(mode: &str, seed: u32) {
     let bin = fuzzer();
     let dir = scratch(&format!("coverage-fuzz-{mode}"));
-    let corpus = dir.join("corpus");
-    let artifacts = dir.join("artifacts");
-    std::fs::create_dir_all(&corpus).unwrap();
-    std::fs::create_dir_all(&artifacts).unwrap();
+    let corpus = writable_dir(&format!("coverage-fuzz-{mode}/corpus"));
+    let artifacts = writable_dir(&format!("coverage-fuzz-{mode}/artifacts"));
     let saved = dir.join("last-input");
-    let mut cmd = Command::new(bin);
+    let mut cmd = program(bin);
     cmd.arg(&corpus)
         .arg(repo_root().join("fuzz/seeds/alloc_api"))
         .arg(format!("-max_total_time={SECONDS}"))

@@ -21,7 +21,7 @@ fn digest(out: &str) -> String {
 }
 
 fn glibc_digest(bin: &std::path::Path, seed: u64, ops: u64) -> String {
-    let o = std::process::Command::new(bin).args([&seed.to_string(), &ops.to_string()]).output().unwrap();
+    let o = program(bin).args([&seed.to_string(), &ops.to_string()]).output().unwrap();
     assert_ok(&o);
     digest(&stdout(&o))
 }
@@ -86,7 +86,7 @@ fn fuzz_replays_a_byte_stream() {
     let path = scratch("fuzz-stream").join("input");
     std::fs::write(&path, &bytes).unwrap();
     for mode in ["prevent", "detect"] {
-        let o = std::process::Command::new("sh")
+        let o = program(std::path::Path::new("sh"))
             .args(["-c", &format!("exec \"$0\" - < {}", path.display())])
             .arg(&bin)
             .env("LD_PRELOAD", lib_path())

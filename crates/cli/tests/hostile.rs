@@ -8,7 +8,8 @@ mod common;
 // tests/alias.rs.)
 
 use common::*;
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 fn ok_quiet(o: &Output) {
     assert_ok(o);
@@ -50,7 +51,7 @@ fn few_mappings_left() {
 
 fn with_as_limit(bytes: u64, mode: &str, mb: &str) -> Output {
     let bin = compile("hostile.c", &[]);
-    let mut cmd = Command::new("prlimit");
+    let mut cmd = program(Path::new("prlimit"));
     cmd.arg(format!("--as={bytes}"))
         .arg(&bin)
         .args(["work", mb])
@@ -128,7 +129,7 @@ fn preload_order_with_another_library() {
         format!("{}:{}", ours.display(), plugin.display()),
         format!("{}:{}", lib.display(), ours.display()),
     ] {
-        let mut cmd = Command::new(&bin);
+        let mut cmd = program(&bin);
         cmd.arg("ctor").env("LD_PRELOAD", &order).env("PLUGIN_SAY", "1").env("NEVERMORE_OPTIONS", "mode=detect");
         let o = wait_with_deadline(cmd, 60, &order);
         ok_quiet(&o);

@@ -122,7 +122,7 @@ fn guard_all_puts_small_objects_against_a_guard_page() {
 /// Every case listed by the program has a test here (and vice versa), so no case goes unchecked.
 #[test]
 fn every_case_is_tested() {
-    let o = std::process::Command::new(bin()).arg("--list").output().unwrap();
+    let o = program(bin()).arg("--list").output().unwrap();
     assert_ok(&o);
     let listed: Vec<String> = stdout(&o).lines().map(|l| l.to_string()).collect();
     let mut tested: Vec<&str> = CASES.to_vec();

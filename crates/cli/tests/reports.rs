@@ -33,11 +33,11 @@ fn line_of(tag: &str) -> usize {
 }
 
 fn nevermore(args: &[&str]) -> Command {
-    let mut cmd = Command::new(nevermore_bin());
+    let mut cmd = program(&nevermore_bin());
     cmd.args(args)
         .env_remove("NEVERMORE_OPTIONS")
         .env_remove("LD_PRELOAD")
-        .env("XDG_CACHE_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("reports-cache"));
+        .env("XDG_CACHE_HOME", writable_dir("reports-cache"));
     cmd
 }
 

@@ -126,7 +126,7 @@ fn signal_handlers_that_allocate_while_malloc_was_interrupted() {
 #[test]
 fn handler_allocations_beyond_their_arena_fail_cleanly() {
     let bin = compile("stress.c", &["-ldl"]);
-    let mut cmd = std::process::Command::new("prlimit");
+    let mut cmd = program(std::path::Path::new("prlimit"));
     cmd.arg("--as=1073741824")
         .arg(&bin)
         .args(["signals-anywhere", "5000"])

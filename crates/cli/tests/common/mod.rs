@@ -21,13 +21,27 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
-/// A scratch directory for one test.
+/// A scratch directory for one test, emptied first; the programs under test may write in it
+/// (also as `nobody`, see `program`).
 pub fn scratch(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&d);
+    writable_dir(name)
+}
+
+/// The directory `name` under the tests' temporary directory, made if missing (not emptied:
+/// tests running side by side may share it), writable by the programs under test.
+pub fn writable_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&d).unwrap();
+    if unprivileged_run() {
+        std::os::unix::fs::chown(&d, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
     d
 }
+
+/// uid and gid of `nobody`.
+pub const NOBODY: u32 = 65534;
 
 /// Compiles `tests/c/<file>` (C, or C++ when it ends in `.cc`) with `-O1 -g -pthread` plus
 /// `extra`, and returns the executable's path.
@@ -74,8 +88,10 @@ fn hash(parts: &[&str]) -> u64 {
 
 /// A command for `prog`, to be run under the allocator. With `NEVERMORE_TEST_USER=nobody`
 /// in the tests' environment (and the tests running as root), it runs as `nobody`
-/// (`as_nobody`): the CI runs the alias engine's tests a second time that way, since
-/// userfaultfd must work for ordinary users (`UFFD_USER_MODE_ONLY`).
+/// (`as_nobody`): the CI runs the whole suite a second time that way, since the library must
+/// work for ordinary users (userfaultfd in `UFFD_USER_MODE_ONLY`, `/proc/self/mem` for
+/// sweeps, no file it may not write). Every program a test runs, under the library or as its
+/// baseline, is started through this function.
 pub fn program(prog: &Path) -> Command {
     if unprivileged_run() {
         as_nobody(prog)
@@ -87,9 +103,31 @@ pub fn program(prog: &Path) -> Command {
 /// A command running `prog` as the unprivileged user `nobody` (uid and gid 65534, no
 /// supplementary groups) through `setpriv`; the caller must be root.
 pub fn as_nobody(prog: &Path) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(prog);
+    let p = nobody_prefix();
+    let mut c = Command::new(&p[0]);
+    c.args(&p[1..]).arg(prog);
     c
+}
+
+/// The command line before a program's path that runs it as `nobody`.
+fn nobody_prefix() -> Vec<String> {
+    vec![
+        "setpriv".into(),
+        format!("--reuid={NOBODY}"),
+        format!("--regid={NOBODY}"),
+        "--clear-groups".into(),
+        "--".into(),
+    ]
+}
+
+/// The command line before a program's path that runs it as the tests' user (see `program`):
+/// empty unless that is `nobody`.
+pub fn user_prefix() -> Vec<String> {
+    if unprivileged_run() {
+        nobody_prefix()
+    } else {
+        Vec::new()
+    }
 }
 
 /// Whether the tests run as root.

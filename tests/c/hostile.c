@@ -10,6 +10,10 @@
  *                                   stays intact
  *   hostile closefds [uaf]          close every descriptor above 2 (close_range), keep
  *                                   allocating, fork; with "uaf" then read a freed object
+ *   hostile fds                     after some allocation (and again in a forked child),
+ *                                   print "FD n TARGET" for each open descriptor above 2,
+ *                                   and "SELF_ADVICE 1" if process_madvise takes
+ *                                   PIDFD_SELF_THREAD_GROUP here (else 0)
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
@@ -198,6 +202,42 @@ static int closefds(int uaf) {
     return 0;
 }
 
+static void list_fds(const char *who) {
+    for (int fd = 3; fd < 4096; fd++) {
+        char link[64], target[256];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n < 0) continue;
+        target[n] = 0;
+        printf("%s FD %d %s\n", who, fd, target);
+    }
+}
+
+static int fds(void) {
+    void *p[64];
+    for (int i = 0; i < 64; i++) p[i] = malloc(16 + 100 * i);
+    for (int i = 0; i < 64; i++) free(p[i]);
+    workload(1 << 20, 0);
+    void *page = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct { void *base; size_t len; } iov = { page, 4096 };
+    long r = syscall(SYS_process_madvise, -10001 /* PIDFD_SELF_THREAD_GROUP */, &iov, 1, MADV_DONTNEED, 0);
+    printf("SELF_ADVICE %d\n", r == 4096);
+    list_fds("parent");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork", errno);
+    if (pid == 0) {
+        workload(1 << 20, 0);
+        list_fds("child");
+        fflush(stdout);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fail("child", st);
+    return 0;
+}
+
 /* Filled by the constructor of libctor.so (linked into this program). */
 extern char *ctor_objects[8];
 extern int ctor_ran;
@@ -217,7 +257,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | closefds [uaf] | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | closefds [uaf] | ctor\n");
         return 64;
     }
     int r;
@@ -227,6 +267,7 @@ int main(int argc, char **argv) {
 #ifdef WITH_CTOR
     else if (!strcmp(argv[1], "ctor")) r = ctor();
 #endif
+    else if (!strcmp(argv[1], "fds")) r = fds();
     else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
     else return 64;
     if (r == 0) printf("OK\n");

@@ -91,6 +91,43 @@ fn map_fixed_noreplace_at_the_allocators_addresses() {
     }
 }
 
+/// The descriptors the library keeps open in the program, in a parent and its forked child:
+/// its userfaultfd and the pool's memfd, high and close-on-exec, and a pidfd only where the
+/// kernel's `process_madvise` does not take `PIDFD_SELF_THREAD_GROUP` (recent ones do).
+#[test]
+fn descriptors_the_library_keeps() {
+    let bin = compile("hostile.c", &[]);
+    let o = run_preloaded_timeout(&bin, &["fds"], &[("NEVERMORE_OPTIONS", "mode=prevent:verbose=1")], 60);
+    ok_quiet(&o);
+    let out = stdout(&o);
+    let self_advice = out.contains("SELF_ADVICE 1");
+    assert!(self_advice || out.contains("SELF_ADVICE 0"), "{out}");
+    for who in ["parent", "child"] {
+        let all: Vec<(u32, &str)> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix(who)?.strip_prefix(" FD ")?.split_once(' '))
+            .map(|(n, t)| (n.parse().unwrap(), t))
+            .collect();
+        // The library's are numbered from 800 up; below are those the test run passed on.
+        let ours =
+            |t: &str| t.starts_with("/memfd:nevermore") || t == "anon_inode:[userfaultfd]" || t == "anon_inode:[pidfd]";
+        assert!(all.iter().all(|(n, t)| *n >= 800 || !ours(t)), "{who}: {all:?}");
+        let fds: Vec<(u32, &str)> = all.into_iter().filter(|(n, _)| *n >= 800).collect();
+        let mut kinds: Vec<&str> = fds.iter().map(|(_, t)| *t).collect();
+        kinds.sort();
+        let pool = kinds.iter().position(|t| t.starts_with("/memfd:"));
+        assert!(pool.is_some(), "{who}: no pool memfd in {fds:?}");
+        kinds.remove(pool.unwrap());
+        let mut want = vec!["anon_inode:[userfaultfd]"];
+        if !self_advice {
+            want.insert(0, "anon_inode:[pidfd]");
+        }
+        assert_eq!(kinds, want, "{who}: {fds:?}");
+    }
+    let batches = if self_advice { "process_madvise on the process itself" } else { "process_madvise on a pidfd" };
+    assert!(stderr(&o).contains(&format!("(batches: {batches})")), "{}", stderr(&o));
+}
+
 #[test]
 fn all_descriptors_closed() {
     for mode in ["prevent", "detect"] {

@@ -57,6 +57,10 @@ const UFFDIO_CONTINUE: u64 = 0xC020_AA07;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
 const UFFDIO_REGISTER_MODE_MINOR: u64 = 4;
 const MADV_GUARD_INSTALL: i32 = 102;
+/// linux/pidfd.h: the calling process (its thread group), without a descriptor (recent kernels).
+const PIDFD_SELF_THREAD_GROUP: i32 = -10001;
+/// No way to `process_madvise` ourselves.
+const NO_PIDFD: i32 = -1;
 
 #[repr(C)]
 struct UffdioApi {
@@ -129,6 +133,8 @@ struct Fixed {
     /// (device, inode) of our userfaultfd, to notice when the program closed or replaced it.
     uffd_id: (u64, u64),
     revoke: Revoke,
+    /// Whom `process_madvise` names: `PIDFD_SELF_THREAD_GROUP` where the kernel takes it, else a
+    /// pidfd of our own (`>= 0`), else `NO_PIDFD` (one `madvise` per range).
     pidfd: i32,
     mirrors: *mut Mirror,
     /// Entries of `mirrors`.
@@ -145,7 +151,7 @@ static FIXED: crate::GlobalCell<Fixed> = crate::GlobalCell::new(Fixed {
     uffd: -1,
     uffd_id: (0, 0),
     revoke: Revoke::Uffd,
-    pidfd: -1,
+    pidfd: NO_PIDFD,
     mirrors: ptr::null_mut(),
     max_epochs: 0,
     chunks: ptr::null_mut(),
@@ -236,9 +242,7 @@ pub unsafe fn init() -> bool {
     } else {
         Revoke::Protect
     };
-    // SAFETY: plain syscall.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
-    f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
+    f.pidfd = if self_advice_works() { PIDFD_SELF_THREAD_GROUP } else { open_pidfd() };
     // `alias_space` (32 TiB by default), at most a quarter of the address-space limit;
     // halved while the kernel refuses.
     let wanted = crate::options().alias_space_mib.saturating_mul(1 << 20).max(MIN_ARENA);
@@ -301,6 +305,40 @@ fn guard_markers_work() -> bool {
     ok
 }
 
+/// How revocation batches reach the kernel (for the `verbose` line).
+pub fn batching() -> &'static str {
+    match fixed().pidfd {
+        PIDFD_SELF_THREAD_GROUP => "process_madvise on the process itself",
+        NO_PIDFD => "one madvise per range",
+        _ => "process_madvise on a pidfd",
+    }
+}
+
+/// Whether `process_madvise` takes `PIDFD_SELF_THREAD_GROUP`, so that no pidfd is needed: one
+/// descriptor fewer in the program's table, none to reopen after `fork`.
+fn self_advice_works() -> bool {
+    let p = crate::meta::map(PAGE);
+    if p.is_null() {
+        return false;
+    }
+    let r = Range { addr: p as usize, len: PAGE };
+    // SAFETY: `Range` is laid out as an `iovec`; the page is a private mapping of our own.
+    let n = unsafe { libc::syscall(libc::SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, &r, 1, libc::MADV_DONTNEED, 0) };
+    crate::meta::unmap(p, PAGE);
+    n == PAGE as libc::c_long
+}
+
+/// A pidfd of this process, high and close-on-exec, or `NO_PIDFD`.
+fn open_pidfd() -> i32 {
+    // SAFETY: plain syscall.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
+    if pidfd >= 0 {
+        sys::move_fd_high(pidfd)
+    } else {
+        NO_PIDFD
+    }
+}
+
 fn open_uffd() -> i32 {
     // SAFETY: plain syscall.
     let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) }
@@ -336,11 +374,10 @@ pub unsafe fn reopen_uffd_in_child() -> bool {
     }
     f.uffd = open_uffd();
     f.uffd_id = sys::file_id(f.uffd).unwrap_or((0, 0));
+    // A pidfd names the parent; `PIDFD_SELF_THREAD_GROUP` names whoever calls.
     if f.pidfd >= 0 {
         sys::close(f.pidfd);
-        // SAFETY: plain syscall.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
-        f.pidfd = if pidfd >= 0 { sys::move_fd_high(pidfd) } else { -1 };
+        f.pidfd = open_pidfd();
     }
     f.uffd >= 0
 }
@@ -934,8 +971,10 @@ pub unsafe fn retrap_in_child() {
     });
 }
 
-/// A range of alias pages to revoke.
+/// A range of alias pages to revoke; laid out as an `iovec` (`process_madvise` reads arrays
+/// of them).
 #[derive(Clone, Copy, Default)]
+#[repr(C)]
 pub struct Range {
     pub addr: usize,
     pub len: usize,
@@ -987,7 +1026,7 @@ fn advise_ranges(ranges: &[Range], advice: i32) -> u64 {
     let f = fixed();
     let n = ranges.len();
     let mut calls = 0;
-    if n > 1 && f.pidfd >= 0 {
+    if n > 1 && f.pidfd != NO_PIDFD {
         // One call for the whole batch. iovec and Range have the same layout.
         let mut i = 0;
         while i < n {

@@ -200,13 +200,14 @@ fn init() -> bool {
     if options().verbose {
         let l = pool::POOL.layout();
         report::say(format_args!(
-            "ready: mode {}, revocation by {}, pool of {} MiB, canaries {}",
+            "ready: mode {}, revocation by {} (batches: {}), pool of {} MiB, canaries {}",
             if detect() { "detect" } else { "prevent" },
             match alias::revoke_kind() {
                 alias::Revoke::Uffd => "userfaultfd",
                 alias::Revoke::Guard => "guard markers",
                 alias::Revoke::Protect => "mprotect",
             },
+            alias::batching(),
             (l.pages as usize * sys::PAGE) >> 20,
             if keyed { "keyed with a random secret" } else { "NOT keyed (getrandom failed)" }
         ));

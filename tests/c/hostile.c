@@ -13,12 +13,16 @@
  *   hostile fds                     after some allocation (and again in a forked child),
  *                                   print "FD n TARGET" for each open descriptor above 2,
  *                                   and "SELF_ADVICE 1" if process_madvise takes
- *                                   PIDFD_SELF_THREAD_GROUP here (else 0)
+ *                                   PIDFD_SELF_THREAD here (else 0)
+ *   hostile leader-exits            the main thread starts a worker and leaves with
+ *                                   pthread_exit; the worker allocates and frees (300 000 times,
+ *                                   1 024 objects live) and ends the process
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,7 +224,7 @@ static int fds(void) {
     workload(1 << 20, 0);
     void *page = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     struct { void *base; size_t len; } iov = { page, 4096 };
-    long r = syscall(SYS_process_madvise, -10001 /* PIDFD_SELF_THREAD_GROUP */, &iov, 1, MADV_DONTNEED, 0);
+    long r = syscall(SYS_process_madvise, -10000 /* PIDFD_SELF_THREAD */, &iov, 1, MADV_DONTNEED, 0);
     printf("SELF_ADVICE %d\n", r == 4096);
     list_fds("parent");
     fflush(stdout);
@@ -236,6 +240,33 @@ static int fds(void) {
     waitpid(pid, &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st)) fail("child", st);
     return 0;
+}
+
+static void *leader_gone_worker(void *arg) {
+    (void)arg;
+    /* Let the main thread finish leaving. */
+    usleep(100000);
+    static unsigned char *slot[1024];
+    unsigned s = 7;
+    for (long i = 0; i < 300000; i++) {
+        s = s * 1103515245u + 12345u;
+        int k = (int)((s >> 8) % 1024);
+        if (slot[k] && slot[k][0] != (unsigned char)k) fail("object changed", k);
+        free(slot[k]);
+        size_t n = 1 + (s >> 12) % 1024;
+        slot[k] = malloc(n);
+        if (!slot[k]) fail("malloc", (long)n);
+        slot[k][0] = (unsigned char)k;
+    }
+    printf("OK\n");
+    fflush(stdout);
+    exit(0);
+}
+
+static int leader_exits(void) {
+    pthread_t t;
+    if (pthread_create(&t, 0, leader_gone_worker, 0)) fail("pthread_create", 0);
+    pthread_exit(0);
 }
 
 /* Filled by the constructor of libctor.so (linked into this program). */
@@ -257,7 +288,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | closefds [uaf] | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | closefds [uaf] | ctor\n");
         return 64;
     }
     int r;
@@ -268,6 +299,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "ctor")) r = ctor();
 #endif
     else if (!strcmp(argv[1], "fds")) r = fds();
+    else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
     else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
     else return 64;
     if (r == 0) printf("OK\n");

@@ -57,8 +57,11 @@ const UFFDIO_CONTINUE: u64 = 0xC020_AA07;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
 const UFFDIO_REGISTER_MODE_MINOR: u64 = 4;
 const MADV_GUARD_INSTALL: i32 = 102;
-/// linux/pidfd.h: the calling process (its thread group), without a descriptor (recent kernels).
-const PIDFD_SELF_THREAD_GROUP: i32 = -10001;
+/// linux/pidfd.h: the calling thread, without a descriptor (recent kernels). Any thread's
+/// memory is the process's; unlike the thread group's leader (`PIDFD_SELF_THREAD_GROUP`, or a
+/// pidfd of the process), the calling thread is alive: once the main thread has left with
+/// `pthread_exit`, `process_madvise` on the leader fails with ESRCH.
+const PIDFD_SELF_THREAD: i32 = -10000;
 /// No way to `process_madvise` ourselves.
 const NO_PIDFD: i32 = -1;
 
@@ -133,7 +136,7 @@ struct Fixed {
     /// (device, inode) of our userfaultfd, to notice when the program closed or replaced it.
     uffd_id: (u64, u64),
     revoke: Revoke,
-    /// Whom `process_madvise` names: `PIDFD_SELF_THREAD_GROUP` where the kernel takes it, else a
+    /// Whom `process_madvise` names: `PIDFD_SELF_THREAD` where the kernel takes it, else a
     /// pidfd of our own (`>= 0`), else `NO_PIDFD` (one `madvise` per range).
     pidfd: i32,
     mirrors: *mut Mirror,
@@ -242,7 +245,7 @@ pub unsafe fn init() -> bool {
     } else {
         Revoke::Protect
     };
-    f.pidfd = if self_advice_works() { PIDFD_SELF_THREAD_GROUP } else { open_pidfd() };
+    f.pidfd = if self_advice_works() { PIDFD_SELF_THREAD } else { open_pidfd() };
     // `alias_space` (32 TiB by default), at most a quarter of the address-space limit;
     // halved while the kernel refuses.
     let wanted = crate::options().alias_space_mib.saturating_mul(1 << 20).max(MIN_ARENA);
@@ -308,13 +311,13 @@ fn guard_markers_work() -> bool {
 /// How revocation batches reach the kernel (for the `verbose` line).
 pub fn batching() -> &'static str {
     match fixed().pidfd {
-        PIDFD_SELF_THREAD_GROUP => "process_madvise on the process itself",
+        PIDFD_SELF_THREAD => "process_madvise on the calling thread",
         NO_PIDFD => "one madvise per range",
         _ => "process_madvise on a pidfd",
     }
 }
 
-/// Whether `process_madvise` takes `PIDFD_SELF_THREAD_GROUP`, so that no pidfd is needed: one
+/// Whether `process_madvise` takes `PIDFD_SELF_THREAD`, so that no pidfd is needed: one
 /// descriptor fewer in the program's table, none to reopen after `fork`.
 fn self_advice_works() -> bool {
     let p = crate::meta::map(PAGE);
@@ -323,7 +326,7 @@ fn self_advice_works() -> bool {
     }
     let r = Range { addr: p as usize, len: PAGE };
     // SAFETY: `Range` is laid out as an `iovec`; the page is a private mapping of our own.
-    let n = unsafe { libc::syscall(libc::SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, &r, 1, libc::MADV_DONTNEED, 0) };
+    let n = unsafe { libc::syscall(libc::SYS_process_madvise, PIDFD_SELF_THREAD, &r, 1, libc::MADV_DONTNEED, 0) };
     crate::meta::unmap(p, PAGE);
     n == PAGE as libc::c_long
 }
@@ -374,7 +377,7 @@ pub unsafe fn reopen_uffd_in_child() -> bool {
     }
     f.uffd = open_uffd();
     f.uffd_id = sys::file_id(f.uffd).unwrap_or((0, 0));
-    // A pidfd names the parent; `PIDFD_SELF_THREAD_GROUP` names whoever calls.
+    // A pidfd names the parent; `PIDFD_SELF_THREAD` names whoever calls.
     if f.pidfd >= 0 {
         sys::close(f.pidfd);
         f.pidfd = open_pidfd();
@@ -1038,6 +1041,7 @@ fn advise_ranges(ranges: &[Range], advice: i32) -> u64 {
             if r as usize != total {
                 // Partial or refused: finish one by one.
                 for rg in &ranges[i..i + cnt] {
+                    calls += 1;
                     revoke_one(rg, advice);
                 }
             }

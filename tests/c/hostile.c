@@ -17,12 +17,18 @@
  *   hostile leader-exits            the main thread starts a worker and leaves with
  *                                   pthread_exit; the worker allocates and frees (300 000 times,
  *                                   1 024 objects live) and ends the process
+ *   hostile clone heap|mmap         glibc's clone() without CLONE_VM (a fork in all but name),
+ *                                   the child's stack cut from the heap or mapped apart: the
+ *                                   child sees the parent's objects, changes one, allocates and
+ *                                   frees, and exits 42; the parent's object must be unchanged
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +275,41 @@ static int leader_exits(void) {
     pthread_exit(0);
 }
 
+static char *clone_obj;
+
+static int clone_child_fn(void *arg) {
+    (void)arg;
+    if (strcmp(clone_obj, "parent's object")) return 1;
+    strcpy(clone_obj, "child's change");
+    workload(2 << 20, 0);
+    char *mine = malloc(5000);
+    if (!mine) return 2;
+    memset(mine, 'c', 5000);
+    free(mine);
+    return 42;
+}
+
+static int clone_case(int heap_stack) {
+    enum { STACK = 256 << 10 };
+    clone_obj = malloc(64);
+    strcpy(clone_obj, "parent's object");
+    char *stack = heap_stack ? malloc(STACK)
+                             : mmap(0, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!stack || stack == MAP_FAILED) fail("child stack", errno);
+    pid_t pid = clone(clone_child_fn, stack + STACK, SIGCHLD, 0);
+    if (pid < 0) fail("clone", errno);
+    int st;
+    if (waitpid(pid, &st, 0) != pid) fail("waitpid", errno);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 42) fail("child's end (wait status)", st);
+    if (strcmp(clone_obj, "parent's object")) {
+        printf("HOSTILE FAIL: the child's write reached the parent: '%s'\n", clone_obj);
+        fflush(stdout);
+        exit(2);
+    }
+    workload(2 << 20, 0);
+    return 0;
+}
+
 /* Filled by the constructor of libctor.so (linked into this program). */
 extern char *ctor_objects[8];
 extern int ctor_ran;
@@ -288,7 +329,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | closefds [uaf] | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | closefds [uaf] | ctor\n");
         return 64;
     }
     int r;
@@ -300,6 +341,7 @@ int main(int argc, char **argv) {
 #endif
     else if (!strcmp(argv[1], "fds")) r = fds();
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
+    else if (!strcmp(argv[1], "clone") && argc > 2) r = clone_case(!strcmp(argv[2], "heap"));
     else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
     else return 64;
     if (r == 0) printf("OK\n");

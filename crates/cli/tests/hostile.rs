@@ -148,6 +148,18 @@ fn revocation_batches_survive_the_main_thread() {
     }
 }
 
+/// glibc's `clone()` without `CLONE_VM` makes a fork in all but name, without fork handlers:
+/// the child must still get its own copy of the heap (before, its writes reached the parent's
+/// objects), also when its stack was cut from the heap, which the copy replaces under it.
+#[test]
+fn clone_without_shared_memory_is_a_fork() {
+    for mode in ["prevent", "detect"] {
+        for stack in ["heap", "mmap"] {
+            ok_quiet(&hostile(&["clone", stack], mode));
+        }
+    }
+}
+
 #[test]
 fn all_descriptors_closed() {
     for mode in ["prevent", "detect"] {

@@ -1,7 +1,7 @@
-//! The exported C ABI: the glibc allocation API and every C++ `operator new`/`delete`.
-//! Semantics follow glibc (errno values, `realloc(p, 0)` frees, `malloc(0)` is a unique
-//! pointer). Nothing here is compiled into the unit-test binary, which keeps the system
-//! allocator.
+//! The exported C ABI: the glibc allocation API and every C++ `operator new`/`delete`, and
+//! glibc's `clone` (a fork under another name, see there). Semantics follow glibc (errno
+//! values, `realloc(p, 0)` frees, `malloc(0)` is a unique pointer). Nothing here is compiled
+//! into the unit-test binary, which keeps the system allocator.
 
 use core::ffi::{c_int, c_void};
 use core::ptr;
@@ -461,4 +461,65 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const libc::sigset_t,
     } else {
         sys::errno()
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    /// glibc's `clone`, under the name it also exports it by (`clone` is its weak alias).
+    fn __clone(
+        f: Option<crate::fork::clone::CloneFn>,
+        stack: *mut c_void,
+        flags: c_int,
+        arg: *mut c_void,
+        parent_tid: *mut libc::pid_t,
+        tls: *mut c_void,
+        child_tid: *mut libc::pid_t,
+    ) -> c_int;
+}
+
+/// glibc's `clone`. A child that does not share its parent's memory (no `CLONE_VM`) is a fork
+/// in all but name, but glibc runs no fork handlers for it: it would write the pages of the
+/// pool, a shared memory file, that its parent uses (container runtimes and sandboxes make
+/// children this way). Such a clone goes through the same steps as `fork` (`fork::prepare`,
+/// then `fork::child` in the child before the program's function, `fork::parent` in the
+/// parent). Clones that share the memory (threads, `posix_spawn`'s `CLONE_VM|CLONE_VFORK`)
+/// pass straight through. (C declares it variadic; on x86-64 the optional arguments travel
+/// exactly as these fixed ones, and glibc reads them only when `flags` asks.)
+///
+/// # Safety
+/// The C contract of `clone(2)`.
+#[cfg(target_arch = "x86_64")]
+#[no_mangle]
+pub unsafe extern "C" fn clone(
+    f: Option<crate::fork::clone::CloneFn>,
+    stack: *mut c_void,
+    flags: c_int,
+    arg: *mut c_void,
+    parent_tid: *mut libc::pid_t,
+    tls: *mut c_void,
+    child_tid: *mut libc::pid_t,
+) -> c_int {
+    let Some(function) = f.filter(|_| flags & libc::CLONE_VM == 0 && crate::is_ready()) else {
+        // SAFETY: the caller's own arguments, passed on unchanged.
+        return unsafe { __clone(f, stack, flags, arg, parent_tid, tls, child_tid) };
+    };
+    crate::fork::prepare();
+    // On this stack frame; the child reads its copy of it (its memory is a copy of ours).
+    let start = crate::fork::clone::CloneStart { function, arg };
+    // SAFETY: the caller's arguments, but for the function, which runs ours first in the child.
+    let r = unsafe {
+        __clone(
+            Some(crate::fork::clone::clone_child),
+            stack,
+            flags,
+            &start as *const crate::fork::clone::CloneStart as *mut c_void,
+            parent_tid,
+            tls,
+            child_tid,
+        )
+    };
+    let saved = sys::errno();
+    crate::fork::parent();
+    sys::set_errno(saved);
+    r
 }

@@ -182,6 +182,110 @@ pub extern "C" fn child() {
     leave_fork();
 }
 
+/// glibc's `clone()` without `CLONE_VM`: a fork without fork handlers (see `api::clone`).
+#[cfg(target_arch = "x86_64")]
+pub mod clone {
+    use super::child;
+    use crate::{report, sys};
+
+    /// The function of a `clone` child (C's `int (*)(void *)`).
+    pub type CloneFn = unsafe extern "C" fn(*mut core::ffi::c_void) -> core::ffi::c_int;
+
+    /// What the child of a fork-like `clone` (see `api::clone`) runs after our `child` handler.
+    #[repr(C)]
+    pub struct CloneStart {
+        pub function: CloneFn,
+        pub arg: *mut core::ffi::c_void,
+    }
+
+    /// Stack of the child handler of a fork-like `clone` (see `clone_child`).
+    const CLONE_HANDLER_STACK: usize = 256 << 10;
+
+    /// The first code of a fork-like `clone`'s child: the steps of `fork`'s child handler, then
+    /// the program's function. The stack it starts on is the program's, and programs often cut it
+    /// out of the heap (`clone(f, malloc(N) + N, ...)`): the handler maps the child's copy of the
+    /// pool over the heap, which takes the stack's contents back to when the copy was made, so
+    /// that the frames written since (this one's among them) would be lost. So the handler runs
+    /// on a stack of its own, and the program's function is then called on a fresh start of the
+    /// program's stack, never returning into frames from before the copy; its result ends the
+    /// process, as glibc's `clone` does.
+    ///
+    /// # Safety
+    /// `start` points to a `CloneStart` in the memory the child copied from its parent, outside
+    /// the pool (`api::clone` passes a record on its own stack).
+    #[unsafe(naked)]
+    pub unsafe extern "C" fn clone_child(start: *mut core::ffi::c_void) -> core::ffi::c_int {
+        // `start` is in rdi; the program's stack pointer goes to the handler as its second
+        // argument (rsi), and the handler never returns.
+        core::arch::naked_asm!(
+            "mov rsi, rsp",
+            // Keep both across the call; the third slot restores the ABI's 16-byte alignment.
+            "push rdi",
+            "push rsi",
+            "sub rsp, 8",
+            "mov edi, {len}",
+            "call {map}",
+            "add rsp, 8",
+            "pop rsi",
+            "pop rdi",
+            "test rax, rax",
+            "jz 2f",
+            "lea rsp, [rax + {len}]",
+            "call {handler}",
+            "2:",
+            "call {fail}",
+            "ud2",
+            len = const CLONE_HANDLER_STACK,
+            map = sym handler_stack,
+            handler = sym clone_child_on_own_stack,
+            fail = sym clone_child_failed,
+        )
+    }
+
+    /// A fresh mapping for the handler's stack (private, anonymous), or null.
+    extern "C" fn handler_stack(len: usize) -> *mut u8 {
+        sys::map_meta(len)
+    }
+
+    extern "C" fn clone_child_failed() -> ! {
+        report::say(format_args!(
+            "clone: no stack for the child's fork handler (errno {}); the child exits",
+            sys::errno()
+        ));
+        // SAFETY: ending the child before it can write memory it shares with its parent.
+        unsafe { libc::_exit(127) }
+    }
+
+    /// `clone_child` on the handler's own stack; `program_sp` is where the program's stack was.
+    extern "C" fn clone_child_on_own_stack(start: *mut core::ffi::c_void, program_sp: usize) -> ! {
+        // SAFETY: `start` is valid (`clone_child`'s contract) and outside the pool, so the
+        // handler's remapping leaves it alone.
+        let (function, arg) = unsafe {
+            let s = &*(start as *const CloneStart);
+            (s.function, s.arg)
+        };
+        child();
+        // SAFETY: the program's function on its own stack, below everything written there so far
+        // (16-byte aligned as the ABI wants it at a call); then the exit system call with its
+        // result, as glibc's `clone` ends its child.
+        unsafe {
+            core::arch::asm!(
+                "mov rsp, rdx",
+                "call rcx",
+                "mov edi, eax",
+                "mov eax, {exit}",
+                "syscall",
+                "ud2",
+                exit = const libc::SYS_exit,
+                in("rdx") program_sp & !15,
+                in("rcx") function,
+                in("rdi") arg,
+                options(noreturn),
+            )
+        }
+    }
+}
+
 /// Maps the copy in place of the shared pool, in the canonical view and in every live large
 /// object's view.
 fn adopt_copy(fd: i32) -> bool {

@@ -21,6 +21,10 @@
  *                                   the child's stack cut from the heap or mapped apart: the
  *                                   child sees the parent's objects, changes one, allocates and
  *                                   frees, and exits 42; the parent's object must be unchanged
+ *   hostile mlockall                mlockall(MCL_CURRENT | MCL_FUTURE), then allocate and free:
+ *                                   prints "MLOCKALL r errno", then (if it worked) how many
+ *                                   pages of an untouched 4 MiB mapping are resident and the
+ *                                   VmLck and VmRSS lines, in KiB
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
@@ -310,6 +314,51 @@ static int clone_case(int heap_stack) {
     return 0;
 }
 
+static long status_kib(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') v = atol(line + n + 1);
+    if (f) fclose(f);
+    return v;
+}
+
+static int mlockall_case(void) {
+    char *before = malloc(100);
+    strcpy(before, "kept");
+    enum { UNTOUCHED = 4 << 20 };
+    char *untouched = mmap(0, UNTOUCHED, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (untouched == MAP_FAILED) fail("mmap", errno);
+    int r = mlockall(MCL_CURRENT | MCL_FUTURE);
+    printf("MLOCKALL %d %d\n", r, r ? errno : 0);
+    if (r == 0) {
+        unsigned char vec[UNTOUCHED / 4096];
+        if (mincore(untouched, UNTOUCHED, vec)) fail("mincore", errno);
+        int resident = 0;
+        for (size_t i = 0; i < sizeof vec; i++) resident += vec[i] & 1;
+        printf("RESIDENT %d of %zu\n", resident, sizeof vec);
+    }
+    workload(32 << 20, 0);
+    /* Enough small objects die for many revocation batches. */
+    static unsigned char *slot[1024];
+    unsigned s = 3;
+    for (long i = 0; i < 200000; i++) {
+        s = s * 1103515245u + 12345u;
+        int k = (int)((s >> 8) % 1024);
+        if (slot[k] && slot[k][0] != (unsigned char)k) fail("object changed", k);
+        free(slot[k]);
+        slot[k] = malloc(1 + (s >> 12) % 1024);
+        if (!slot[k]) fail("malloc", errno);
+        slot[k][0] = (unsigned char)k;
+    }
+    if (strcmp(before, "kept")) fail("object changed", 0);
+    free(before);
+    printf("VmLck %ld\nVmRSS %ld\n", status_kib("VmLck"), status_kib("VmRSS"));
+    return 0;
+}
+
 /* Filled by the constructor of libctor.so (linked into this program). */
 extern char *ctor_objects[8];
 extern int ctor_ran;
@@ -329,7 +378,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | closefds [uaf] | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | closefds [uaf] | ctor\n");
         return 64;
     }
     int r;
@@ -341,6 +390,7 @@ int main(int argc, char **argv) {
 #endif
     else if (!strcmp(argv[1], "fds")) r = fds();
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
+    else if (!strcmp(argv[1], "mlockall")) r = mlockall_case();
     else if (!strcmp(argv[1], "clone") && argc > 2) r = clone_case(!strcmp(argv[2], "heap"));
     else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
     else return 64;

@@ -160,6 +160,37 @@ fn clone_without_shared_memory_is_a_fork() {
     }
 }
 
+/// `mlockall(MCL_CURRENT | MCL_FUTURE)`: the program's own memory is filled and locked (an
+/// untouched 4 MiB mapping is resident afterwards), while the pool's views stay unlocked, so
+/// that revocation works and nothing fills them. Before, revocation failed on locked mirrors
+/// (the library aborted), and without an address-space limit every mirror was filled until
+/// the OOM killer ended the process (hence the 2 GiB limit here). Unprivileged, the call
+/// fails with ENOMEM as it does under glibc (the address space exceeds `RLIMIT_MEMLOCK`).
+#[test]
+fn mlockall_locks_the_program_but_not_the_pool() {
+    let bin = compile("hostile.c", &[]);
+    for mode in ["prevent", "detect"] {
+        let mut cmd = program(Path::new("prlimit"));
+        cmd.arg("--as=2147483648")
+            .arg(&bin)
+            .arg("mlockall")
+            .env("LD_PRELOAD", lib_path())
+            .env("NEVERMORE_OPTIONS", format!("mode={mode}:stats=1"));
+        let o = wait_with_deadline(cmd, 60, "hostile mlockall under prlimit");
+        ok_quiet(&o);
+        let (out, err) = (stdout(&o), stderr(&o));
+        let rss: u64 = out.lines().find_map(|l| l.strip_prefix("VmRSS ")?.parse().ok()).unwrap_or(u64::MAX);
+        assert!(rss < 256 << 10, "{mode}: {rss} KiB resident:\n{out}");
+        let [_pages, batches, ..] = counters(&err, "revocations")[..] else { panic!("{err}") };
+        assert!(batches >= 10, "{mode}: {batches} revocation batches:\n{err}");
+        if out.contains("MLOCKALL 0 0") {
+            assert!(out.contains("RESIDENT 1024 of 1024"), "{mode}: {out}");
+        } else {
+            assert!(unprivileged_run() && out.contains("MLOCKALL -1 12"), "{mode}: {out}");
+        }
+    }
+}
+
 #[test]
 fn all_descriptors_closed() {
     for mode in ["prevent", "detect"] {

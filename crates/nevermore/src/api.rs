@@ -523,3 +523,44 @@ pub unsafe extern "C" fn clone(
     sys::set_errno(saved);
     r
 }
+
+/// `mlockall`. Locked mappings refuse `MADV_DONTNEED` and `MADV_REMOVE`, so revocation would
+/// fail (the library aborts rather than leave a freed object reachable), and locking the
+/// current or future mappings (`MCL_CURRENT`, `MCL_FUTURE`) would also fill every page of the
+/// pool's views and mirrors, tens of GiB of address space: an OOM kill (of other processes
+/// too, by a global OOM killer). So `MCL_ONFAULT` is always added (nothing is filled by the
+/// call itself), the pool's views and the alias arena are unlocked again, and so is every
+/// view made later (`sys::map_shared`) while `MCL_FUTURE` holds. For `MCL_CURRENT` without
+/// `MCL_ONFAULT`, the program's own mappings are then filled and locked as the kernel would
+/// have done (`sweep::after_mlockall`); its later mappings under `MCL_FUTURE` are locked as
+/// they are touched rather than filled when made, and heap objects are not locked
+/// (docs/usage.md).
+#[no_mangle]
+pub extern "C" fn mlockall(flags: c_int) -> c_int {
+    if !crate::is_ready() {
+        // SAFETY: plain system call.
+        return unsafe { libc::syscall(libc::SYS_mlockall, flags) } as c_int;
+    }
+    // SAFETY: plain system call.
+    let r = unsafe { libc::syscall(libc::SYS_mlockall, flags | libc::MCL_ONFAULT) } as c_int;
+    if r == 0 {
+        let saved = sys::errno();
+        if flags & libc::MCL_FUTURE != 0 {
+            sys::FUTURE_LOCKED.store(true, core::sync::atomic::Ordering::Relaxed);
+        }
+        crate::sweep::after_mlockall(flags & libc::MCL_CURRENT != 0 && flags & libc::MCL_ONFAULT == 0);
+        sys::set_errno(saved);
+    }
+    r
+}
+
+/// `munlockall`: mappings made from now on are no longer locked.
+#[no_mangle]
+pub extern "C" fn munlockall() -> c_int {
+    // SAFETY: plain system call.
+    let r = unsafe { libc::syscall(libc::SYS_munlockall) } as c_int;
+    if r == 0 {
+        sys::FUTURE_LOCKED.store(false, core::sync::atomic::Ordering::Relaxed);
+    }
+    r
+}

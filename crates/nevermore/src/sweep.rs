@@ -560,19 +560,35 @@ fn no_swap(b: &mut Buffers) -> bool {
 }
 
 fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> bool {
-    let (arena, arena_len) = alias::arena_range();
     let mut examined = 0usize;
+    // The listing is taken out of the buffers while the scan uses the others.
+    let maps = core::mem::take(&mut b.maps);
+    let ok = program_ranges(&maps[..n], |lo, hi, readable, shared| {
+        examined += hi - lo;
+        examined <= MAX_EXAMINED && scan_range(b, lo, hi, (readable, shared), how, scanned)
+    });
+    b.maps = maps;
+    ok
+}
+
+/// Calls `f(lo, hi, readable, shared)` for every range of the program's own memory in the
+/// `/proc/self/maps` listing `maps`: every mapping but the pool's views, the alias arena, the
+/// kernel's special mappings, big no-access reservations and the library's metadata (which
+/// may have merged with the program's own mappings). Stops, returning false, when `f` does or
+/// a line does not parse.
+pub fn program_ranges(maps: &[u8], mut f: impl FnMut(usize, usize, bool, bool) -> bool) -> bool {
+    let (arena, arena_len) = alias::arena_range();
+    let n = maps.len();
     let mut rest = 0;
     while rest < n {
-        let end = b.maps[rest..n].iter().position(|&c| c == b'\n').map_or(n, |k| rest + k);
-        let Some((lo, hi, readable, shared, path)) = parse_line(&b.maps[rest..end]) else { return false };
+        let end = maps[rest..n].iter().position(|&c| c == b'\n').map_or(n, |k| rest + k);
+        let Some((lo, hi, readable, shared, path)) = parse_line(&maps[rest..end]) else { return false };
         rest = end + 1;
         let ours = is_pool_view(path) || lo.wrapping_sub(arena) < arena_len;
         let special = matches!(path, b"[vvar]" | b"[vvar_vclock]" | b"[vsyscall]" | b"[vdso]");
         if ours || special || (!readable && hi - lo > MAX_NO_ACCESS) {
             continue;
         }
-        // Metadata mappings (which may have merged with the program's own) are left out.
         let mut at = lo;
         while at < hi {
             let (from, to) = match meta::range_from(at) {
@@ -581,16 +597,48 @@ fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> boo
                 None => (hi, hi),
             };
             // `[at, from)` is the program's; `[from, to)` is metadata.
-            if from > at {
-                examined += from - at;
-                if examined > MAX_EXAMINED || !scan_range(b, at, from, (readable, shared), how, scanned) {
-                    return false;
-                }
+            if from > at && !f(at, from, readable, shared) {
+                return false;
             }
             at = to.max(from);
         }
     }
     true
+}
+
+/// After the program's `mlockall` (see `api::mlockall`): unlocks the pool's views and the alias
+/// arena, whose pages revocation must be able to drop (`MADV_DONTNEED` and `MADV_REMOVE` refuse
+/// locked mappings); with `fill_program`, fills and locks the program's own memory, as
+/// `mlockall(MCL_CURRENT)` without `MCL_ONFAULT` would have. Returns false when the listing of
+/// mappings cannot be had.
+pub fn after_mlockall(fill_program: bool) -> bool {
+    let buf = meta::map(MAPS_BYTES);
+    if buf.is_null() {
+        return false;
+    }
+    // SAFETY: a fresh private mapping of MAPS_BYTES bytes, ours until unmapped below.
+    let maps = unsafe { core::slice::from_raw_parts_mut(buf, MAPS_BYTES) };
+    let (arena, arena_len) = alias::arena_range();
+    let ok = sys::read_file(c"/proc/self/maps", maps).is_some_and(|n| {
+        for line in maps[..n].split(|&c| c == b'\n') {
+            if let Some((lo, hi, _, _, path)) = parse_line(line) {
+                if is_pool_view(path) || lo.wrapping_sub(arena) < arena_len {
+                    // SAFETY: munlock of the allocator's own mapping; it changes no contents.
+                    unsafe { libc::munlock(lo as *const libc::c_void, hi - lo) };
+                }
+            }
+        }
+        !fill_program
+            || program_ranges(&maps[..n], |lo, hi, readable, _| {
+                if readable {
+                    // SAFETY: mlock of the program's own mapped range; it changes no contents.
+                    unsafe { libc::mlock(lo as *const libc::c_void, hi - lo) };
+                }
+                true
+            })
+    });
+    meta::unmap(buf, MAPS_BYTES);
+    ok
 }
 
 /// Whether a mapping's path names the pool's memfd (its canonical view, mirrors or a large

@@ -74,6 +74,18 @@ pub fn map_meta(len: usize) -> *mut u8 {
 /// a core as big. The heap's contents are still in the dump, at the addresses the program
 /// knows: through the mirrors and large objects' views (`duplicate_view`), where only
 /// installed pages are read (the others fail without allocating: userfaultfd's SIGBUS mode).
+/// Set while the program has every future mapping locked (`mlockall(MCL_FUTURE)`, see
+/// `api::mlockall`): the pool's views are then unlocked as they are made.
+pub static FUTURE_LOCKED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Unlocks a view of the pool just made, if the program locks its future mappings.
+fn unlock_if_future_locked(p: *mut u8, len: usize) {
+    if FUTURE_LOCKED.load(core::sync::atomic::Ordering::Relaxed) {
+        // SAFETY: munlock of the allocator's own mapping; it changes no contents.
+        unsafe { libc::munlock(p as *const c_void, len) };
+    }
+}
+
 pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
     let flags = libc::MAP_SHARED | libc::MAP_NORESERVE | if fixed.is_null() { 0 } else { libc::MAP_FIXED };
     // SAFETY: with a null hint the kernel picks free space; with `fixed` the caller owns the
@@ -85,6 +97,7 @@ pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     advise(p as *mut u8, len, libc::MADV_DONTDUMP);
+    unlock_if_future_locked(p as *mut u8, len);
     p as *mut u8
 }
 
@@ -100,6 +113,7 @@ pub fn duplicate_view(src: *mut u8, dst: *mut u8, len: usize) -> bool {
         return false;
     }
     advise(dst, len, libc::MADV_DODUMP);
+    unlock_if_future_locked(dst, len);
     true
 }
 

@@ -25,6 +25,12 @@
  *                                   prints "MLOCKALL r errno", then (if it worked) how many
  *                                   pages of an untouched 4 MiB mapping are resident and the
  *                                   VmLck and VmRSS lines, in KiB
+ *   hostile mprotect [nohandler]    make a heap buffer read-only with mprotect and write to it:
+ *                                   the program's SIGSEGV handler must run, in the parent and in
+ *                                   a forked child; with "nohandler", the write must kill it
+ *   hostile refault-threads         the program drops the page-table entries of a live 64 KiB
+ *                                   buffer (madvise MADV_DONTNEED), again and again, and each
+ *                                   time 4 threads read it at once: all must see its contents
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
@@ -32,6 +38,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -359,6 +366,88 @@ static int mlockall_case(void) {
     return 0;
 }
 
+static sigjmp_buf protect_jump;
+
+static void on_protect_fault(int sig) {
+    (void)sig;
+    siglongjmp(protect_jump, 1);
+}
+
+/* Writes to `p`: 1 if the write trapped (the handler ran), 0 if it went through. */
+static int write_traps(volatile char *p) {
+    if (sigsetjmp(protect_jump, 1)) return 1;
+    p[10] = 1;
+    return 0;
+}
+
+static int mprotect_case(int handler) {
+    char *p;
+    if (posix_memalign((void **)&p, 4096, 8192)) fail("posix_memalign", 0);
+    memset(p, 7, 8192);
+    if (mprotect(p, 8192, PROT_READ)) fail("mprotect", errno);
+    if (!handler) {
+        printf("writing\n");
+        fflush(stdout);
+        p[10] = 1;
+        fail("the write to a read-only buffer went through", 0);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_protect_fault;
+    sigaction(SIGSEGV, &sa, 0);
+    if (!write_traps(p)) fail("parent: the write to a read-only buffer went through", 0);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork", errno);
+    if (pid == 0) _exit(write_traps(p) && p[10] == 7 ? 0 : 3);
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fail("child: the write to a read-only buffer went through", st);
+    if (mprotect(p, 8192, PROT_READ | PROT_WRITE)) fail("mprotect back", errno);
+    if (write_traps(p) || p[10] != 1) fail("the buffer made writable again", 0);
+    free(p);
+    workload(4 << 20, 0);
+    printf("TRAPPED in parent and child\n");
+    return 0;
+}
+
+enum { REFAULT_BYTES = 64 << 10, REFAULT_THREADS = 4, REFAULT_ROUNDS = 300 };
+static unsigned char *refault_buf;
+static pthread_barrier_t refault_start, refault_done;
+
+static void *refault_reader(void *arg) {
+    long sum_expected = (long)(intptr_t)arg;
+    for (int r = 0; r < REFAULT_ROUNDS; r++) {
+        pthread_barrier_wait(&refault_start);
+        long sum = 0;
+        for (int i = 0; i < REFAULT_BYTES; i += 512) sum += refault_buf[i];
+        if (sum != sum_expected) fail("contents after the entries were dropped", sum);
+        pthread_barrier_wait(&refault_done);
+    }
+    return 0;
+}
+
+static int refault_threads(void) {
+    refault_buf = malloc(REFAULT_BYTES);
+    long expected = 0;
+    for (int i = 0; i < REFAULT_BYTES; i++) refault_buf[i] = (unsigned char)(i / 512);
+    for (int i = 0; i < REFAULT_BYTES; i += 512) expected += refault_buf[i];
+    pthread_barrier_init(&refault_start, 0, REFAULT_THREADS + 1);
+    pthread_barrier_init(&refault_done, 0, REFAULT_THREADS + 1);
+    pthread_t t[REFAULT_THREADS];
+    for (int k = 0; k < REFAULT_THREADS; k++)
+        if (pthread_create(&t[k], 0, refault_reader, (void *)(intptr_t)expected)) fail("pthread_create", k);
+    uintptr_t first = ((uintptr_t)refault_buf + 4095) & ~(uintptr_t)4095;
+    uintptr_t last = ((uintptr_t)refault_buf + REFAULT_BYTES) & ~(uintptr_t)4095;
+    for (int r = 0; r < REFAULT_ROUNDS; r++) {
+        if (madvise((void *)first, last - first, MADV_DONTNEED)) fail("madvise", errno);
+        pthread_barrier_wait(&refault_start);
+        pthread_barrier_wait(&refault_done);
+    }
+    for (int k = 0; k < REFAULT_THREADS; k++) pthread_join(t[k], 0);
+    free(refault_buf);
+    return 0;
+}
+
 /* Filled by the constructor of libctor.so (linked into this program). */
 extern char *ctor_objects[8];
 extern int ctor_ran;
@@ -378,7 +467,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | closefds [uaf] | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | closefds [uaf] | ctor\n");
         return 64;
     }
     int r;
@@ -391,6 +480,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "fds")) r = fds();
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
     else if (!strcmp(argv[1], "mlockall")) r = mlockall_case();
+    else if (!strcmp(argv[1], "refault-threads")) r = refault_threads();
+    else if (!strcmp(argv[1], "mprotect")) r = mprotect_case(!(argc > 2 && !strcmp(argv[2], "nohandler")));
     else if (!strcmp(argv[1], "clone") && argc > 2) r = clone_case(!strcmp(argv[2], "heap"));
     else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
     else return 64;

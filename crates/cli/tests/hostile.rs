@@ -191,6 +191,41 @@ fn mlockall_locks_the_program_but_not_the_pool() {
     }
 }
 
+/// A heap buffer the program made read-only with `mprotect`: a write to it is the program's
+/// fault, delivered to its SIGSEGV handler (also in a forked child, whose views of the heap are
+/// mapped afresh), or killing it without one. Before, the fault handler took it for a live
+/// page without its entry, mapped nothing (it was mapped) and returned: the write faulted
+/// again for ever (both modes), and a forked child could write the buffer.
+#[test]
+fn the_programs_own_page_protection_holds() {
+    use std::os::unix::process::ExitStatusExt;
+    for mode in ["prevent", "detect"] {
+        let o = hostile(&["mprotect"], mode);
+        ok_quiet(&o);
+        assert!(stdout(&o).contains("TRAPPED in parent and child"), "{mode}: {}", stdout(&o));
+        let o = hostile(&["mprotect", "nohandler"], mode);
+        assert_eq!(o.status.signal(), Some(11), "{mode}: {:?}\n{}\n{}", o.status, stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("writing") && !stderr(&o).contains("nevermore: ERROR"), "{mode}: {}", stderr(&o));
+    }
+}
+
+/// Live pages that lost their entries (the program's own `madvise(MADV_DONTNEED)` here; a fork
+/// or a swap-in elsewhere) are mapped again on the first touch, and several threads touching
+/// one such page at once all go on: the page one of them maps is there for the others. (A
+/// version that took a page found mapped for the program's own protection fault killed the
+/// program with SIGBUS here.)
+#[test]
+fn threads_touching_a_page_that_lost_its_entry_all_go_on() {
+    for mode in ["prevent", "detect"] {
+        let bin = compile("hostile.c", &[]);
+        let opts = format!("mode={mode}:stats=1");
+        let o = run_preloaded_timeout(&bin, &["refault-threads"], &[("NEVERMORE_OPTIONS", &opts)], 60);
+        ok_quiet(&o);
+        let handled = counter(&stderr(&o), "faults handled");
+        assert!(handled >= 300, "{mode}: {handled} faults handled:\n{}", stderr(&o));
+    }
+}
+
 #[test]
 fn all_descriptors_closed() {
     for mode in ["prevent", "detect"] {

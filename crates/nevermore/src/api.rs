@@ -532,7 +532,7 @@ pub unsafe extern "C" fn clone(
 /// call itself), the pool's views and the alias arena are unlocked again, and so is every
 /// view made later (`sys::map_shared`) while `MCL_FUTURE` holds. For `MCL_CURRENT` without
 /// `MCL_ONFAULT`, the program's own mappings are then filled and locked as the kernel would
-/// have done (`sweep::after_mlockall`); its later mappings under `MCL_FUTURE` are locked as
+/// have done (`maps::after_mlockall`); its later mappings under `MCL_FUTURE` are locked as
 /// they are touched rather than filled when made, and heap objects are not locked
 /// (docs/usage.md).
 #[no_mangle]
@@ -548,7 +548,7 @@ pub extern "C" fn mlockall(flags: c_int) -> c_int {
         if flags & libc::MCL_FUTURE != 0 {
             sys::FUTURE_LOCKED.store(true, core::sync::atomic::Ordering::Relaxed);
         }
-        crate::sweep::after_mlockall(flags & libc::MCL_CURRENT != 0 && flags & libc::MCL_ONFAULT == 0);
+        crate::maps::after_mlockall(flags & libc::MCL_CURRENT != 0 && flags & libc::MCL_ONFAULT == 0);
         sys::set_errno(saved);
     }
     r

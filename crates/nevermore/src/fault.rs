@@ -75,14 +75,16 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
         let write = is_write(ctx);
         let regs = regs_of(ctx);
         if alias::in_arena(addr) {
-            on_alias_fault(addr, write, regs);
-            return;
-        }
-        if let Some(r) = large_fault(addr, write) {
-            report::fatal_at(regs, r);
-        }
-        if crate::reentry::owns(addr) {
-            report::fatal_at(regs, crate::reentry::fault(addr, access(write)));
+            if on_alias_fault(sig, addr, write, regs) {
+                return;
+            }
+        } else {
+            if let Some(r) = large_fault(addr, write) {
+                report::fatal_at(regs, r);
+            }
+            if crate::reentry::owns(addr) {
+                report::fatal_at(regs, crate::reentry::fault(addr, access(write)));
+            }
         }
         drop(scope);
     }
@@ -121,7 +123,13 @@ fn access(write: Option<bool>) -> &'static str {
     }
 }
 
-fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
+/// A fault in the alias arena: a live alias that lost its page-table entry is mapped again
+/// (true: the access is retried); a freed or never-issued one is reported. False for a live
+/// object otherwise: a missing entry in a mirror raises SIGBUS (userfaultfd's SIGBUS mode),
+/// so a SIGSEGV on a live object broke the page's protection, which the program set itself
+/// (`mprotect` of a heap buffer), and the fault is the program's (`chain`). (Mapping the page
+/// "again" there would find it mapped and retry the access for ever.)
+fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Regs>) -> bool {
     let op = access(write);
     let rep = |kind, what, object| Report { kind, addr, op, what, object };
     let Some((e, page)) = alias::decode(addr) else {
@@ -148,8 +156,8 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
                     let l = slab::lane_of(s, c, j, pos);
                     let start = (addr & !(PAGE - 1)) + (pos * c.size) as usize;
                     if !retired && l.epoch.load(Ordering::Acquire) == e {
-                        if l.live.load(Ordering::Acquire) > 0 && reinstall(addr) {
-                            return;
+                        if l.live.load(Ordering::Acquire) > 0 {
+                            return sig == libc::SIGBUS && reinstall(addr);
                         }
                         // SAFETY: slot index < nslots.
                         let v = unsafe {
@@ -197,8 +205,8 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
                             ),
                         );
                     }
-                    if size & pool::DEAD_BIT == 0 && reinstall(addr) {
-                        return;
+                    if size & pool::DEAD_BIT == 0 {
+                        return sig == libc::SIGBUS && reinstall(addr);
                     }
                     if size != pool::DEAD {
                         let object = Some(Object { start: s.addr, size: size & !pool::DEAD_BIT });
@@ -222,7 +230,9 @@ fn on_alias_fault(addr: usize, write: Option<bool>, regs: Option<Regs>) {
     report::fatal_at(regs, rep(Kind::WildAccess, "the address was never handed out by the allocator", None));
 }
 
-/// Maps the faulting page again (a live alias without its page-table entry).
+/// Maps the faulting page of a live alias again: it lost its page-table entry (after a fork,
+/// a swap-in, the program's own `madvise`). Another thread may have mapped it meanwhile, which
+/// is as good.
 fn reinstall(addr: usize) -> bool {
     let ok = alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1);
     if ok {

@@ -5,7 +5,8 @@
 //!   mid-update, then copy the pool's populated pages into a fresh memfd (holes stay holes:
 //!   `SEEK_DATA`/`SEEK_HOLE` find the data);
 //! - *child*: map the copy over the canonical view, every live mirror and every large-object
-//!   view (`MAP_FIXED`); open a userfaultfd of its own and register the mirrors with it;
+//!   view (`MAP_FIXED`), then give parts of them back the protection the program had set
+//!   (`maps::Protections`); open a userfaultfd of its own and register the mirrors with it;
 //!   release the locks; adopt the caches of threads that do not exist in the child; and install
 //!   every live alias again, so that the kernel, too, can access live objects at once (a
 //!   missing entry would make `read(2)` into a live buffer fail with EFAULT);
@@ -162,6 +163,8 @@ pub extern "C" fn child() {
         return;
     }
     let fd = COPY_FD.swap(-1, Ordering::Relaxed);
+    // Mapping the views afresh drops what the program's `mprotect` made of parts of them.
+    let protections = crate::maps::Protections::record();
     // SAFETY: this is the only thread of the child and it holds every lock.
     let ok = fd >= 0 && adopt_copy(fd) && unsafe { alias::reopen_uffd_in_child() && alias::remap_in_child() };
     if !ok {
@@ -178,6 +181,7 @@ pub extern "C" fn child() {
         alias::retrap_in_child();
         cache::fork_child(tls::get());
     }
+    protections.restore();
     alias::reinstall_live();
     leave_fork();
 }

@@ -41,6 +41,7 @@ mod heap;
 mod history;
 mod large;
 mod lock;
+mod maps;
 mod meta;
 mod pool;
 mod reentry;

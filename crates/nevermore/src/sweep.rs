@@ -62,7 +62,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, Ordering};
 use crate::pool::{self, POOL};
 use crate::slab::{self, Slot, CLASSES, FREED, FREE_SLOT};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
-use crate::{alias, cache, meta, stats};
+use crate::{alias, cache, maps, meta, stats};
 
 /// Set in the size-table entry of a dead slot that some word points into, during a sweep.
 pub const REACHED: u16 = 0x4000;
@@ -74,8 +74,6 @@ const MIN_PINNED: u64 = 256 << 10;
 /// Most address space a sweep examines in the page map (8 bytes read per page); in a process
 /// with more readable mappings every sweep gives up.
 const MAX_EXAMINED: usize = 64 << 30;
-/// No-access mappings larger than this are address-space reservations, not data.
-const MAX_NO_ACCESS: usize = 1 << 30;
 /// Lanes issued fewer epochs ago than this are not pinned but young: most of their objects
 /// die soon, and the lane with them (an alloc/free loop's lanes die within an epoch or two).
 const MIN_AGE: u32 = 2;
@@ -89,7 +87,7 @@ const MIN_AGE: u32 = 2;
 /// and 468.
 const MAX_AGE: u32 = 96;
 /// Room for `/proc/self/maps`.
-const MAPS_BYTES: usize = 1 << 20;
+const MAPS_BYTES: usize = maps::MAPS_BYTES;
 /// Shortest time between two sweeps (or censuses that found nothing worth a sweep).
 const MIN_GAP_NS: u64 = 5_000_000;
 /// Heaps with more live bytes than `sweep_max_live` (64 MiB) are not swept: the scan reads
@@ -498,34 +496,6 @@ fn scan_registers() -> bool {
     true
 }
 
-/// A line of `/proc/self/maps`: (start, end, readable, shared, path).
-fn parse_line(line: &[u8]) -> Option<(usize, usize, bool, bool, &[u8])> {
-    let mut fields = line.split(|&c| c == b' ').filter(|f| !f.is_empty());
-    let range = fields.next()?;
-    let perms = fields.next()?;
-    let dash = range.iter().position(|&c| c == b'-')?;
-    let start = hex(&range[..dash])?;
-    let end = hex(&range[dash + 1..])?;
-    let (_offset, _dev, _inode) = (fields.next()?, fields.next()?, fields.next()?);
-    let path = fields.next().unwrap_or(b"");
-    if perms.len() < 4 || end < start {
-        return None;
-    }
-    Some((start, end, perms[0] == b'r', perms[3] == b's', path))
-}
-
-fn hex(s: &[u8]) -> Option<usize> {
-    if s.is_empty() || s.len() > 16 {
-        return None;
-    }
-    let mut v = 0usize;
-    for &c in s {
-        let d = (c as char).to_digit(16)?;
-        v = (v << 4) | d as usize;
-    }
-    Some(v)
-}
-
 /// How the program's memory is read.
 #[derive(Clone, Copy)]
 enum Reader {
@@ -563,88 +533,12 @@ fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> boo
     let mut examined = 0usize;
     // The listing is taken out of the buffers while the scan uses the others.
     let maps = core::mem::take(&mut b.maps);
-    let ok = program_ranges(&maps[..n], |lo, hi, readable, shared| {
+    let ok = maps::program_ranges(&maps[..n], |lo, hi, readable, shared| {
         examined += hi - lo;
         examined <= MAX_EXAMINED && scan_range(b, lo, hi, (readable, shared), how, scanned)
     });
     b.maps = maps;
     ok
-}
-
-/// Calls `f(lo, hi, readable, shared)` for every range of the program's own memory in the
-/// `/proc/self/maps` listing `maps`: every mapping but the pool's views, the alias arena, the
-/// kernel's special mappings, big no-access reservations and the library's metadata (which
-/// may have merged with the program's own mappings). Stops, returning false, when `f` does or
-/// a line does not parse.
-pub fn program_ranges(maps: &[u8], mut f: impl FnMut(usize, usize, bool, bool) -> bool) -> bool {
-    let (arena, arena_len) = alias::arena_range();
-    let n = maps.len();
-    let mut rest = 0;
-    while rest < n {
-        let end = maps[rest..n].iter().position(|&c| c == b'\n').map_or(n, |k| rest + k);
-        let Some((lo, hi, readable, shared, path)) = parse_line(&maps[rest..end]) else { return false };
-        rest = end + 1;
-        let ours = is_pool_view(path) || lo.wrapping_sub(arena) < arena_len;
-        let special = matches!(path, b"[vvar]" | b"[vvar_vclock]" | b"[vsyscall]" | b"[vdso]");
-        if ours || special || (!readable && hi - lo > MAX_NO_ACCESS) {
-            continue;
-        }
-        let mut at = lo;
-        while at < hi {
-            let (from, to) = match meta::range_from(at) {
-                Some((start, end)) if start <= at => (at, at.max(end.min(hi))),
-                Some((start, _)) => (start.min(hi), start.min(hi)),
-                None => (hi, hi),
-            };
-            // `[at, from)` is the program's; `[from, to)` is metadata.
-            if from > at && !f(at, from, readable, shared) {
-                return false;
-            }
-            at = to.max(from);
-        }
-    }
-    true
-}
-
-/// After the program's `mlockall` (see `api::mlockall`): unlocks the pool's views and the alias
-/// arena, whose pages revocation must be able to drop (`MADV_DONTNEED` and `MADV_REMOVE` refuse
-/// locked mappings); with `fill_program`, fills and locks the program's own memory, as
-/// `mlockall(MCL_CURRENT)` without `MCL_ONFAULT` would have. Returns false when the listing of
-/// mappings cannot be had.
-pub fn after_mlockall(fill_program: bool) -> bool {
-    let buf = meta::map(MAPS_BYTES);
-    if buf.is_null() {
-        return false;
-    }
-    // SAFETY: a fresh private mapping of MAPS_BYTES bytes, ours until unmapped below.
-    let maps = unsafe { core::slice::from_raw_parts_mut(buf, MAPS_BYTES) };
-    let (arena, arena_len) = alias::arena_range();
-    let ok = sys::read_file(c"/proc/self/maps", maps).is_some_and(|n| {
-        for line in maps[..n].split(|&c| c == b'\n') {
-            if let Some((lo, hi, _, _, path)) = parse_line(line) {
-                if is_pool_view(path) || lo.wrapping_sub(arena) < arena_len {
-                    // SAFETY: munlock of the allocator's own mapping; it changes no contents.
-                    unsafe { libc::munlock(lo as *const libc::c_void, hi - lo) };
-                }
-            }
-        }
-        !fill_program
-            || program_ranges(&maps[..n], |lo, hi, readable, _| {
-                if readable {
-                    // SAFETY: mlock of the program's own mapped range; it changes no contents.
-                    unsafe { libc::mlock(lo as *const libc::c_void, hi - lo) };
-                }
-                true
-            })
-    });
-    meta::unmap(buf, MAPS_BYTES);
-    ok
-}
-
-/// Whether a mapping's path names the pool's memfd (its canonical view, mirrors or a large
-/// object's view).
-fn is_pool_view(path: &[u8]) -> bool {
-    path.strip_prefix(b"/memfd:").is_some_and(|name| name.starts_with(pool::MEMFD_NAME.to_bytes()))
 }
 
 /// Scans the pages of `[lo, hi)` that hold data: present or swapped out (page map), or in the
@@ -851,22 +745,6 @@ fn finish(reclaim: bool) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn maps_lines_parse() {
-        let l = b"7f4513c20000-7f4513c22000 rw-p 001d2000 00:1f 1234                       /usr/lib/libc.so.6";
-        assert_eq!(parse_line(l), Some((0x7f4513c20000, 0x7f4513c22000, true, false, &b"/usr/lib/libc.so.6"[..])));
-        let l = b"5f34a7600000-5f34a7c00000 rw-s 00000000 00:01 99 /memfd:nevermore-pool (deleted)";
-        let (_, _, r, s, path) = parse_line(l).unwrap();
-        assert!(r && s && is_pool_view(path));
-        assert!(!is_pool_view(b"/memfd:other (deleted)") && !is_pool_view(b"/tmp/nevermore-pool"));
-        let l = b"5f34a7c00000-7f34a7800000 ---p 00000000 00:00 0 ";
-        assert_eq!(parse_line(l), Some((0x5f34a7c00000, 0x7f34a7800000, false, false, &b""[..])));
-        assert_eq!(parse_line(b"garbage"), None);
-        assert_eq!(parse_line(b"2000-1000 rw-p 0 0 0"), None);
-        assert_eq!(hex(b"ffffffffff600000"), Some(0xffffffffff600000));
-        assert_eq!(hex(b"12g"), None);
-    }
 
     #[test]
     fn marks_fit_beside_sizes() {

@@ -253,6 +253,11 @@ pub unsafe fn init() -> bool {
         Some(l) => sys::pow2_floor(l / 4).clamp(MIN_ARENA, wanted),
         None => wanted,
     };
+    // Under a data limit, the table of chunks (4 bytes per 2 MiB) takes at most a sixteenth.
+    let data = sys::data_limit();
+    if let Some(l) = data {
+        len = len.min(sys::pow2_floor(l / 16 / 4 << CHUNK_SHIFT).max(MIN_ARENA));
+    }
     let arena = loop {
         let p = sys::reserve(len + CHUNK);
         if !p.is_null() {
@@ -271,6 +276,8 @@ pub unsafe fn init() -> bool {
     let table = crate::options()
         .mirror_table
         .map_or(if crate::detect() { DETECT_EPOCHS } else { PREVENT_EPOCHS }, |n| n as usize);
+    // ... and so does the mirror table.
+    let table = data.map_or(table, |l| table.min(l / 16 / core::mem::size_of::<Mirror>()).max(64));
     f.max_epochs = sys::pow2_floor(table.min((len >> CHUNK_SHIFT) + 2));
     f.mirrors = crate::meta::map(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
     f.chunks = crate::meta::map((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;

@@ -8,7 +8,14 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use crate::lock::Locked;
 use crate::sys;
 
+/// Chunks are this big (lazily committed), but for a sixteenth of `RLIMIT_DATA` when that is
+/// smaller (at least 4 MiB): the limit counts a private mapping whole.
 const CHUNK: usize = 64 << 20;
+const MIN_CHUNK: usize = 4 << 20;
+
+fn chunk() -> usize {
+    sys::data_limit().map_or(CHUNK, |l| sys::pow2_floor(l / 16).clamp(MIN_CHUNK, CHUNK))
+}
 
 /// Mapped bytes kept past every block: a lock-free reader that pairs a slot table with the
 /// wrong class (a span reused under it) reads at most this far past the table's start, and
@@ -27,7 +34,7 @@ pub fn alloc(bytes: usize) -> *mut u8 {
     let bytes = sys::round_up(bytes.max(1), 64);
     let mut a = ARENA.lock();
     if a.cur + bytes + READ_SLACK > a.end {
-        let len = sys::round_up(bytes + READ_SLACK, CHUNK);
+        let len = sys::round_up(bytes + READ_SLACK, chunk());
         let p = map(len);
         if p.is_null() {
             return ptr::null_mut();

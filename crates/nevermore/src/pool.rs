@@ -175,7 +175,8 @@ pub const MEMFD_NAME: &core::ffi::CStr = c"nevermore-pool";
 
 impl Pool {
     /// Creates the memfd and the canonical view. Tries a 64 GiB pool (an eighth of
-    /// `RLIMIT_AS` when that is set), halving down to 16 MiB when the address space is limited.
+    /// `RLIMIT_AS` when that is set, less under `RLIMIT_DATA`), halving down to 16 MiB when the
+    /// address space is limited.
     ///
     /// # Safety
     /// Called once, before any other thread can use the pool.
@@ -190,6 +191,11 @@ impl Pool {
             Some(l) => sys::pow2_floor(l / 8).clamp(MIN_POOL, 64 << 30),
             None => 64 << 30,
         };
+        // Under a data limit, the tables kept per pool page (descriptors, page map, the alias
+        // engine's epochs: ~128 bytes) take at most a quarter of it.
+        if let Some(l) = sys::data_limit() {
+            bytes = bytes.min(sys::pow2_floor(l / 4 / 128 << PAGE_SHIFT).max(MIN_POOL));
+        }
         loop {
             let pages = bytes >> PAGE_SHIFT;
             if sys::ftruncate(fd, bytes) {

@@ -1062,12 +1062,15 @@ mod cfi {
 
 const TABLE_BITS: u32 = 17;
 const TABLE_LEN: usize = 1 << TABLE_BITS;
-/// Words of stack records (header + PCs): 32 MiB, committed as used.
+/// Words of stack records (header + PCs): 32 MiB, committed as used; under `RLIMIT_DATA`, which
+/// counts the mapping whole, at most an eighth of the limit.
 const STORE_WORDS: usize = 1 << 22;
 
 pub struct Depot {
     table: AtomicPtr<AtomicU32>,
     store: AtomicPtr<u64>,
+    /// Words of `store`.
+    words: AtomicUsize,
     cursor: AtomicUsize,
     stacks: AtomicUsize,
     dropped: AtomicU64,
@@ -1076,6 +1079,7 @@ pub struct Depot {
 pub static DEPOT: Depot = Depot {
     table: AtomicPtr::new(ptr::null_mut()),
     store: AtomicPtr::new(ptr::null_mut()),
+    words: AtomicUsize::new(0),
     cursor: AtomicUsize::new(1),
     stacks: AtomicUsize::new(0),
     dropped: AtomicU64::new(0),
@@ -1091,11 +1095,13 @@ fn hash(frames: &[usize]) -> u64 {
 
 impl Depot {
     fn init(&self) {
-        let store = crate::meta::map(STORE_WORDS * 8) as *mut u64;
+        let words = crate::sys::data_limit().map_or(STORE_WORDS, |l| (l / 8 / 8).min(STORE_WORDS));
+        let store = crate::meta::map(words * 8) as *mut u64;
         let table = crate::meta::map(TABLE_LEN * 4) as *mut AtomicU32;
         if store.is_null() || table.is_null() {
             return;
         }
+        self.words.store(words, Ordering::Relaxed);
         self.store.store(store, Ordering::Release);
         self.table.store(table, Ordering::Release);
     }
@@ -1122,7 +1128,7 @@ impl Depot {
                 if mine == 0 {
                     let need = frames.len() + 1;
                     let at = self.cursor.fetch_add(need, Ordering::Relaxed);
-                    if at + need > STORE_WORDS {
+                    if at + need > self.words.load(Ordering::Relaxed) {
                         break;
                     }
                     // SAFETY: words at..at+need are ours (reserved above) inside the store.
@@ -1159,7 +1165,7 @@ impl Depot {
     /// The frames of stack `id` (0: none).
     pub fn get(&self, id: u32) -> &'static [u64] {
         let store = self.store.load(Ordering::Acquire);
-        if id == 0 || store.is_null() || id as usize >= STORE_WORDS {
+        if id == 0 || store.is_null() || id as usize >= self.words.load(Ordering::Relaxed) {
             return &[];
         }
         // SAFETY: ids come from `intern`: a header then its frames, all inside the store.
@@ -1173,7 +1179,7 @@ impl Depot {
     pub fn usage(&self) -> (usize, usize, u64) {
         (
             self.stacks.load(Ordering::Relaxed),
-            self.cursor.load(Ordering::Relaxed).min(STORE_WORDS) * 8 + TABLE_LEN * 4,
+            self.cursor.load(Ordering::Relaxed).min(self.words.load(Ordering::Relaxed)) * 8 + TABLE_LEN * 4,
             self.dropped.load(Ordering::Relaxed),
         )
     }

@@ -12,6 +12,17 @@ pub const fn round_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
 }
 
+/// `RLIMIT_DATA` (private writable memory: the allocator's metadata, sized by the pool and
+/// the alias arena; the heap itself is shared memory and does not count), if set.
+pub fn data_limit() -> Option<usize> {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one `rlimit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    Some(rl.rlim_cur as usize)
+}
+
 /// The address-space limit (`RLIMIT_AS`), if one is set.
 pub fn as_limit() -> Option<usize> {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

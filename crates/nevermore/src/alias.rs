@@ -256,7 +256,7 @@ pub unsafe fn init() -> bool {
     // Under a data limit, the table of chunks (4 bytes per 2 MiB) takes at most a sixteenth.
     let data = sys::data_limit();
     if let Some(l) = data {
-        len = len.min(sys::pow2_floor(l / 16 / 4 << CHUNK_SHIFT).max(MIN_ARENA));
+        len = len.min(sys::pow2_floor((l / 16 / 4) << CHUNK_SHIFT).max(MIN_ARENA));
     }
     let arena = loop {
         let p = sys::reserve(len + CHUNK);

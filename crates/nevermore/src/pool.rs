@@ -194,7 +194,7 @@ impl Pool {
         // Under a data limit, the tables kept per pool page (descriptors, page map, the alias
         // engine's epochs: ~128 bytes) take at most a quarter of it.
         if let Some(l) = sys::data_limit() {
-            bytes = bytes.min(sys::pow2_floor(l / 4 / 128 << PAGE_SHIFT).max(MIN_POOL));
+            bytes = bytes.min(sys::pow2_floor((l / 4 / 128) << PAGE_SHIFT).max(MIN_POOL));
         }
         loop {
             let pages = bytes >> PAGE_SHIFT;

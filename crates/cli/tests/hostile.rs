@@ -82,6 +82,31 @@ fn small_data_limit() {
     }
 }
 
+/// The pool is a memory file, so `RLIMIT_FSIZE` (`ulimit -f`) bounds it: growing it past the
+/// limit got the process killed by SIGXFSZ before `main` under any limit below 64 GiB. Now the
+/// pool shrinks to fit (100 MiB: a 64 MiB pool, the program works); below its 16 MiB minimum
+/// the library says why and aborts.
+#[test]
+fn file_size_limit() {
+    use std::os::unix::process::ExitStatusExt;
+    let bin = compile("hostile.c", &[]);
+    let run = |limit: u64, mode: &str| {
+        let mut cmd = program(Path::new("prlimit"));
+        cmd.arg(format!("--fsize={limit}"))
+            .arg(&bin)
+            .args(["work", "32"])
+            .env("LD_PRELOAD", lib_path())
+            .env("NEVERMORE_OPTIONS", format!("mode={mode}"));
+        wait_with_deadline(cmd, 60, "hostile work under prlimit --fsize")
+    };
+    for mode in ["prevent", "detect"] {
+        ok_quiet(&run(100 << 20, mode));
+        let o = run(8 << 20, mode);
+        assert_ne!(o.status.signal(), Some(libc::SIGXFSZ), "{mode}: {}", stderr(&o));
+        assert!(!o.status.success() && stderr(&o).contains("ulimit -f"), "{mode}: {:?}\n{}", o.status, stderr(&o));
+    }
+}
+
 /// RLIMIT_AS of 1 GiB: the pool and arenas shrink to fit and the program works (and an 8 GiB
 /// request fails with ENOMEM); 256 MiB: a small program works, a bigger one gets ENOMEM with a
 /// one-line notice once the alias arena is used up (the program reports the failure itself).

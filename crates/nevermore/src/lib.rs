@@ -170,7 +170,7 @@ fn init() -> bool {
     if let Err(e) = unsafe { pool::POOL.init() } {
         let why = match e {
             pool::InitError::Memfd => "memfd_create failed",
-            pool::InitError::Map => "no address space for the pool",
+            pool::InitError::Map => "no address space for the pool, or a file size limit (ulimit -f) below 16 MiB",
         };
         report::say(format_args!("cannot set up the heap: {why} (errno {}); aborting", sys::errno()));
         sys::die();

@@ -176,7 +176,7 @@ pub const MEMFD_NAME: &core::ffi::CStr = c"nevermore-pool";
 impl Pool {
     /// Creates the memfd and the canonical view. Tries a 64 GiB pool (an eighth of
     /// `RLIMIT_AS` when that is set, less under `RLIMIT_DATA`), halving down to 16 MiB when the
-    /// address space is limited.
+    /// address space or the file size (`RLIMIT_FSIZE`: the pool is a file) is limited.
     ///
     /// # Safety
     /// Called once, before any other thread can use the pool.

@@ -209,7 +209,19 @@ pub fn close(fd: i32) {
     unsafe { libc::close(fd) };
 }
 
+/// Sets the size of a memory file we own. A size beyond `RLIMIT_FSIZE` (`ulimit -f`) fails
+/// with EFBIG without being tried: the kernel would also send SIGXFSZ, which kills the
+/// process (the pool is a file, the heap is not one to the program).
 pub fn ftruncate(fd: i32, len: usize) -> bool {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one `rlimit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut rl) } == 0
+        && rl.rlim_cur != libc::RLIM_INFINITY
+        && len as u64 > rl.rlim_cur
+    {
+        set_errno(libc::EFBIG);
+        return false;
+    }
     // SAFETY: plain syscall on a descriptor we own.
     unsafe { libc::ftruncate(fd, len as libc::off_t) == 0 }
 }

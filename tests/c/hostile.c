@@ -31,6 +31,10 @@
  *   hostile refault-threads         the program drops the page-table entries of a live 64 KiB
  *                                   buffer (madvise MADV_DONTNEED), again and again, and each
  *                                   time 4 threads read it at once: all must see its contents
+ *   hostile altstack BYTES          the program handles SIGSEGV and SIGBUS on an alternate
+ *                                   signal stack of BYTES (SA_ONSTACK, rounded up to pages, a
+ *                                   guard page below), then reads a freed
+ *                                   object: in detect mode the report must still come out
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
@@ -448,6 +452,34 @@ static int refault_threads(void) {
     return 0;
 }
 
+static void own_handler(int sig) {
+    (void)sig;
+    static const char msg[] = "the program's own handler ran\n";
+    write(1, msg, sizeof msg - 1);
+    _exit(4);
+}
+
+static int altstack_case(long bytes) {
+    /* Page-rounded, with a guard page below, as Rust's runtime and many programs make theirs. */
+    size_t len = ((size_t)bytes + 4095) & ~(size_t)4095;
+    if (bytes <= 0 || len > 1 << 20) fail("alternate stack size", bytes);
+    char *region = mmap(0, len + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED || mprotect(region, 4096, PROT_NONE)) fail("guard page", errno);
+    stack_t ss = { .ss_sp = region + 4096, .ss_size = len, .ss_flags = 0 };
+    if (sigaltstack(&ss, 0)) fail("sigaltstack", errno);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = own_handler;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, 0);
+    sigaction(SIGBUS, &sa, 0);
+    volatile char *p = malloc(64);
+    p[3] = 5;
+    free((void *)p);
+    printf("read after free: %d\n", p[3]);
+    return 0;
+}
+
 /* Filled by the constructor of libctor.so (linked into this program). */
 extern char *ctor_objects[8];
 extern int ctor_ran;
@@ -467,7 +499,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | closefds [uaf] | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [uaf] | ctor\n");
         return 64;
     }
     int r;
@@ -481,6 +513,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
     else if (!strcmp(argv[1], "mlockall")) r = mlockall_case();
     else if (!strcmp(argv[1], "refault-threads")) r = refault_threads();
+    else if (!strcmp(argv[1], "altstack") && argc > 2) r = altstack_case(atol(argv[2]));
     else if (!strcmp(argv[1], "mprotect")) r = mprotect_case(!(argc > 2 && !strcmp(argv[2], "nohandler")));
     else if (!strcmp(argv[1], "clone") && argc > 2) r = clone_case(!strcmp(argv[2], "heap"));
     else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));

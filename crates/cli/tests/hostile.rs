@@ -273,6 +273,20 @@ fn threads_touching_a_page_that_lost_its_entry_all_go_on() {
     }
 }
 
+/// A program that handles SIGSEGV on a small alternate signal stack (`SA_ONSTACK`, a guard page
+/// below; 8 KiB is glibc's classic `SIGSTKSZ`): the library's handler runs there first, and
+/// its report now runs on a stack of its own. Before, walking and printing the stacks ran past
+/// 8 KiB into the guard page, and the report never came out (the program's handler got the
+/// second fault); with a 4 KiB static buffer as the stack and no guard, the program hung.
+#[test]
+fn reports_come_out_on_a_small_alternate_signal_stack() {
+    for bytes in ["4096", "8192"] {
+        let o = hostile(&["altstack", bytes], "detect");
+        assert_report(&o, "heap-use-after-free");
+        assert!(!stdout(&o).contains("own handler"), "{bytes}: {}", stdout(&o));
+    }
+}
+
 #[test]
 fn all_descriptors_closed() {
     for mode in ["prevent", "detect"] {

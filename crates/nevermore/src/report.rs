@@ -362,16 +362,91 @@ pub fn fatal_at(regs: Option<crate::stack::Regs>, r: Report) -> ! {
     loop {
         match REPORT_OWNER.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => break,
-            Err(owner) if owner == tid => {
-                // A fault while reporting: print the bare report and go.
-                let mut b = Buf::<1024>::new();
-                format(&mut b, &r, sys::getpid(), tid, action);
-                sys::write_all(out_fd(), b.as_bytes());
-                sys::die();
-            }
+            Err(owner) if owner == tid => bare_report_and_die(&r, tid, action),
             Err(_) => core::hint::spin_loop(),
         }
     }
+    // The rest runs on a stack of its own: a fault may be handled on the program's alternate
+    // signal stack, often a few KiB (`MINSIGSTKSZ`, `SIGSTKSZ`), which walking and printing
+    // the stacks overran (a bare SIGSEGV, or a write past it into the program's memory).
+    #[cfg(target_arch = "x86_64")]
+    {
+        let top = report_stack();
+        if top != 0 {
+            let mut job = (regs, Some(r));
+            // SAFETY: `top` is the top of a mapping of ours that nothing else uses (this thread
+            // owns the report); `job` stays valid on this stack, which is not unwound.
+            unsafe { run_on_stack(top, report_on_own_stack, &mut job as *mut _ as *mut core::ffi::c_void) }
+        }
+    }
+    report_and_die(regs, r)
+}
+
+/// A fault while reporting: prints the bare report and goes. Apart, so that its buffer does
+/// not weigh on the stack frame of every report (a fault may be handled on a small alternate
+/// signal stack).
+#[cold]
+#[inline(never)]
+fn bare_report_and_die(r: &Report, tid: u32, action: Option<u8>) -> ! {
+    let mut b = Buf::<1024>::new();
+    format(&mut b, r, sys::getpid(), tid, action);
+    sys::write_all(out_fd(), b.as_bytes());
+    sys::die();
+}
+
+/// Bytes of the stack reports run on, and its guard page below.
+#[cfg(target_arch = "x86_64")]
+const REPORT_STACK: usize = 512 << 10;
+
+/// The top of the report stack, mapped on first use (0: none could be had).
+#[cfg(target_arch = "x86_64")]
+fn report_stack() -> usize {
+    static TOP: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    let top = TOP.load(Ordering::Relaxed);
+    if top != 0 {
+        return top;
+    }
+    let p = sys::map_meta(REPORT_STACK + sys::PAGE);
+    if p.is_null() {
+        return 0;
+    }
+    // A guard page below: an overflow faults instead of writing on.
+    // SAFETY: the first page of the mapping just made.
+    unsafe { libc::mprotect(p as *mut core::ffi::c_void, sys::PAGE, libc::PROT_NONE) };
+    let top = p as usize + sys::PAGE + REPORT_STACK;
+    TOP.store(top, Ordering::Relaxed);
+    top
+}
+
+/// Calls `f(arg)` with the stack pointer at `top` (16-byte aligned); `f` does not return.
+///
+/// # Safety
+/// `top` is the top of an unused, mapped stack.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+unsafe extern "C" fn run_on_stack(
+    top: usize,
+    f: extern "C" fn(*mut core::ffi::c_void) -> !,
+    arg: *mut core::ffi::c_void,
+) -> ! {
+    core::arch::naked_asm!("mov rsp, rdi", "mov rdi, rdx", "call rsi", "ud2")
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" fn report_on_own_stack(job: *mut core::ffi::c_void) -> ! {
+    // SAFETY: `fatal_at` passes its `(regs, Some(report))` pair, still on its own stack.
+    let job = unsafe { &mut *(job as *mut (Option<crate::stack::Regs>, Option<Report>)) };
+    match job.1.take() {
+        Some(r) => report_and_die(job.0, r),
+        None => sys::die(),
+    }
+}
+
+/// The report of `fatal_at` (its caller owns `REPORT_OWNER`), then the configured action.
+#[inline(never)]
+fn report_and_die(regs: Option<crate::stack::Regs>, r: Report) -> ! {
+    let action = crate::options().exitcode;
+    let tid = sys::gettid();
     let mut here = [0usize; crate::stack::MAX_FRAMES];
     let n = if crate::is_ready() {
         match regs {

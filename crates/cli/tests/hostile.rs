@@ -50,14 +50,15 @@ fn few_mappings_left() {
 }
 
 fn with_as_limit(bytes: u64, mode: &str, mb: &str) -> Output {
+    under_limit(&format!("--as={bytes}"), &["work", mb], &format!("mode={mode}"))
+}
+
+/// `hostile ARGS` under the library with `options`, run by `prlimit LIMIT` (e.g. `--as=N`).
+fn under_limit(limit: &str, args: &[&str], options: &str) -> Output {
     let bin = compile("hostile.c", &[]);
     let mut cmd = program(Path::new("prlimit"));
-    cmd.arg(format!("--as={bytes}"))
-        .arg(&bin)
-        .args(["work", mb])
-        .env("LD_PRELOAD", lib_path())
-        .env("NEVERMORE_OPTIONS", format!("mode={mode}"));
-    wait_with_deadline(cmd, 60, "hostile work under prlimit")
+    cmd.arg(limit).arg(&bin).args(args).env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", options);
+    wait_with_deadline(cmd, 60, &format!("hostile {} under prlimit {limit}", args.join(" ")))
 }
 
 /// RLIMIT_DATA counts private writable mappings whole, lazily committed or not: the library's
@@ -68,16 +69,9 @@ fn with_as_limit(bytes: u64, mode: &str, mb: &str) -> Output {
 /// the limit does not count).
 #[test]
 fn small_data_limit() {
-    let bin = compile("hostile.c", &[]);
     for limit in [32u64 << 20, 64 << 20, 1 << 30] {
         for mode in ["prevent", "detect"] {
-            let mut cmd = program(Path::new("prlimit"));
-            cmd.arg(format!("--data={limit}"))
-                .arg(&bin)
-                .args(["work", "64"])
-                .env("LD_PRELOAD", lib_path())
-                .env("NEVERMORE_OPTIONS", format!("mode={mode}"));
-            ok_quiet(&wait_with_deadline(cmd, 60, "hostile work under prlimit --data"));
+            ok_quiet(&under_limit(&format!("--data={limit}"), &["work", "64"], &format!("mode={mode}")));
         }
     }
 }
@@ -89,16 +83,8 @@ fn small_data_limit() {
 #[test]
 fn file_size_limit() {
     use std::os::unix::process::ExitStatusExt;
-    let bin = compile("hostile.c", &[]);
-    let run = |limit: u64, mode: &str| {
-        let mut cmd = program(Path::new("prlimit"));
-        cmd.arg(format!("--fsize={limit}"))
-            .arg(&bin)
-            .args(["work", "32"])
-            .env("LD_PRELOAD", lib_path())
-            .env("NEVERMORE_OPTIONS", format!("mode={mode}"));
-        wait_with_deadline(cmd, 60, "hostile work under prlimit --fsize")
-    };
+    let run =
+        |limit: u64, mode: &str| under_limit(&format!("--fsize={limit}"), &["work", "32"], &format!("mode={mode}"));
     for mode in ["prevent", "detect"] {
         ok_quiet(&run(100 << 20, mode));
         let o = run(8 << 20, mode);
@@ -215,15 +201,8 @@ fn clone_without_shared_memory_is_a_fork() {
 /// fails with ENOMEM as it does under glibc (the address space exceeds `RLIMIT_MEMLOCK`).
 #[test]
 fn mlockall_locks_the_program_but_not_the_pool() {
-    let bin = compile("hostile.c", &[]);
     for mode in ["prevent", "detect"] {
-        let mut cmd = program(Path::new("prlimit"));
-        cmd.arg("--as=2147483648")
-            .arg(&bin)
-            .arg("mlockall")
-            .env("LD_PRELOAD", lib_path())
-            .env("NEVERMORE_OPTIONS", format!("mode={mode}:stats=1"));
-        let o = wait_with_deadline(cmd, 60, "hostile mlockall under prlimit");
+        let o = under_limit("--as=2147483648", &["mlockall"], &format!("mode={mode}:stats=1"));
         ok_quiet(&o);
         let (out, err) = (stdout(&o), stderr(&o));
         let rss: u64 = out.lines().find_map(|l| l.strip_prefix("VmRSS ")?.parse().ok()).unwrap_or(u64::MAX);

@@ -369,17 +369,23 @@ pub fn fatal_at(regs: Option<crate::stack::Regs>, r: Report) -> ! {
     // The rest runs on a stack of its own: a fault may be handled on the program's alternate
     // signal stack, often a few KiB (`MINSIGSTKSZ`, `SIGSTKSZ`), which walking and printing
     // the stacks overran (a bare SIGSEGV, or a write past it into the program's memory).
+    // Where the stack of the report starts: the fault's registers, or this frame's (walked
+    // from the report stack, the program's frames are still where they were).
+    let (regs, exact) = match regs {
+        Some(regs) => (regs, true),
+        None => (crate::stack::regs_here(), false),
+    };
     #[cfg(target_arch = "x86_64")]
     {
         let top = report_stack();
         if top != 0 {
-            let mut job = (regs, Some(r));
+            let mut job = (regs, exact, Some(r));
             // SAFETY: `top` is the top of a mapping of ours that nothing else uses (this thread
             // owns the report); `job` stays valid on this stack, which is not unwound.
             unsafe { run_on_stack(top, report_on_own_stack, &mut job as *mut _ as *mut core::ffi::c_void) }
         }
     }
-    report_and_die(regs, r)
+    report_and_die(regs, exact, r)
 }
 
 /// A fault while reporting: prints the bare report and goes. Apart, so that its buffer does
@@ -434,29 +440,24 @@ unsafe extern "C" fn run_on_stack(
 
 #[cfg(target_arch = "x86_64")]
 extern "C" fn report_on_own_stack(job: *mut core::ffi::c_void) -> ! {
-    // SAFETY: `fatal_at` passes its `(regs, Some(report))` pair, still on its own stack.
-    let job = unsafe { &mut *(job as *mut (Option<crate::stack::Regs>, Option<Report>)) };
-    match job.1.take() {
-        Some(r) => report_and_die(job.0, r),
+    // SAFETY: `fatal_at` passes its `(regs, exact, Some(report))`, still on its own stack.
+    let job = unsafe { &mut *(job as *mut (crate::stack::Regs, bool, Option<Report>)) };
+    match job.2.take() {
+        Some(r) => report_and_die(job.0, job.1, r),
         None => sys::die(),
     }
 }
 
 /// The report of `fatal_at` (its caller owns `REPORT_OWNER`), then the configured action.
 #[inline(never)]
-fn report_and_die(regs: Option<crate::stack::Regs>, r: Report) -> ! {
+/// `regs`: where the walk of the access stack starts; `exact`: they are a fault's (the first
+/// frame is the faulting instruction itself, not a return address).
+fn report_and_die(regs: crate::stack::Regs, exact: bool, r: Report) -> ! {
     let action = crate::options().exitcode;
     let tid = sys::gettid();
     let mut here = [0usize; crate::stack::MAX_FRAMES];
-    let n = if crate::is_ready() {
-        match regs {
-            Some(regs) => crate::stack::walk(regs, true, &mut here),
-            None => crate::stack::capture(&mut here),
-        }
-    } else {
-        0
-    };
-    let mut st = Stacks { here: &here[..n], exact_first: regs.is_some(), ..Stacks::default() };
+    let n = if crate::is_ready() { crate::stack::walk(regs, true, &mut here) } else { 0 };
+    let mut st = Stacks { here: &here[..n], exact_first: exact, ..Stacks::default() };
     if crate::is_ready() {
         if !crate::detect() {
             st.note = Some("allocation and free stacks not recorded (prevent mode; run with mode=detect)");

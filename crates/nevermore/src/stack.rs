@@ -584,6 +584,13 @@ pub fn walk(mut r: Regs, mut exact: bool, out: &mut [usize]) -> usize {
 /// Captures the calling thread's stack (without this library's frames) into `out`.
 #[inline(never)]
 pub fn capture(out: &mut [usize]) -> usize {
+    walk(regs_here(), true, out)
+}
+
+/// The caller's registers as a walk starts from them (its own frame is the first one, skipped
+/// as the library's). Always inlined, so that the frame is the caller's.
+#[inline(always)]
+pub fn regs_here() -> Regs {
     let (pc, sp, bp): (usize, usize, usize);
     // SAFETY: reads the instruction pointer, stack pointer and frame pointer; no memory access.
     unsafe {
@@ -597,7 +604,7 @@ pub fn capture(out: &mut [usize]) -> usize {
             options(nomem, nostack, preserves_flags)
         );
     }
-    walk(Regs { pc, sp, bp }, true, out)
+    Regs { pc, sp, bp }
 }
 
 /// Captures the current stack into the depot and returns its id (0: not recorded).

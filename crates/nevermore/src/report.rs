@@ -449,9 +449,9 @@ extern "C" fn report_on_own_stack(job: *mut core::ffi::c_void) -> ! {
 }
 
 /// The report of `fatal_at` (its caller owns `REPORT_OWNER`), then the configured action.
-#[inline(never)]
 /// `regs`: where the walk of the access stack starts; `exact`: they are a fault's (the first
 /// frame is the faulting instruction itself, not a return address).
+#[inline(never)]
 fn report_and_die(regs: crate::stack::Regs, exact: bool, r: Report) -> ! {
     let action = crate::options().exitcode;
     let tid = sys::gettid();

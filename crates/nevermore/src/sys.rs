@@ -12,25 +12,25 @@ pub const fn round_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
 }
 
-/// `RLIMIT_DATA` (private writable memory: the allocator's metadata, sized by the pool and
-/// the alias arena; the heap itself is shared memory and does not count), if set.
-pub fn data_limit() -> Option<usize> {
+/// The soft limit on `resource`, if one is set.
+fn limit(resource: libc::__rlimit_resource_t) -> Option<usize> {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes one `rlimit`.
-    if unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
+    if unsafe { libc::getrlimit(resource, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
         return None;
     }
     Some(rl.rlim_cur as usize)
 }
 
+/// `RLIMIT_DATA` (private writable memory: the allocator's metadata, sized by the pool and
+/// the alias arena; the heap itself is shared memory and does not count), if set.
+pub fn data_limit() -> Option<usize> {
+    limit(libc::RLIMIT_DATA)
+}
+
 /// The address-space limit (`RLIMIT_AS`), if one is set.
 pub fn as_limit() -> Option<usize> {
-    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes one `rlimit`.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
-        return None;
-    }
-    Some(rl.rlim_cur as usize)
+    limit(libc::RLIMIT_AS)
 }
 
 /// The largest power of two not above `x` (1 for 0).
@@ -77,14 +77,6 @@ pub fn map_meta(len: usize) -> *mut u8 {
     map_anon(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE)
 }
 
-/// Maps `len` bytes of file `fd` at `off`, shared, read-write; at `fixed` if non-null.
-///
-/// The mapping is left out of core dumps. The kernel dumps shared mappings of a memfd whole,
-/// faulting in every page: for the pool's canonical view (64 GiB, mostly never used) a crash
-/// with core dumps enabled would fill the memfd with zeroed pages, all of memory, and write
-/// a core as big. The heap's contents are still in the dump, at the addresses the program
-/// knows: through the mirrors and large objects' views (`duplicate_view`), where only
-/// installed pages are read (the others fail without allocating: userfaultfd's SIGBUS mode).
 /// Set while the program has every future mapping locked (`mlockall(MCL_FUTURE)`, see
 /// `api::mlockall`): the pool's views are then unlocked as they are made.
 pub static FUTURE_LOCKED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
@@ -97,6 +89,14 @@ fn unlock_if_future_locked(p: *mut u8, len: usize) {
     }
 }
 
+/// Maps `len` bytes of file `fd` at `off`, shared, read-write; at `fixed` if non-null.
+///
+/// The mapping is left out of core dumps. The kernel dumps shared mappings of a memfd whole,
+/// faulting in every page: for the pool's canonical view (64 GiB, mostly never used) a crash
+/// with core dumps enabled would fill the memfd with zeroed pages, all of memory, and write
+/// a core as big. The heap's contents are still in the dump, at the addresses the program
+/// knows: through the mirrors and large objects' views (`duplicate_view`), where only
+/// installed pages are read (the others fail without allocating: userfaultfd's SIGBUS mode).
 pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
     let flags = libc::MAP_SHARED | libc::MAP_NORESERVE | if fixed.is_null() { 0 } else { libc::MAP_FIXED };
     // SAFETY: with a null hint the kernel picks free space; with `fixed` the caller owns the
@@ -213,12 +213,7 @@ pub fn close(fd: i32) {
 /// with EFBIG without being tried: the kernel would also send SIGXFSZ, which kills the
 /// process (the pool is a file, the heap is not one to the program).
 pub fn ftruncate(fd: i32, len: usize) -> bool {
-    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes one `rlimit`.
-    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut rl) } == 0
-        && rl.rlim_cur != libc::RLIM_INFINITY
-        && len as u64 > rl.rlim_cur
-    {
+    if limit(libc::RLIMIT_FSIZE).is_some_and(|l| len > l) {
         set_errno(libc::EFBIG);
         return false;
     }

@@ -217,56 +217,31 @@ pub mod clone {
     /// # Safety
     /// `start` points to a `CloneStart` in the memory the child copied from its parent, outside
     /// the pool (`api::clone` passes a record on its own stack).
-    #[unsafe(naked)]
     pub unsafe extern "C" fn clone_child(start: *mut core::ffi::c_void) -> core::ffi::c_int {
-        // `start` is in rdi; the program's stack pointer goes to the handler as its second
-        // argument (rsi), and the handler never returns.
-        core::arch::naked_asm!(
-            "mov rsi, rsp",
-            // Keep both across the call; the third slot restores the ABI's 16-byte alignment.
-            "push rdi",
-            "push rsi",
-            "sub rsp, 8",
-            "mov edi, {len}",
-            "call {map}",
-            "add rsp, 8",
-            "pop rsi",
-            "pop rdi",
-            "test rax, rax",
-            "jz 2f",
-            "lea rsp, [rax + {len}]",
-            "call {handler}",
-            "2:",
-            "call {fail}",
-            "ud2",
-            len = const CLONE_HANDLER_STACK,
-            map = sym handler_stack,
-            handler = sym clone_child_on_own_stack,
-            fail = sym clone_child_failed,
-        )
+        let top = sys::new_stack(CLONE_HANDLER_STACK);
+        if top == 0 {
+            report::say(format_args!(
+                "clone: no stack for the child's fork handler (errno {}); the child exits",
+                sys::errno()
+            ));
+            // SAFETY: ending the child before it can write memory it shares with its parent.
+            unsafe { libc::_exit(127) }
+        }
+        let mut job = (start, crate::stack::regs_here().sp);
+        // SAFETY: a fresh stack of ours; `job` is read there before anything is remapped.
+        unsafe { sys::run_on_stack(top, clone_child_on_own_stack, &mut job as *mut _ as *mut core::ffi::c_void) }
     }
 
-    /// A fresh mapping for the handler's stack (private, anonymous), or null.
-    extern "C" fn handler_stack(len: usize) -> *mut u8 {
-        sys::map_meta(len)
-    }
-
-    extern "C" fn clone_child_failed() -> ! {
-        report::say(format_args!(
-            "clone: no stack for the child's fork handler (errno {}); the child exits",
-            sys::errno()
-        ));
-        // SAFETY: ending the child before it can write memory it shares with its parent.
-        unsafe { libc::_exit(127) }
-    }
-
-    /// `clone_child` on the handler's own stack; `program_sp` is where the program's stack was.
-    extern "C" fn clone_child_on_own_stack(start: *mut core::ffi::c_void, program_sp: usize) -> ! {
-        // SAFETY: `start` is valid (`clone_child`'s contract) and outside the pool, so the
-        // handler's remapping leaves it alone.
-        let (function, arg) = unsafe {
+    /// `clone_child` on the handler's own stack; `job` holds the `CloneStart` and where the
+    /// program's stack was.
+    extern "C" fn clone_child_on_own_stack(job: *mut core::ffi::c_void) -> ! {
+        // SAFETY: `clone_child`'s record, read before the handler remaps the pool (the program's
+        // stack, where it lies, may be in it); `start` is valid (`clone_child`'s contract) and
+        // outside the pool.
+        let (function, arg, program_sp) = unsafe {
+            let (start, sp) = *(job as *const (*mut core::ffi::c_void, usize));
             let s = &*(start as *const CloneStart);
-            (s.function, s.arg)
+            (s.function, s.arg, sp)
         };
         child();
         // SAFETY: the program's function on its own stack, below everything written there so far

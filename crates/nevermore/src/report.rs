@@ -380,9 +380,9 @@ pub fn fatal_at(regs: Option<crate::stack::Regs>, r: Report) -> ! {
         let top = report_stack();
         if top != 0 {
             let mut job = (regs, exact, Some(r));
-            // SAFETY: `top` is the top of a mapping of ours that nothing else uses (this thread
+            // SAFETY: `top` is the top of a stack of ours that nothing else uses (this thread
             // owns the report); `job` stays valid on this stack, which is not unwound.
-            unsafe { run_on_stack(top, report_on_own_stack, &mut job as *mut _ as *mut core::ffi::c_void) }
+            unsafe { sys::run_on_stack(top, report_on_own_stack, &mut job as *mut _ as *mut core::ffi::c_void) }
         }
     }
     report_and_die(regs, exact, r)
@@ -400,7 +400,7 @@ fn bare_report_and_die(r: &Report, tid: u32, action: Option<u8>) -> ! {
     sys::die();
 }
 
-/// Bytes of the stack reports run on, and its guard page below.
+/// Bytes of the stack reports run on.
 #[cfg(target_arch = "x86_64")]
 const REPORT_STACK: usize = 512 << 10;
 
@@ -412,30 +412,9 @@ fn report_stack() -> usize {
     if top != 0 {
         return top;
     }
-    let p = sys::map_meta(REPORT_STACK + sys::PAGE);
-    if p.is_null() {
-        return 0;
-    }
-    // A guard page below: an overflow faults instead of writing on.
-    // SAFETY: the first page of the mapping just made.
-    unsafe { libc::mprotect(p as *mut core::ffi::c_void, sys::PAGE, libc::PROT_NONE) };
-    let top = p as usize + sys::PAGE + REPORT_STACK;
+    let top = sys::new_stack(REPORT_STACK);
     TOP.store(top, Ordering::Relaxed);
     top
-}
-
-/// Calls `f(arg)` with the stack pointer at `top` (16-byte aligned); `f` does not return.
-///
-/// # Safety
-/// `top` is the top of an unused, mapped stack.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn run_on_stack(
-    top: usize,
-    f: extern "C" fn(*mut core::ffi::c_void) -> !,
-    arg: *mut core::ffi::c_void,
-) -> ! {
-    core::arch::naked_asm!("mov rsp, rdi", "mov rdi, rdx", "call rsi", "ud2")
 }
 
 #[cfg(target_arch = "x86_64")]

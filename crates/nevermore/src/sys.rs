@@ -71,6 +71,29 @@ pub fn rereserve(addr: *mut u8, len: usize) -> bool {
     !map_anon(addr, len, libc::PROT_NONE).is_null()
 }
 
+/// A stack of `len` bytes (a multiple of the page size) with a guard page below, so that an
+/// overflow faults instead of writing on: its top, or 0 when it cannot be mapped.
+pub fn new_stack(len: usize) -> usize {
+    let p = map_meta(len + PAGE);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: the first page of the mapping just made.
+    unsafe { libc::mprotect(p as *mut c_void, PAGE, libc::PROT_NONE) };
+    p as usize + PAGE + len
+}
+
+/// Calls `f(arg)` with the stack pointer at `top` (16-byte aligned, from `new_stack`); `f`
+/// does not return, and nothing returns to the caller's frames.
+///
+/// # Safety
+/// `top` is the top of a mapped stack that nothing else uses.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+pub unsafe extern "C" fn run_on_stack(top: usize, f: extern "C" fn(*mut c_void) -> !, arg: *mut c_void) -> ! {
+    core::arch::naked_asm!("mov rsp, rdi", "mov rdi, rdx", "call rsi", "ud2")
+}
+
 /// Maps `len` bytes of zeroed, private read-write memory for allocator metadata (lazily
 /// committed). Returns null on failure.
 pub fn map_meta(len: usize) -> *mut u8 {

@@ -83,15 +83,9 @@ pub fn program_ranges(maps: &[u8], mut f: impl FnMut(usize, usize, bool, bool) -
 /// `mlockall(MCL_CURRENT)` without `MCL_ONFAULT` would have. Returns false when the listing of
 /// mappings cannot be had.
 pub fn after_mlockall(fill_program: bool) -> bool {
-    let buf = meta::map(MAPS_BYTES);
-    if buf.is_null() {
-        return false;
-    }
-    // SAFETY: a fresh private mapping of MAPS_BYTES bytes, ours until unmapped below.
-    let maps = unsafe { core::slice::from_raw_parts_mut(buf, MAPS_BYTES) };
     let (arena, arena_len) = alias::arena_range();
-    let ok = sys::read_file(c"/proc/self/maps", maps).is_some_and(|n| {
-        for line in maps[..n].split(|&c| c == b'\n') {
+    with_listing(|maps| {
+        for line in maps.split(|&c| c == b'\n') {
             if let Some((lo, hi, _, _, path)) = parse_line(line) {
                 if is_pool_view(path) || lo.wrapping_sub(arena) < arena_len {
                     // SAFETY: munlock of the allocator's own mapping; it changes no contents.
@@ -100,16 +94,29 @@ pub fn after_mlockall(fill_program: bool) -> bool {
             }
         }
         !fill_program
-            || program_ranges(&maps[..n], |lo, hi, readable, _| {
+            || program_ranges(maps, |lo, hi, readable, _| {
                 if readable {
                     // SAFETY: mlock of the program's own mapped range; it changes no contents.
                     unsafe { libc::mlock(lo as *const libc::c_void, hi - lo) };
                 }
                 true
             })
-    });
+    })
+    .unwrap_or(false)
+}
+
+/// `f` of the listing of `/proc/self/maps`, read into a buffer of our own (outside a sweep,
+/// whose buffers are its own); None when it cannot be read.
+fn with_listing<R>(f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    let buf = meta::map(MAPS_BYTES);
+    if buf.is_null() {
+        return None;
+    }
+    // SAFETY: a fresh private mapping of MAPS_BYTES bytes, ours until unmapped below.
+    let maps = unsafe { core::slice::from_raw_parts_mut(buf, MAPS_BYTES) };
+    let r = sys::read_file(c"/proc/self/maps", maps).map(|n| f(&maps[..n]));
     meta::unmap(buf, MAPS_BYTES);
-    ok
+    r
 }
 
 /// Most of the program's protections on the allocator's views that a fork carries over.
@@ -128,25 +135,19 @@ impl Protections {
     /// The views of the pool that are not readable and writable as the allocator maps them.
     pub fn record() -> Protections {
         let mut p = Protections { list: meta::map(MAX_PROTECTED * ENTRY) as *mut (usize, usize, i32), n: 0 };
-        let buf = meta::map(MAPS_BYTES);
-        if p.list.is_null() || buf.is_null() {
-            if !buf.is_null() {
-                meta::unmap(buf, MAPS_BYTES);
-            }
+        if p.list.is_null() {
             return p;
         }
-        // SAFETY: a fresh private mapping of MAPS_BYTES bytes, ours until unmapped below.
-        let maps = unsafe { core::slice::from_raw_parts_mut(buf, MAPS_BYTES) };
-        let n = sys::read_file(c"/proc/self/maps", maps).unwrap_or(0);
-        for line in maps[..n].split(|&c| c == b'\n') {
-            let Some((lo, hi, prot, _, path)) = parse_line(line) else { continue };
-            if is_pool_view(path) && prot != libc::PROT_READ | libc::PROT_WRITE && p.n < MAX_PROTECTED {
-                // SAFETY: below the list's capacity.
-                unsafe { *p.list.add(p.n) = (lo, hi, prot) };
-                p.n += 1;
+        with_listing(|maps| {
+            for line in maps.split(|&c| c == b'\n') {
+                let Some((lo, hi, prot, _, path)) = parse_line(line) else { continue };
+                if is_pool_view(path) && prot != libc::PROT_READ | libc::PROT_WRITE && p.n < MAX_PROTECTED {
+                    // SAFETY: below the list's capacity.
+                    unsafe { *p.list.add(p.n) = (lo, hi, prot) };
+                    p.n += 1;
+                }
             }
-        }
-        meta::unmap(buf, MAPS_BYTES);
+        });
         p
     }
 

@@ -49,6 +49,25 @@ fn unused_for(s: &Span, now: u64, decay_ms: u32) -> bool {
     s.since.saturating_add(decay_ms as u64 * 1_000_000) <= now
 }
 
+/// The age of the dirty pages of runs that merge: that of the oldest, so that an old run
+/// does not look freed just now because a span freed next to it joined it (a program
+/// churning small spans at the edge of a big free run would otherwise keep all of it for
+/// ever). The price: the pages freed last are punched with it, at most once per decay period.
+#[derive(Default)]
+struct DirtyAge {
+    pages: u32,
+    since: u64,
+}
+
+impl DirtyAge {
+    fn add(&mut self, pages: u32, since: u64) {
+        if pages != 0 {
+            self.since = if self.pages == 0 { since } else { self.since.min(since) };
+            self.pages += pages;
+        }
+    }
+}
+
 /// Spans of at least this many pages are punched out as soon as they are freed.
 const PUNCH_PAGES: u32 = 32;
 /// Dirty free pages kept for reuse: at least this many (32 MiB), and up to the peak of pages
@@ -65,7 +84,6 @@ pub struct Span {
     pub kind: u8,
     /// SLAB: the size class. PAGES: `GUARD_AT_END` and `NO_CANARY` bits.
     pub class: u8,
-    pub dirty: bool,
     /// Slabs: free slots in the slab's bitmap (slots in thread caches count as taken).
     pub nfree: u32,
     pub next: u32,
@@ -92,6 +110,9 @@ pub struct Span {
     pub holes: u16,
     /// PAGES/LARGE in detect mode: allocation and free stacks (depot ids) and threads.
     pub trace: crate::stack::Trace,
+    /// FREE_RUN: how many of its pages may hold old data (0: all of them read as zero). A
+    /// split does not know where they lie, so each part keeps up to its length of them.
+    pub dirty: u32,
 }
 
 struct State {
@@ -311,8 +332,8 @@ impl Pool {
         s.epoch.store(0, Ordering::Relaxed);
         s.holes = 0;
         s.trace.set_alloc(0, 0, 0);
-        let dirty = s.dirty;
-        s.dirty = false;
+        let dirty = s.dirty != 0;
+        s.dirty = 0;
         for p in s.start..s.start + n {
             self.set_map(p, idx);
         }
@@ -366,7 +387,7 @@ impl Pool {
         let s = self.span_mut(idx);
         s.start = st.bump;
         s.npages = n;
-        s.dirty = false;
+        s.dirty = 0;
         st.bump += n;
         Some(idx)
     }
@@ -382,10 +403,15 @@ impl Pool {
                 let r = self.span_mut(rest);
                 r.start = start + n;
                 r.npages = total - n;
-                r.dirty = dirty;
+                r.dirty = dirty.min(total - n);
                 r.since = self.span(idx).since;
                 r.kind = FREE_RUN;
-                self.span_mut(idx).npages = n;
+                let s = self.span_mut(idx);
+                s.npages = n;
+                s.dirty = dirty.min(n);
+                // Its end pages name it, so that a neighbour freed later finds it and merges.
+                self.set_map(start + n, rest);
+                self.set_map(start + total - 1, rest);
                 self.bin(st, rest);
             }
         }
@@ -408,8 +434,9 @@ impl Pool {
         // this run, which counts as freed now and would otherwise hide its age.
         let now = sys::now_ns();
         let decay = crate::options().dirty_decay_ms;
-        let expired = |s: &Span| s.dirty && unused_for(s, now, decay);
-        let mut dirty = true;
+        let expired = |s: &Span| s.dirty != 0 && unused_for(s, now, decay);
+        let mut age = DirtyAge::default();
+        age.add(n, now);
         if start > 0 {
             if let Some(l) = self.free_run_at(start - 1) {
                 self.unbin(&mut st, l);
@@ -419,7 +446,7 @@ impl Pool {
                 let ls = self.span(l);
                 start = ls.start;
                 n += ls.npages;
-                dirty |= ls.dirty;
+                age.add(ls.dirty, ls.since);
                 self.release_desc(&mut st, l);
             }
         }
@@ -429,7 +456,9 @@ impl Pool {
                 if expired(self.span(r)) {
                     self.punch(&mut st, r);
                 }
-                n += self.span(r).npages;
+                let rs = self.span(r);
+                n += rs.npages;
+                age.add(rs.dirty, rs.since);
                 self.release_desc(&mut st, r);
             }
         }
@@ -437,13 +466,14 @@ impl Pool {
         s.kind = FREE_RUN;
         s.start = start;
         s.npages = n;
+        let dirty = age.pages;
         s.dirty = dirty;
-        s.since = now;
+        s.since = age.since;
         s.size.store(DEAD, Ordering::Relaxed);
         self.set_map(start, idx);
         self.set_map(start + n - 1, idx);
         let dirty_max = st.stats.peak_pages_in_use.max(DIRTY_MIN as u64);
-        if freed >= PUNCH_PAGES || decay == 0 || (st.dirty_pages + n) as u64 > dirty_max {
+        if freed >= PUNCH_PAGES || decay == 0 || (st.dirty_pages + dirty) as u64 > dirty_max {
             self.punch(&mut st, idx);
         }
         self.bin(&mut st, idx);
@@ -479,10 +509,10 @@ impl Pool {
             let mut idx = st.bins[b];
             while idx != NONE {
                 let next = self.span(idx).next;
-                if self.span(idx).dirty && old(self.span(idx)) {
-                    let n = self.span(idx).npages;
+                if self.span(idx).dirty != 0 && old(self.span(idx)) {
+                    let n = self.span(idx).dirty;
                     self.punch(st, idx);
-                    if !self.span(idx).dirty {
+                    if self.span(idx).dirty == 0 {
                         st.dirty_pages -= n;
                         released = true;
                     }
@@ -571,12 +601,12 @@ impl Pool {
 
     fn punch(&self, st: &mut State, idx: u32) {
         let s = self.span_mut(idx);
-        if !s.dirty {
+        if s.dirty == 0 {
             return;
         }
         let addr = self.page_addr(s.start) as *mut u8;
         if sys::advise(addr, (s.npages as usize) << PAGE_SHIFT, libc::MADV_REMOVE) {
-            s.dirty = false;
+            s.dirty = 0;
             st.stats.punched_pages += s.npages as u64;
         }
     }
@@ -604,9 +634,7 @@ impl Pool {
         if b != 0 {
             st.bin_mask |= 1 << (b - 1);
         }
-        if dirty {
-            st.dirty_pages += n;
-        }
+        st.dirty_pages += dirty;
     }
 
     fn unbin(&self, st: &mut State, idx: u32) {
@@ -618,9 +646,7 @@ impl Pool {
         if b != 0 && head == NONE {
             st.bin_mask &= !(1 << (b - 1));
         }
-        if dirty {
-            st.dirty_pages -= n;
-        }
+        st.dirty_pages -= dirty;
     }
 
     /// Doubly-linked lists threaded through `next`/`prev` of the descriptors.
@@ -791,5 +817,24 @@ mod tests {
         let (again, was_dirty) = POOL.alloc_run(16, PAGES).unwrap();
         assert!(was_dirty);
         POOL.free_run(again);
+        what_a_split_leaves_merges_again();
+    }
+
+    /// The free rest of a split run merges with its neighbour when that is freed, so that a
+    /// run growing page by page (realloc) keeps reusing the same pages instead of new ones.
+    fn what_a_split_leaves_merges_again() {
+        // Bigger than every free run together: these pages come from the end of the pool.
+        let n = POOL.stats().1 + 64;
+        let (big, _) = POOL.alloc_run(n, LARGE).unwrap();
+        POOL.free_run(big);
+        // Only that freed run (with any free run before it) is long enough.
+        let (a, _) = POOL.alloc_run(n - 32, LARGE).unwrap();
+        let start = POOL.span(a).start;
+        let end = POOL.stats().1;
+        POOL.free_run(a);
+        let (b, _) = POOL.alloc_run(n - 16, LARGE).unwrap();
+        assert_eq!(POOL.span(b).start, start, "the split's rest did not merge back");
+        assert_eq!(POOL.stats().1, end, "fresh pages taken although freed ones were enough");
+        POOL.free_run(b);
     }
 }

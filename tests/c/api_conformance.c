@@ -789,6 +789,36 @@ static void sec_errno(void) {
 }
 
 /* Large but possible requests succeed. */
+/* A buffer grown a little at a time, as string builders and readers of input of unknown
+   length grow theirs: by a page, by 100 bytes, by 64 KiB + 17, to 64 MiB (8 MiB for the small
+   steps). The contents stay at every step, and the program writes every new byte. */
+static void sec_grow(void) {
+    const size_t steps[] = {4096, 100, 65536 + 17};
+    const size_t totals[] = {64u << 20, 8u << 20, 64u << 20};
+    for (unsigned k = 0; k < 3; k++) {
+        unsigned char *p = NULL;
+        size_t n = 0;
+        while (n < totals[k]) {
+            size_t m = n + steps[k];
+            unsigned char *q = realloc(p, sz(m));
+            CHECK(q != NULL, "realloc(%zu -> %zu) returned NULL", n, m);
+            if (!q) {
+                free(p);
+                return;
+            }
+            CHECK(n == 0 || (q[0] == pat(0, k) && q[n - 1] == pat(n - 1, k)),
+                  "realloc(%zu -> %zu) lost the ends of the contents", n, m);
+            for (size_t i = n; i < m; i++)
+                q[i] = pat(i, k);
+            p = q;
+            n = m;
+        }
+        size_t bad = verify(p, n, k);
+        CHECK(bad == n, "a buffer grown by %zu to %zu bytes lost contents at byte %zu", steps[k], n, bad);
+        free(p);
+    }
+}
+
 static void sec_big(void) {
     size_t gib = (size_t)1 << 30;
     unsigned char *p = malloc(sz(gib));
@@ -858,7 +888,7 @@ static const struct section sections[] = {
     {"malloc", sec_malloc},   {"calloc", sec_calloc},         {"realloc", sec_realloc},
     {"align", sec_align},     {"usable", sec_usable},         {"usable-write", sec_usable_write},
     {"misc", sec_misc},       {"random", sec_random},         {"errno", sec_errno},
-    {"big", sec_big},
+    {"big", sec_big},         {"grow", sec_grow},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 

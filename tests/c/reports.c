@@ -65,6 +65,23 @@ NOINLINE static void read_big(char *p) {
     sink = p[1000]; /* AT:uaf-big */
 }
 
+/* Grown where it is by the second realloc (the first one moved it and gave it room): the
+   object no longer ends against its guard page. */
+NOINLINE static char *make_grown(size_t n) {
+    char *p = realloc(realloc(malloc(n / 2), n - n / 8), n); /* AT:make-grown */
+    sink = (long)p;
+    return p;
+}
+
+NOINLINE static void drop_grown(char *p) {
+    free(p); /* AT:drop-grown */
+    sink = 5;
+}
+
+NOINLINE static void write_far_past(char *p, size_t n) {
+    p[n + 8192] = 1; /* AT:overflow-room */
+}
+
 NOINLINE static void write_past(char *p, size_t n) {
     p[n + 64] = 1; /* AT:overflow */
 }
@@ -116,6 +133,18 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "overflow")) {
         size_t n = 300000;
         write_past(make_big(n), n);
+    } else if (!strcmp(c, "overflow-grown")) {
+        /* The write lands in the mapped gap between the canary and the guard page: the canary
+           bytes that fill the gap report it at free. */
+        size_t n = 300000;
+        char *p = make_grown(n);
+        write_past(p, n);
+        drop_grown(p);
+    } else if (!strcmp(c, "overflow-room")) {
+        /* Past the grown object's view, into the room it keeps to grow further: no access
+           there, so the write traps at once. */
+        size_t n = 300000;
+        write_far_past(make_grown(n), n);
     } else if (!strcmp(c, "overflow-page")) {
         /* An object of whole pages: the write lands on its guard page and traps at once. */
         size_t n = 8192;

@@ -115,6 +115,20 @@ const CASES: &[Case] = &[
         alloc: Some(("make_big", "make-big")),
     },
     Case {
+        arg: "overflow-grown",
+        kind: "heap-buffer-overflow",
+        access: ("drop_grown", "drop-grown"),
+        free: None,
+        alloc: Some(("make_grown", "make-grown")),
+    },
+    Case {
+        arg: "overflow-room",
+        kind: "heap-buffer-overflow",
+        access: ("write_far_past", "overflow-room"),
+        free: None,
+        alloc: Some(("make_grown", "make-grown")),
+    },
+    Case {
         arg: "overflow-page",
         kind: "heap-buffer-overflow",
         access: ("write_past", "overflow"),
@@ -169,6 +183,25 @@ fn every_kind_names_function_and_line_with_frame_pointers() {
 fn every_kind_names_function_and_line_without_frame_pointers() {
     for c in CASES {
         check_case(&bins()[1], c);
+    }
+}
+
+/// A write into the gap that `realloc` left between a grown large object's canary and its
+/// guard page is found at `free`, in both modes, and the report names the byte written (the
+/// program writes 64 bytes past the object's end) rather than the canary's start.
+#[test]
+fn overflow_past_a_grown_object_names_the_byte_written() {
+    for mode in ["detect", "prevent"] {
+        let o =
+            nevermore(&["run", "--mode", mode, "--", bins()[0].to_str().unwrap(), "overflow-grown"]).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(23), "{mode}: {err}");
+        assert!(err.contains("nevermore: ERROR: heap-buffer-overflow "), "{mode}: {err}");
+        assert!(
+            err.contains("object 0x") && err.contains(" of 300000 bytes; the address is at offset 300064 "),
+            "{mode}: {err}"
+        );
+        assert!(!stdout(&o).contains("survived"), "{mode}");
     }
 }
 

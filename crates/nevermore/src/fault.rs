@@ -257,7 +257,9 @@ fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
             let size = s.size.load(Ordering::Acquire) & !pool::DEAD_BIT;
             let view_end = s.view + s.view_len;
             let (what, near) = if addr >= view_end {
-                ("the access is past the end of a large object (guard page)", addr < view_end + PAGE)
+                // The no-access room a growing object keeps past its view counts as its guard.
+                let room_end = s.view + ((s.npages as usize) << crate::sys::PAGE_SHIFT);
+                ("the access is past the end of a large object (guard page)", addr < room_end.max(view_end + PAGE))
             } else if addr < s.view {
                 ("the access is before the start of a large object (guard page)", addr + PAGE >= s.view)
             } else {

@@ -11,6 +11,7 @@
 //! (`heap::page_layout`).
 
 use core::sync::atomic::{AtomicU64, Ordering};
+use core::{ptr, slice};
 
 use crate::sys;
 
@@ -72,6 +73,42 @@ pub unsafe fn intact(obj: usize, size: usize) -> bool {
     unsafe { (at as *const u64).read_unaligned() == canary_for(at) }
 }
 
+/// Fills `[from, to)` with canary bytes: the gap between a large object's canary and the end of
+/// its view, where an access past the object does not fault (`large::arm`). Each 8 bytes hold
+/// the canary for their address; the last ones hold its first bytes.
+///
+/// # Safety
+/// `[from, to)` must be writable memory that belongs to no object.
+pub unsafe fn arm_tail(from: usize, to: usize) {
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(8);
+        let c = canary_for(at).to_le_bytes();
+        // SAFETY: `at .. at + n` lies inside `[from, to)`, writable (the caller's promise).
+        unsafe { ptr::copy_nonoverlapping(c.as_ptr(), at as *mut u8, n) };
+        at += n;
+    }
+}
+
+/// The first byte of `[from, to)` that no longer holds what `arm_tail` wrote, if any.
+///
+/// # Safety
+/// `[from, to)` must be readable memory.
+pub unsafe fn tail_damage(from: usize, to: usize) -> Option<usize> {
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(8);
+        let c = canary_for(at).to_le_bytes();
+        // SAFETY: `at .. at + n` lies inside `[from, to)`, readable (the caller's promise).
+        let held = unsafe { slice::from_raw_parts(at as *const u8, n) };
+        if let Some(i) = (0..n).find(|&i| held[i] != c[i]) {
+            return Some(at + i);
+        }
+        at += n;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +128,26 @@ mod tests {
                 assert!(!intact(base, size), "size {size}");
                 buf[size] ^= 1;
                 assert!(intact(base, size));
+            }
+        }
+    }
+
+    #[test]
+    fn tail_canaries_find_the_first_damaged_byte() {
+        init_secret();
+        let mut buf = [0u8; 64];
+        let base = buf.as_mut_ptr() as usize;
+        for (from, to) in [(3usize, 3usize), (3, 4), (5, 21), (8, 64)] {
+            // SAFETY: every range lies inside `buf`.
+            unsafe {
+                arm_tail(base + from, base + to);
+                assert_eq!(tail_damage(base + from, base + to), None);
+                for at in base + from..base + to {
+                    *(at as *mut u8) ^= 0x10;
+                    assert_eq!(tail_damage(base + from, base + to), Some(at), "{from}..{to}");
+                    *(at as *mut u8) ^= 0x10;
+                }
+                assert_eq!(tail_damage(base + from, base + to), None);
             }
         }
     }

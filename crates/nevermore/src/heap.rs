@@ -79,7 +79,7 @@ pub fn malloc(size: usize) -> *mut u8 {
 fn malloc_in(size: usize) -> *mut u8 {
     match slab::class_for(size) {
         Some(ci) => alloc_small(ci, size, false),
-        None => alloc_big(size, 16, false),
+        None => alloc_big(size, 16, false, false),
     }
 }
 
@@ -100,7 +100,7 @@ pub fn malloc_zeroed(size: usize) -> *mut u8 {
     }
     match slab::class_for(size) {
         Some(ci) => alloc_small(ci, size, true),
-        None => alloc_big(size, 16, true),
+        None => alloc_big(size, 16, true, false),
     }
 }
 
@@ -118,7 +118,7 @@ pub fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
             return alloc_small(ci, size, false);
         }
     }
-    alloc_big(size, align, false)
+    alloc_big(size, align, false, false)
 }
 
 #[inline]
@@ -160,7 +160,7 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
 #[inline(never)]
 fn no_slot(size: usize, zero: bool) -> *mut u8 {
     if guard_all() {
-        return alloc_big(size, 16, zero);
+        return alloc_big(size, 16, zero, false);
     }
     sys::set_errno(libc::ENOMEM);
     ptr::null_mut()
@@ -225,7 +225,8 @@ fn recorded_trace(addr: usize) -> Option<(u32, u32, u32, u32)> {
     ))
 }
 
-fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+/// Page and large objects; `room` asks for room to grow in place (`large::alloc`).
+fn alloc_big(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
     if size > MAX_REQUEST || align > MAX_REQUEST || !crate::ensure_init() {
         sys::set_errno(libc::ENOMEM);
         return ptr::null_mut();
@@ -233,7 +234,7 @@ fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     let p = if size + CANARY <= MAX_PAGE_OBJECT && align <= PAGE {
         alloc_pages(size, align, zero)
     } else {
-        large::alloc(size, align, zero)
+        large::alloc(size, align, zero, room)
     };
     if p.is_null() {
         sys::set_errno(libc::ENOMEM);
@@ -519,6 +520,11 @@ fn checked_other(p: usize, op: &'static str) -> (Obj, usize) {
     let (obj, size) = resolve_or_die(p, op);
     if has_canary(obj) {
         check_canary(p, size, op);
+        if let Obj::Large { idx } = obj {
+            if let Some(at) = large::tail_damage(POOL.span(idx), p, size) {
+                overflowed_at(p, size, at, op);
+            }
+        }
     }
     (obj, size)
 }
@@ -542,9 +548,16 @@ pub fn check_canary(p: usize, size: usize, op: &'static str) {
 #[cold]
 #[inline(never)]
 fn overflowed(p: usize, size: usize, op: &'static str) -> ! {
+    overflowed_at(p, size, p + size, op)
+}
+
+/// `overflowed`, naming the first overwritten byte at `at`.
+#[cold]
+#[inline(never)]
+fn overflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
     report::fatal(Report {
         kind: Kind::HeapBufferOverflow,
-        addr: p + size,
+        addr: at,
         op,
         what: "the canary after the object was overwritten (a write past its end)",
         object: Some(Object { start: p, size }),
@@ -902,7 +915,11 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         }
         Obj::Large { idx } => {
             let s = POOL.span(idx);
-            let fits = size < old && size + CANARY > MAX_PAGE_OBJECT && a + size + CANARY <= s.view + s.view_len;
+            let fits = if size > old {
+                large::grow(idx, a, size)
+            } else {
+                size + CANARY > MAX_PAGE_OBJECT && a + size + CANARY <= s.view + s.view_len
+            };
             if fits {
                 s.size.store(size, Ordering::Release);
             }
@@ -910,11 +927,17 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         }
     };
     if in_place {
-        if has_canary(obj) {
-            // SAFETY: the slot/run/view holds size + CANARY bytes from `a`.
-            unsafe { guard::arm(a, size) };
+        match obj {
+            Obj::Large { idx } => large::arm(POOL.span(idx), a, size),
+            // SAFETY: the slot/run holds size + CANARY bytes from `a`.
+            _ if has_canary(obj) => unsafe { guard::arm(a, size) },
+            _ => {}
         }
         return p;
+    }
+    if size > old && slab::class_for(size).is_none() {
+        // A growing object: a large one gets room to grow again without a copy.
+        return moved(a, old, size, |n| alloc_big(n, 16, false, true), free_in);
     }
     moved(a, old, size, malloc_in, free_in)
 }

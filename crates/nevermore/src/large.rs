@@ -3,7 +3,9 @@
 //! addresses are taken in increasing order and never handed out again. At least one no-access
 //! guard page separates any two views, so a linear overflow or underflow faults at once. The
 //! object is placed at the end of its view (16-byte aligned), so that an overflow of more than
-//! a few bytes past the canary hits the guard page immediately. A freed view becomes no-access
+//! a few bytes past the canary hits the guard page immediately. An object that `realloc` grew
+//! gets room to grow further where it is: its run and its address space are longer than its
+//! view (see `alloc`). A freed view becomes no-access
 //! reservation again: the address range stays reserved, and adjacent reservations merge into
 //! one VMA.
 //!
@@ -195,27 +197,49 @@ fn view_gone(view: usize, len: usize) {
     }
 }
 
+/// Most room a growing object gets beyond its size (see `alloc`).
+const MAX_ROOM: usize = 1 << 30;
+
 /// Allocates a large object of `size` bytes aligned to `align` (>= 16). Zeroes it if asked.
-pub fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
+///
+/// With `room` (for `realloc` growing an object), the object gets half its length again, up
+/// to `MAX_ROOM`, of pool pages and address space beyond its view, so that growing it further
+/// maps more of its run where it is (`grow`) instead of copying it each time: a buffer grown a
+/// page at a time is copied a logarithmic number of times, not once per step. The room's pool
+/// pages stay holes until used; its addresses stay no-access.
+pub fn alloc(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
     let Some(total) = size.checked_add(guard::CANARY) else { return ptr::null_mut() };
     let len = sys::round_up(total, PAGE);
-    let npages = len >> PAGE_SHIFT;
-    if npages >= POOL.layout().pages as usize {
+    let pool_pages = POOL.layout().pages as usize;
+    if len >> PAGE_SHIFT >= pool_pages {
         return ptr::null_mut();
     }
-    let Some((idx, dirty)) = POOL.alloc_run(npages as u32, pool::LARGE) else { return ptr::null_mut() };
-    let Some(view) = take_va(len, align.max(PAGE)) else {
+    let extra = if room { sys::round_up((len / 2).min(MAX_ROOM), PAGE) } else { 0 };
+    let mut npages = ((len + extra) >> PAGE_SHIFT).min(pool_pages - 1);
+    let (idx, dirty) = match POOL.alloc_run(npages as u32, pool::LARGE) {
+        Some(r) => r,
+        None if npages > len >> PAGE_SHIFT => {
+            npages = len >> PAGE_SHIFT;
+            match POOL.alloc_run(npages as u32, pool::LARGE) {
+                Some(r) => r,
+                None => return ptr::null_mut(),
+            }
+        }
+        None => return ptr::null_mut(),
+    };
+    let reserved = npages << PAGE_SHIFT;
+    let Some(view) = take_va(reserved, align.max(PAGE)) else {
         POOL.free_run(idx);
         return ptr::null_mut();
     };
-    stats::add(&stats::LARGE_VA_BYTES, (len + PAGE) as u64);
+    stats::add(&stats::LARGE_VA_BYTES, (reserved + PAGE) as u64);
     let start = if align <= 16 { (view + len - total) & !15 } else { view };
     let s = POOL.span_owned(idx);
     let canon = POOL.page_addr(s.start) as *mut u8;
     let entry = slot(start, true);
     if entry.is_none() || !sys::duplicate_view(canon, view as *mut u8, len) {
         sys::rereserve(view as *mut u8, len);
-        view_gone(view, len);
+        view_gone(view, reserved);
         POOL.free_run(idx);
         return ptr::null_mut();
     }
@@ -230,8 +254,7 @@ pub fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     if crate::stack::enabled() {
         s.trace.set_alloc(crate::stack::record(), crate::heap::my_tid(), 0);
     }
-    // SAFETY: the canary fits between the object's end and the view's end.
-    unsafe { guard::arm(start, size) };
+    arm(s, start, size);
     if let Some(e) = entry {
         e.store(idx, Ordering::Release);
     }
@@ -239,16 +262,62 @@ pub fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     start as *mut u8
 }
 
+/// Grows the live large object `idx` at `start` to `size` bytes where it is, when the room
+/// its run and its address space have beyond its view holds it (see `alloc`): maps more of
+/// the run behind the view. Returns false when it does not fit, and the caller moves it. The
+/// object then no longer ends against the guard but up to a page short of it, as after a
+/// shrinking `realloc`; `arm` fills that gap with canary bytes, checked at `free`.
+pub fn grow(idx: u32, start: usize, size: usize) -> bool {
+    let s = POOL.span_owned(idx);
+    let Some(end) = (start - s.view).checked_add(size).and_then(|e| e.checked_add(guard::CANARY)) else {
+        return false;
+    };
+    let len = sys::round_up(end, PAGE);
+    if len > (s.npages as usize) << PAGE_SHIFT {
+        return false;
+    }
+    if len > s.view_len {
+        // A fork copies the views while it holds this lock: it sees the view before or after.
+        let _a = ARENA.lock();
+        let more = POOL.page_addr(s.start) + s.view_len;
+        if !sys::duplicate_view(more as *mut u8, (s.view + s.view_len) as *mut u8, len - s.view_len) {
+            return false;
+        }
+        s.view_len = len;
+    }
+    true
+}
+
+/// Writes the canary after the live large object at `start`, of `size` bytes, and fills the
+/// rest of its view with canary bytes too: that gap (alignment; up to a page after `realloc`
+/// resized the object where it is) is mapped, so an overflow into it faults nowhere, and
+/// `tail_damage` finds it at `free`.
+pub fn arm(s: &pool::Span, start: usize, size: usize) {
+    // SAFETY: the object lies in its view with room for the canary before the view's end; the
+    // tail after the canary belongs to no object.
+    unsafe {
+        guard::arm(start, size);
+        guard::arm_tail(start + size + guard::CANARY, s.view + s.view_len);
+    }
+}
+
+/// The first overwritten byte among those `arm` filled between the object's canary and its
+/// view's end, if any (the canary itself is checked by the caller).
+pub fn tail_damage(s: &pool::Span, start: usize, size: usize) -> Option<usize> {
+    // SAFETY: the range lies in the live object's view, mapped.
+    unsafe { guard::tail_damage(start + size + guard::CANARY, s.view + s.view_len) }
+}
+
 /// Releases a large object whose size was already flipped to dead by the caller.
 pub fn release(idx: u32, start: usize) {
     let s = POOL.span(idx);
-    let (view, len) = (s.view, s.view_len);
+    let (view, len, reserved) = (s.view, s.view_len, (s.npages as usize) << PAGE_SHIFT);
     if let Some(e) = slot(start, false) {
         let pages = ((view + len - (start & !(PAGE - 1))) >> PAGE_SHIFT) as u32;
         e.store(TOMB_BIT | pages.min(TOMB_BIT - 1), Ordering::Release);
     }
     sys::rereserve(view as *mut u8, len);
-    view_gone(view, len);
+    view_gone(view, reserved);
     POOL.free_run(idx);
 }
 

@@ -87,13 +87,14 @@ fn copy_pool() -> i32 {
         return -1;
     }
     let mut copied = 0usize;
-    let mut copy = |from: usize, to: usize| {
+    // Copies through the mappings; returns the bytes copied.
+    let copy = |from: usize, to: usize| {
         // SAFETY: both ranges lie inside `used` bytes of the canonical view and of `dst`.
         unsafe {
             let src = slice::from_raw_parts((l.base + from) as *const u8, to - from);
             slice::from_raw_parts_mut(dst.add(from), to - from).copy_from_slice(src);
         }
-        copied += to - from;
+        to - from
     };
     if sys::file_id(l.fd) == Some(l.file) {
         let mut off = 0;
@@ -103,7 +104,14 @@ fn copy_pool() -> i32 {
                 break;
             }
             let hole = sys::seek(l.fd, data, libc::SEEK_HOLE).unwrap_or(used).min(used);
-            copy(data, hole);
+            // In the kernel first: twice as fast here as copying through mappings, and it
+            // leaves the canonical view unmapped (read through it, every page of the heap
+            // would count twice in the parent's RSS from then on).
+            let done = sys::copy_range(l.fd, fd, data, hole - data);
+            copied += done;
+            if data + done < hole {
+                copied += copy(data + done, hole);
+            }
             off = hole;
         }
     } else {
@@ -125,7 +133,7 @@ fn copy_pool() -> i32 {
                 match (resident, run) {
                     (true, None) => run = Some(page),
                     (false, Some(from)) => {
-                        copy(from, page);
+                        copied += copy(from, page);
                         run = None;
                     }
                     _ => {}
@@ -134,7 +142,7 @@ fn copy_pool() -> i32 {
             off += len;
         }
         if let Some(from) = run {
-            copy(from, used);
+            copied += copy(from, used);
         }
     }
     sys::unmap(dst, used);

@@ -263,6 +263,26 @@ pub fn file_allocated(fd: i32) -> Option<u64> {
     stat(fd).map(|st| st.st_blocks as u64 * 512)
 }
 
+/// Copies `len` bytes at offset `off` of file `from` to the same offset of file `to` inside
+/// the kernel (`copy_file_range`), with no mapping of either. Returns how many bytes it copied:
+/// fewer than `len` when the kernel refused (the caller copies the rest another way).
+pub fn copy_range(from: i32, to: i32, off: usize, len: usize) -> usize {
+    let mut done = 0;
+    while done < len {
+        let (mut a, mut b) = ((off + done) as libc::loff_t, (off + done) as libc::loff_t);
+        // SAFETY: plain syscall on the caller's descriptors; the offsets are ours.
+        let r = unsafe { libc::copy_file_range(from, &mut a, to, &mut b, len - done, 0) };
+        if r <= 0 {
+            if r < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            break;
+        }
+        done += r as usize;
+    }
+    done
+}
+
 /// `lseek` with SEEK_DATA / SEEK_HOLE; None past the end or on error.
 pub fn seek(fd: i32, off: usize, whence: i32) -> Option<usize> {
     // SAFETY: plain syscall.

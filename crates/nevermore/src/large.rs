@@ -297,7 +297,7 @@ pub fn arm(s: &pool::Span, start: usize, size: usize) {
     // tail after the canary belongs to no object.
     unsafe {
         guard::arm(start, size);
-        guard::arm_tail(start + size + guard::CANARY, s.view + s.view_len);
+        guard::arm_tail(s.view, start + size + guard::CANARY, s.view + s.view_len);
     }
 }
 
@@ -305,7 +305,7 @@ pub fn arm(s: &pool::Span, start: usize, size: usize) {
 /// view's end, if any (the canary itself is checked by the caller).
 pub fn tail_damage(s: &pool::Span, start: usize, size: usize) -> Option<usize> {
     // SAFETY: the range lies in the live object's view, mapped.
-    unsafe { guard::tail_damage(start + size + guard::CANARY, s.view + s.view_len) }
+    unsafe { guard::tail_damage(s.view, start + size + guard::CANARY, s.view + s.view_len) }
 }
 
 /// Releases a large object whose size was already flipped to dead by the caller.

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int failures;
@@ -788,7 +789,6 @@ static void sec_errno(void) {
     CHECK(errno == EILSEQ, "free of many blocks changed errno to %d", errno);
 }
 
-/* Large but possible requests succeed. */
 /* A buffer grown a little at a time, as string builders and readers of input of unknown
    length grow theirs: by a page, by 100 bytes, by 64 KiB + 17, to 64 MiB (8 MiB for the small
    steps). The contents stay at every step, and the program writes every new byte. */
@@ -817,6 +817,74 @@ static void sec_grow(void) {
         CHECK(bad == n, "a buffer grown by %zu to %zu bytes lost contents at byte %zu", steps[k], n, bad);
         free(p);
     }
+}
+
+/* The kilobytes the process holds for the heap: the pool's memory file under nevermore
+   (mapped or not), -1 without one (glibc). */
+static long pool_kib(void) {
+    for (int fd = 0; fd < 4096; fd++) {
+        char path[64], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        struct stat st;
+        if (strstr(target, "nevermore-pool") && fstat(fd, &st) == 0) return (long)st.st_blocks / 2;
+    }
+    return -1;
+}
+
+/* The process's resident kilobytes (VmRSS). */
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kib = atol(line + 6);
+    if (f) fclose(f);
+    return kib;
+}
+
+/* A big buffer cut down by realloc keeps its contents and gives the memory past its new end
+   back (glibc moves such buffers with mremap): cut by a third, to a sixty-fourth, and a page at
+   a time. */
+static void sec_shrink(void) {
+    size_t n = sz(64u << 20);
+    unsigned char *p = malloc(n);
+    CHECK(p != NULL, "malloc(64 MiB) failed");
+    if (!p) return;
+    fill(p, n, 5);
+    long rss0 = rss_kib(), pool0 = pool_kib();
+    size_t m = sz(40u << 20);
+    p = realloc(p, m);
+    CHECK(p && verify(p, m, 5) == m, "realloc(64 -> 40 MiB) lost contents");
+    if (!p) return;
+    long rss1 = rss_kib(), pool1 = pool_kib();
+    CHECK(rss0 - rss1 >= 20 << 10, "realloc(64 -> 40 MiB): resident %ld -> %ld KiB", rss0, rss1);
+    CHECK(pool0 < 0 || pool0 - pool1 >= 20 << 10, "realloc(64 -> 40 MiB): heap memory %ld -> %ld KiB", pool0, pool1);
+    m = sz(1u << 20);
+    p = realloc(p, m);
+    CHECK(p && verify(p, m, 5) == m, "realloc(40 -> 1 MiB) lost contents");
+    if (!p) return;
+    long rss2 = rss_kib(), pool2 = pool_kib();
+    CHECK(rss1 - rss2 >= 30 << 10, "realloc(40 -> 1 MiB): resident %ld -> %ld KiB", rss1, rss2);
+    CHECK(pool1 < 0 || pool1 - pool2 >= 30 << 10, "realloc(40 -> 1 MiB): heap memory %ld -> %ld KiB", pool1, pool2);
+    free(p);
+    n = sz(16u << 20);
+    p = malloc(n);
+    CHECK(p != NULL, "malloc(16 MiB) failed");
+    if (!p) return;
+    fill(p, n, 6);
+    while (n > (256u << 10)) {
+        n -= 4096;
+        unsigned char *q = realloc(p, sz(n));
+        CHECK(q != NULL, "realloc(-> %zu) returned NULL", n);
+        if (!q) break;
+        p = q;
+        CHECK(p[0] == pat(0, 6) && p[n - 1] == pat(n - 1, 6), "realloc(-> %zu) lost the ends of the contents", n);
+    }
+    CHECK(verify(p, n, 6) == n, "a buffer cut a page at a time to %zu bytes lost contents", n);
+    free(p);
 }
 
 static void sec_big(void) {
@@ -888,7 +956,7 @@ static const struct section sections[] = {
     {"malloc", sec_malloc},   {"calloc", sec_calloc},         {"realloc", sec_realloc},
     {"align", sec_align},     {"usable", sec_usable},         {"usable-write", sec_usable_write},
     {"misc", sec_misc},       {"random", sec_random},         {"errno", sec_errno},
-    {"big", sec_big},         {"grow", sec_grow},
+    {"big", sec_big},         {"grow", sec_grow},             {"shrink", sec_shrink},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 

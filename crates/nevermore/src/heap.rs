@@ -918,7 +918,7 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
             let fits = if size > old {
                 large::grow(idx, a, size)
             } else {
-                size + CANARY > MAX_PAGE_OBJECT && a + size + CANARY <= s.view + s.view_len
+                size + CANARY > MAX_PAGE_OBJECT && large::shrink(idx, a, size)
             };
             if fits {
                 s.size.store(size, Ordering::Release);

@@ -288,6 +288,33 @@ pub fn grow(idx: u32, start: usize, size: usize) -> bool {
     true
 }
 
+/// Shrinks the live large object `idx` at `start` to `size` bytes where it is (`size` still
+/// above page objects), unless it would keep less than half of its view: then it returns false
+/// and the caller moves it (a copy of the smaller size), so that a big buffer cut down to a
+/// small one does not keep its run. In place, the pages of the view past the object's new end
+/// (and its canary) go back: unmapped, and their pool pages punched, so that the memory returns
+/// to the system and the view ends at most a page after the object; they stay the object's
+/// room to grow again.
+pub fn shrink(idx: u32, start: usize, size: usize) -> bool {
+    let s = POOL.span_owned(idx);
+    let len = sys::round_up(start - s.view + size + guard::CANARY, PAGE);
+    if len < s.view_len / 2 {
+        return false;
+    }
+    if len < s.view_len {
+        // A fork copies the views while it holds this lock: it sees the view before or after.
+        let _a = ARENA.lock();
+        if !sys::rereserve((s.view + len) as *mut u8, s.view_len - len) {
+            // Still mapped: keep the view as it was (its tail is armed with canary bytes).
+            return true;
+        }
+        let pages = POOL.page_addr(s.start) + len;
+        sys::advise(pages as *mut u8, s.view_len - len, libc::MADV_REMOVE);
+        s.view_len = len;
+    }
+    true
+}
+
 /// Writes the canary after the live large object at `start`, of `size` bytes, and fills the
 /// rest of its view with canary bytes too: that gap (alignment; up to a page after `realloc`
 /// resized the object where it is) is mapped, so an overflow into it faults nowhere, and

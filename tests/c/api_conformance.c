@@ -817,6 +817,33 @@ static void sec_grow(void) {
         CHECK(bad == n, "a buffer grown by %zu to %zu bytes lost contents at byte %zu", steps[k], n, bad);
         free(p);
     }
+    /* Two buffers grown in turn: each one's pages and addresses are followed by the other's,
+       so neither can always grow where it ends. */
+    unsigned char *two[2] = {NULL, NULL};
+    size_t n = 0;
+    while (n < (32u << 20)) {
+        size_t m = n + 65536 + 17;
+        for (unsigned k = 0; k < 2; k++) {
+            unsigned char *q = realloc(two[k], sz(m));
+            CHECK(q != NULL, "realloc(%zu -> %zu) of buffer %u returned NULL", n, m, k);
+            if (!q) {
+                free(two[0]);
+                free(two[1]);
+                return;
+            }
+            CHECK(n == 0 || (q[0] == pat(0, 10 + k) && q[n - 1] == pat(n - 1, 10 + k)),
+                  "realloc(%zu -> %zu) of buffer %u lost the ends of the contents", n, m, k);
+            for (size_t i = n; i < m; i++)
+                q[i] = pat(i, 10 + k);
+            two[k] = q;
+        }
+        n += 65536 + 17;
+    }
+    for (unsigned k = 0; k < 2; k++) {
+        size_t bad = verify(two[k], n, 10 + k);
+        CHECK(bad == n, "buffer %u of two grown in turn lost contents at byte %zu", k, bad);
+        free(two[k]);
+    }
 }
 
 /* The kilobytes the process holds for the heap: the pool's memory file under nevermore

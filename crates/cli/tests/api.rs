@@ -96,11 +96,14 @@ fn large_requests_succeed() {
 }
 
 /// A buffer grown a little at a time by `realloc` keeps its contents, in both modes, and is not
-/// copied at every step: a growing large object gets room to grow where it is, so it moves a
-/// logarithmic number of times (one large object per move; a copy per step made 16 k large
-/// objects for the first buffer alone and took 7 minutes). And the pool reuses the runs the
-/// moves free: the rest of a split free run merges again with its neighbours (it used not to,
-/// and the pool's pages ran out at 29 MiB).
+/// copied at every step: a growing large object gets room to grow where it is, and when that
+/// is used up its run and address space are lengthened where they end, so each of the three
+/// buffers grown alone stays one large object, and two buffers grown in turn (neither can
+/// always grow where it ends) move a logarithmic number of times: measured 29 large objects
+/// in prevent mode, 30 in detect mode; with room alone, 41 for the three single buffers; with
+/// a copy per step, 16 k for the first buffer alone, in 7 minutes. And the pool reuses what it
+/// frees: the rest of a split free run merges again with its neighbours (it used not to, and
+/// the pool's pages ran out at 29 MiB).
 #[test]
 fn growing_buffers_are_not_copied_at_every_step() {
     for mode in ["mode=prevent", "mode=detect"] {
@@ -109,10 +112,10 @@ fn growing_buffers_are_not_copied_at_every_step() {
         assert!(stdout(&o).contains("OK"), "{mode}: no OK:\n{}\n{}", stdout(&o), stderr(&o));
         let err = stderr(&o);
         let large = counter(&err, "large objects");
-        assert!(large <= 150, "{mode}: {large} large objects for three growing buffers:\n{err}");
+        assert!(large <= 40, "{mode}: {large} large objects for five growing buffers:\n{err}");
         let pool = counters(&err, "pool pages");
         let (peak, ever) = (pool[1], pool[2]);
-        assert!(ever <= 3 * peak, "{mode}: {ever} pool pages ever used for a peak of {peak} in use:\n{err}");
+        assert!(2 * ever <= 3 * peak, "{mode}: {ever} pool pages ever used for a peak of {peak} in use:\n{err}");
     }
 }
 

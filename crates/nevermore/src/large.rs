@@ -200,6 +200,35 @@ fn view_gone(view: usize, len: usize) {
 /// Most room a growing object gets beyond its size (see `alloc`).
 const MAX_ROOM: usize = 1 << 30;
 
+/// The room a growing object of `len` bytes (its view) gets beyond it: half as much again.
+fn room_for(len: usize) -> usize {
+    sys::round_up((len / 2).min(MAX_ROOM), PAGE)
+}
+
+/// Lengthens the reservation of a view that ends at `end` by `extra` bytes, if it is the
+/// last view taken and the arena's region holds them (with the guard page after).
+fn extend_va(end: usize, extra: usize) -> bool {
+    let mut a = ARENA.lock();
+    if a.next != end || !end.checked_add(extra + PAGE).is_some_and(|e| e <= a.end) {
+        return false;
+    }
+    // Count the view in the blocks it reaches now (those it overlapped already counted it),
+    // once every one of them has its state word.
+    let new_blocks = || blocks(sys::round_up(end, BLOCK), end + extra);
+    if new_blocks().any(|b| block(b, true).is_none()) {
+        return false;
+    }
+    for b in new_blocks() {
+        if let Some(state) = block(b, false) {
+            state.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    pass(a.next, end + extra);
+    a.next = end + extra;
+    stats::add(&stats::LARGE_VA_BYTES, extra as u64);
+    true
+}
+
 /// Allocates a large object of `size` bytes aligned to `align` (>= 16). Zeroes it if asked.
 ///
 /// With `room` (for `realloc` growing an object), the object gets half its length again, up
@@ -214,7 +243,7 @@ pub fn alloc(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
     if len >> PAGE_SHIFT >= pool_pages {
         return ptr::null_mut();
     }
-    let extra = if room { sys::round_up((len / 2).min(MAX_ROOM), PAGE) } else { 0 };
+    let extra = if room { room_for(len) } else { 0 };
     let mut npages = ((len + extra) >> PAGE_SHIFT).min(pool_pages - 1);
     let (idx, dirty) = match POOL.alloc_run(npages as u32, pool::LARGE) {
         Some(r) => r,
@@ -273,8 +302,16 @@ pub fn grow(idx: u32, start: usize, size: usize) -> bool {
         return false;
     };
     let len = sys::round_up(end, PAGE);
-    if len > (s.npages as usize) << PAGE_SHIFT {
-        return false;
+    let reserved = (s.npages as usize) << PAGE_SHIFT;
+    if len > reserved {
+        // Past its room: the run and the address space may still be lengthened where they
+        // end (the run ends the pool's used part or a free run follows it; no view was placed
+        // after this one), with room again.
+        let want = sys::round_up(len + room_for(len), PAGE);
+        let Some(more) = u32::try_from((want - reserved) >> PAGE_SHIFT).ok() else { return false };
+        if !POOL.extend_run(idx, more, || extend_va(s.view + reserved, want - reserved)) {
+            return false;
+        }
     }
     if len > s.view_len {
         // A fork copies the views while it holds this lock: it sees the view before or after.

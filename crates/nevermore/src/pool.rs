@@ -346,6 +346,45 @@ impl Pool {
         Some((idx, dirty))
     }
 
+    /// Lengthens live run `idx` by `more` pages taken from right after it: from the free run
+    /// that follows it, or fresh pages when it ends the part of the pool used so far; only if
+    /// `also` agrees, which runs under the pool's lock (so that it may take locks that come
+    /// after it, and the pages cannot go elsewhere meanwhile). Returns whether it did. The pages
+    /// may hold old data, as any reused run.
+    pub fn extend_run(&self, idx: u32, more: u32, also: impl FnOnce() -> bool) -> bool {
+        let mut st = self.state.lock();
+        let end = self.span(idx).start + self.span(idx).npages;
+        let next = if end == st.bump {
+            if more > self.layout().pages - st.bump {
+                return false;
+            }
+            None
+        } else {
+            match self.free_run_at(end) {
+                Some(r) if self.span(r).npages >= more => Some(r),
+                _ => return false,
+            }
+        };
+        if !also() {
+            return false;
+        }
+        match next {
+            None => st.bump += more,
+            Some(r) => {
+                self.unbin(&mut st, r);
+                let taken = self.split(&mut st, r, more);
+                self.release_desc(&mut st, taken);
+            }
+        }
+        self.span_mut(idx).npages += more;
+        for p in end..end + more {
+            self.set_map(p, idx);
+        }
+        st.stats.pages_in_use += more as u64;
+        st.stats.peak_pages_in_use = st.stats.peak_pages_in_use.max(st.stats.pages_in_use);
+        true
+    }
+
     /// `alloc_run` for spans whose aliases userfaultfd will map (slabs, page objects), which it
     /// can only do for pages that exist: a run of holes (fresh or punched pages) has its first
     /// `filled` pages filled at once, with one call, rather than by every install that meets a
@@ -818,6 +857,37 @@ mod tests {
         assert!(was_dirty);
         POOL.free_run(again);
         what_a_split_leaves_merges_again();
+        a_run_grows_into_what_follows_it();
+    }
+
+    /// `extend_run` takes the pages after a run: from the free run that follows (its rest stays
+    /// free and whole), from the pool's fresh pages when the run ends the used part, and
+    /// nothing when its neighbour is in use, is too short, or the caller's check says no.
+    fn a_run_grows_into_what_follows_it() {
+        // Longer than every free run together: a and b come from the end of the pool.
+        let n = POOL.stats().1 + 64;
+        let (a, _) = POOL.alloc_run(n, LARGE).unwrap();
+        let (b, _) = POOL.alloc_run(n, LARGE).unwrap();
+        let (start_a, start_b) = (POOL.span(a).start, POOL.span(b).start);
+        assert_eq!(start_b, start_a + n);
+        assert!(!POOL.extend_run(a, 1, || true), "grew over a live run");
+        POOL.free_run(b);
+        assert!(!POOL.extend_run(a, 16, || false), "grew although the check said no");
+        assert_eq!(POOL.span(a).npages, n);
+        assert!(!POOL.extend_run(a, n + 1, || true), "grew past the free run");
+        assert!(POOL.extend_run(a, 16, || true));
+        assert_eq!((POOL.span(a).start, POOL.span(a).npages), (start_a, n + 16));
+        assert_eq!(POOL.span_at(POOL.page_addr(start_b + 15)).map(|(i, _)| i), Some(a));
+        // The rest of the free run is one run that the next request of its length takes.
+        let (d, _) = POOL.alloc_run(n - 16, LARGE).unwrap();
+        assert_eq!(POOL.span(d).start, start_b + 16);
+        // At the end of the used part, fresh pages.
+        let bump = POOL.stats().1;
+        assert_eq!(POOL.span(d).start + n - 16, bump);
+        assert!(POOL.extend_run(d, 10, || true));
+        assert_eq!((POOL.span(d).npages, POOL.stats().1), (n - 6, bump + 10));
+        POOL.free_run(d);
+        POOL.free_run(a);
     }
 
     /// The free rest of a split run merges with its neighbour when that is freed, so that a

@@ -209,7 +209,7 @@ fn room_for(len: usize) -> usize {
 /// last view taken and the arena's region holds them (with the guard page after).
 fn extend_va(end: usize, extra: usize) -> bool {
     let mut a = ARENA.lock();
-    if a.next != end || !end.checked_add(extra + PAGE).is_some_and(|e| e <= a.end) {
+    if a.next != end || end.checked_add(extra + PAGE).is_none_or(|e| e > a.end) {
         return false;
     }
     // Count the view in the blocks it reaches now (those it overlapped already counted it),

@@ -19,8 +19,9 @@
  *   own-handler-uaf      the program has SIGSEGV/SIGBUS handlers; a use-after-free must
  *                        still be reported by the allocator.
  *   blocked-uaf          a thread that blocked every signal reads freed memory.
- *   unique N             N allocations of random sizes (mixed with frees): no address is
- *                        ever returned twice (prints UNIQUE).
+ *   unique N [touch]     N allocations of random sizes (mixed with frees): no address is
+ *                        ever returned twice (prints UNIQUE); with "touch", every page of
+ *                        every object is written.
  *   dropped-pte          a live object's page-table entry is dropped by the program
  *                        (madvise MADV_DONTNEED): the next access must just work and see
  *                        the data (prints DATA KEPT).
@@ -512,6 +513,9 @@ int main(int argc, char **argv) {
             size_t sz = (s >> 4) % 4 == 0 ? (s >> 12) % 200000 : (s >> 12) % 1500;
             live[k] = malloc(sz);
             seen[i] = (uintptr_t)live[k];
+            if (argc > 3 && !strcmp(argv[3], "touch") && live[k])
+                for (size_t at = 0; at < sz; at += 4096)
+                    live[k][at] = 1;
         }
         /* sort and look for repeats */
         int cmp(const void *a, const void *b) {

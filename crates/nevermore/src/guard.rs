@@ -129,12 +129,18 @@ fn split_tail(from: usize, to: usize) -> (usize, usize) {
     (head, words)
 }
 
+/// The tests that arm and check canaries, and the one that draws a new secret, run one at a
+/// time: a new secret drawn between arming and checking changes every canary.
+#[cfg(test)]
+pub(crate) static TEST_SECRET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn canary_depends_on_address_and_detects_one_byte() {
+        let _one = TEST_SECRET.lock().unwrap();
         init_secret();
         assert_ne!(canary_for(0x1000), canary_for(0x1008));
         let mut buf = [0u8; 64];
@@ -154,6 +160,7 @@ mod tests {
 
     #[test]
     fn tail_canaries_find_the_first_damaged_byte() {
+        let _one = TEST_SECRET.lock().unwrap();
         init_secret();
         let mut buf = [0u8; 200];
         let base = buf.as_mut_ptr() as usize;
@@ -185,6 +192,7 @@ mod tests {
 
     #[test]
     fn secret_changes_canary() {
+        let _one = TEST_SECRET.lock().unwrap();
         let before = canary_for(0x5000);
         assert!(init_secret());
         assert_ne!(before, canary_for(0x5000));

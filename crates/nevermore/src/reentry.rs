@@ -375,6 +375,7 @@ mod tests {
 
     #[test]
     fn objects_are_fresh_aligned_and_end_before_a_guard_page() {
+        let _secret = crate::guard::TEST_SECRET.lock().unwrap();
         let mut seen = std::collections::HashSet::new();
         for (size, align) in [(0, 16), (1, 16), (24, 16), (4088, 16), (4089, 16), (70000, 16), (100, 8192), (5, 64)] {
             let p = malloc(size, align) as usize;

@@ -1,7 +1,8 @@
 /* forkcost: the cost of fork with a heap of MIB MiB (objects of 64 KiB, filled): the time
  * fork takes in the parent, the time until the child ran and exited, and the parent's
- * resident memory (VmRSS) before and after; best of ROUNDS rounds.
- * usage: forkcost [MIB [ROUNDS]]
+ * resident memory (VmRSS) before and after; best of ROUNDS rounds. With "half", every other
+ * object is freed before the forks (a heap with as much free memory as live).
+ * usage: forkcost [MIB [ROUNDS [half]]]
  * prints: RESULT fork_ms=<float> child_ms=<float> rss_before_kib=<n> rss_after_kib=<n> */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,11 @@ int main(int argc, char **argv) {
         obj[i] = malloc(65536);
         memset(obj[i], (int)(i & 0x7F) + 1, 65536);
     }
+    if (argc > 3 && !strcmp(argv[3], "half"))
+        for (size_t i = 0; i + 1 < n; i += 2) {
+            free(obj[i]);
+            obj[i] = NULL;
+        }
     long before = rss_kib();
     double best_fork = 1e99, best_child = 1e99;
     for (int r = 0; r < rounds; r++) {

@@ -8,6 +8,10 @@
  * Usage: fork_threads        forks while threads allocate, forks from a thread, atfork handlers
  *        fork_threads fds    the program replaces, then closes, descriptors it did not open
  *                            (the allocator's own included) and forks again
+ *        fork_threads holes  a heap of small, page and large objects, every other one freed
+ *                            (and more after a few rounds of churn): the child sees every live
+ *                            one intact, and the memory it allocates in the freed places is
+ *                            zeroed by calloc and its own; prints ALLOCATED_KIB n and LIVE_KIB n
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -329,6 +333,68 @@ static int fds_mode(void) {
     return 0;
 }
 
+/* See the usage: what a child needs of a heap with as much freed memory as live. */
+static int holes_mode(void) {
+    enum { N = 3000 };
+    static unsigned char *obj[N];
+    static size_t len[N];
+    size_t allocated = 0, live = 0;
+    for (int i = 0; i < N; i++) {
+        len[i] = i % 25 == 0 ? 200000 + (size_t)i * 331 : i % 5 == 0 ? 5000 + (size_t)i * 29 : 16 + (size_t)i * 7 % 1000;
+        obj[i] = malloc(len[i]);
+        if (!obj[i])
+            fail("parent", "malloc", (long)len[i]);
+        fill(obj[i], len[i], (uint64_t)i + 7);
+        allocated += len[i];
+    }
+    for (int i = 0; i < N; i += 2) {
+        free(obj[i]);
+        obj[i] = NULL;
+    }
+    /* Churn, so that freed spans wait for an epoch or reach the free runs. */
+    for (int r = 0; r < 20000; r++) {
+        unsigned char *volatile q = malloc(16 + (size_t)r % 3000);
+        if (!q)
+            fail("parent", "malloc", r);
+        q[0] = 1;
+        free(q);
+    }
+    for (int i = 1; i < N; i += 2)
+        live += len[i];
+    printf("ALLOCATED_KIB %zu\nLIVE_KIB %zu\n", allocated >> 10, live >> 10);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        fail("parent", "fork", errno);
+    if (pid == 0) {
+        for (int i = 1; i < N; i += 2)
+            if (!intact(obj[i], len[i], (uint64_t)i + 7))
+                fail("child", "a live object changed", i);
+        for (int i = 0; i < N; i += 2) {
+            unsigned char *z = calloc(1, len[i]);
+            if (!z)
+                fail("child", "calloc", (long)len[i]);
+            for (size_t k = 0; k < len[i]; k++)
+                if (z[k])
+                    fail("child", "calloc returned a nonzero byte", (long)k);
+            fill(z, len[i], (uint64_t)i + 9);
+            obj[i] = z;
+        }
+        for (int i = 0; i < N; i++)
+            if (!intact(obj[i], len[i], (uint64_t)i + (i % 2 ? 7 : 9)))
+                fail("child", "an object changed", i);
+        _exit(0);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+        fail("parent", "child failed", st);
+    for (int i = 1; i < N; i += 2)
+        if (!intact(obj[i], len[i], (uint64_t)i + 7))
+            fail("parent", "a live object changed", i);
+    printf("OK\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     alarm(90);
     signal(SIGPIPE, SIG_IGN);
@@ -341,6 +407,8 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "fds") == 0)
         return fds_mode();
+    if (argc > 1 && strcmp(argv[1], "holes") == 0)
+        return holes_mode();
     if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child))
         fail("parent", "pthread_atfork", 0);
 

@@ -27,6 +27,32 @@ fn fork_while_threads_allocate() {
     assert_clean(&run_preloaded(&bin, &[], &[]));
 }
 
+/// A forked child gets a copy of what the heap holds, not of its dead memory: with every other
+/// object of a heap of small, page and large objects freed (52.8 MiB live of 105 MiB
+/// allocated), the copy leaves out free runs and spans waiting for the next epoch (the
+/// forking thread's pending revocations are made first), and the child still sees every
+/// live object intact and gets zeroed memory from `calloc` in the freed places. Measured,
+/// both modes: 57.6–57.9 MiB copied (71.1–75.3 MiB when everything the memfd held was).
+#[test]
+fn a_fork_copies_live_memory_not_freed_memory() {
+    let bin = compile("fork_threads.c", &["-DHOLES_TEST_BINARY"]);
+    for mode in ["mode=prevent", "mode=detect"] {
+        let opts = format!("{mode}:stats=1");
+        let o = run_preloaded(&bin, &["holes"], &[("NEVERMORE_OPTIONS", opts.as_str())]);
+        assert_ok(&o);
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert!(out.contains("OK"), "{mode}:\n{out}\n{err}");
+        let live = counter(&out, "LIVE_KIB");
+        // `forks 1 (K KiB copied)`
+        let line =
+            err.lines().find(|l| l.contains("   forks ")).unwrap_or_else(|| panic!("{mode}: no forks line:\n{err}"));
+        let copied: u64 = line.split_once('(').and_then(|(_, r)| r.split_whitespace().next()?.parse().ok()).unwrap();
+        assert_eq!(counter(line, "forks"), 1, "{mode}:\n{err}");
+        assert!(live >= 50 << 10, "{mode}: {live} KiB live:\n{out}");
+        assert!(copied * 5 <= live * 6, "{mode}: {copied} KiB copied for {live} KiB live:\n{err}");
+    }
+}
+
 /// The program points every descriptor it did not open (the allocator's included) at a file of
 /// its own, then closes them all, and forks after each step: the allocator must keep working,
 /// leave that file alone, and fork in well under a second.

@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicI32, Ordering};
 use core::{ptr, slice};
 
 use crate::pool::{self, POOL};
-use crate::sys::{self, PAGE_SHIFT};
+use crate::sys::{self, PAGE, PAGE_SHIFT};
 use crate::{alias, cache, large, meta, report, slab, stats, tls};
 
 /// The copy made by *prepare*: its descriptor, or -1 when the copy failed.
@@ -46,6 +46,7 @@ pub extern "C" fn prepare() {
     if !crate::is_ready() {
         return;
     }
+    cache::flush_before_fork();
     // From here until `parent`/`child` this thread holds every lock: a signal handler that
     // allocates meanwhile must take the re-entrant paths.
     tls::enter();
@@ -104,14 +105,21 @@ fn copy_pool() -> i32 {
                 break;
             }
             let hole = sys::seek(l.fd, data, libc::SEEK_HOLE).unwrap_or(used).min(used);
-            // In the kernel first: twice as fast here as copying through mappings, and it
-            // leaves the canonical view unmapped (read through it, every page of the heap
-            // would count twice in the parent's RSS from then on).
-            let done = sys::copy_range(l.fd, fd, data, hole - data);
-            copied += done;
-            if data + done < hole {
-                copied += copy(data + done, hole);
-            }
+            let pages = ((data >> PAGE_SHIFT) as u32, hole.div_ceil(PAGE) as u32);
+            // SAFETY: the pool lock is held; the range lies below the bump.
+            unsafe {
+                POOL.fork_ranges(pages.0, pages.1, |a, b| {
+                    let (a, b) = (((a as usize) << PAGE_SHIFT).max(data), ((b as usize) << PAGE_SHIFT).min(hole));
+                    // In the kernel first: twice as fast here as copying through mappings,
+                    // and it leaves the canonical view unmapped (read through it, every page
+                    // of the heap would count twice in the parent's RSS from then on).
+                    let done = sys::copy_range(l.fd, fd, a, b - a);
+                    copied += done;
+                    if a + done < b {
+                        copied += copy(a + done, b);
+                    }
+                })
+            };
             off = hole;
         }
     } else {

@@ -118,6 +118,8 @@ pub struct Span {
     /// FREE_RUN: how many of its pages may hold old data (0: all of them read as zero). A
     /// split does not know where they lie, so each part keeps up to its length of them.
     pub dirty: u32,
+    /// Freed, waiting for the next epoch on the deferred list (its contents are dead).
+    pub deferred: bool,
 }
 
 struct State {
@@ -602,6 +604,7 @@ impl Pool {
     pub fn free_run_deferred(&self, idx: u32) {
         let mut st = self.state.lock();
         st.deferred_pages += self.span(idx).npages;
+        self.span_mut(idx).deferred = true;
         let mut head = st.deferred;
         self.push_list(&mut head, idx);
         st.deferred = head;
@@ -624,6 +627,7 @@ impl Pool {
                 let mut head = idx;
                 self.unlink_list(&mut head, idx);
                 st.deferred = head;
+                self.span_mut(idx).deferred = false;
                 idx
             };
             crate::slab::recycle_table(idx);
@@ -665,6 +669,17 @@ impl Pool {
         }
         let s = self.span(idx);
         (s.kind == FREE_RUN && page >= s.start && page - s.start < s.npages).then_some(idx)
+    }
+
+    /// The span freed and waiting for the next epoch that holds page `page`, if any.
+    fn deferred_at(&self, page: u32) -> Option<u32> {
+        // SAFETY: `page` < bump <= number of pool pages.
+        let idx = unsafe { (*self.layout().pagemap.add(page as usize)).load(Ordering::Relaxed) };
+        if idx == NONE {
+            return None;
+        }
+        let s = self.span(idx);
+        (s.deferred && s.kind != FREE_RUN && page >= s.start && page - s.start < s.npages).then_some(idx)
     }
 
     /// Returns the memory of pool pages `start..start+n` to the system: pages of a live span
@@ -805,6 +820,35 @@ impl Pool {
         let st = unsafe { self.state.get_unlocked() };
         (st.bump, st.large)
     }
+
+    /// The pages of `[from, to)` that hold data a forked child needs, as ranges in order: all
+    /// but those of free runs and of spans freed and waiting for the next epoch (their
+    /// contents are dead; the child gets holes, which read as zero). A free run is found by
+    /// its first page, whose map entry names it; the inner pages of one that starts before
+    /// `from` and is not found are kept, which only costs a copy.
+    ///
+    /// # Safety
+    /// The state lock must be held (fork handlers), and `to` <= bump.
+    pub unsafe fn fork_ranges(&self, from: u32, to: u32, mut f: impl FnMut(u32, u32)) {
+        let mut p = from;
+        let mut keep = from;
+        while p < to {
+            match self.free_run_at(p).or_else(|| self.deferred_at(p)) {
+                Some(r) => {
+                    let end = (self.span(r).start + self.span(r).npages).min(to);
+                    if keep < p {
+                        f(keep, p);
+                    }
+                    p = end;
+                    keep = end;
+                }
+                None => p += 1,
+            }
+        }
+        if keep < to {
+            f(keep, to);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -900,6 +944,35 @@ mod tests {
         POOL.free_run(again);
         what_a_split_leaves_merges_again();
         a_run_grows_into_what_follows_it();
+        a_fork_copies_all_but_free_runs();
+    }
+
+    /// `fork_ranges` leaves out the pages of free runs and of runs waiting for the next epoch,
+    /// and nothing else.
+    fn a_fork_copies_all_but_free_runs() {
+        let n = POOL.stats().1 + 64;
+        let runs: std::vec::Vec<u32> = (0..6).map(|_| POOL.alloc_run(n, PAGES).unwrap().0).collect();
+        let first = POOL.span(runs[0]).start;
+        POOL.free_run(runs[1]);
+        POOL.free_run(runs[3]);
+        POOL.free_run_deferred(runs[4]);
+        let end = first + 6 * n;
+        let ranges = || {
+            let mut got = std::vec::Vec::new();
+            // SAFETY: the test holds the pool to itself (TEST_POOL_LOCK), so the descriptors
+            // it reads do not change meanwhile.
+            unsafe { POOL.fork_ranges(first, end, |a, b| got.push((a, b))) };
+            got
+        };
+        assert_eq!(ranges(), [(first, first + n), (first + 2 * n, first + 3 * n), (first + 5 * n, end)]);
+        // Released to the free runs, the deferred run merges with its free neighbour.
+        POOL.release_deferred();
+        assert_eq!(ranges(), [(first, first + n), (first + 2 * n, first + 3 * n), (first + 5 * n, end)]);
+        POOL.free_run(runs[2]);
+        assert_eq!(ranges(), [(first, first + n), (first + 5 * n, end)]);
+        for i in [0, 5] {
+            POOL.free_run(runs[i]);
+        }
     }
 
     /// `extend_run` takes the pages after a run: from the free run that follows (its rest stays

@@ -22,6 +22,10 @@
  *                                   reported
  *   stress dlopen LIB ROUNDS        dlopen/dlclose a library that allocates in its constructor,
  *                                   its functions and its destructor
+ *   stress resize THREADS ROUNDS    threads grow their buffers by realloc in steps of bytes to
+ *                                   pages (up to 8 MiB), cut them now and then, and check the
+ *                                   contents kept at every step; the main thread forks now and
+ *                                   then, and the child checks and resizes its own buffers
  * Prints "OK" on success; a failed check prints "STRESS FAIL: ..." and exits 2. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -388,6 +392,86 @@ static int dlloop(const char *lib, int rounds) {
     return 0;
 }
 
+/* resize: a buffer whose byte i holds (tag + i * 7) & 0xff over its first `len` bytes. */
+struct buf {
+    unsigned char *p;
+    size_t len;
+    uint64_t tag;
+};
+
+static unsigned char at(const struct buf *b, size_t i) { return (unsigned char)(b->tag + i * 7); }
+
+static void resize_one(struct buf *b, uint64_t r) {
+    size_t n;
+    if (r % 16 == 0 || b->len > (8u << 20)) n = b->len / (2 + r % 7); /* a cut */
+    else n = b->len + 1 + r % (r % 3 == 0 ? 100 : 70000);          /* growth, small or large */
+    unsigned char *q = realloc(b->p, n ? n : 1);
+    if (!q) fail("realloc", (long)n);
+    size_t kept = b->len < n ? b->len : n;
+    for (size_t i = 0; i < kept; i += 509)
+        if (q[i] != at(b, i)) fail("contents lost by realloc", (long)i);
+    if (kept && q[kept - 1] != at(b, kept - 1)) fail("last byte lost by realloc", (long)kept);
+    for (size_t i = kept; i < n; i++) q[i] = at(b, i);
+    b->p = q;
+    b->len = n;
+}
+
+static void check_bufs(struct buf *bufs, int n, const char *who) {
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < bufs[k].len; i += 4093)
+            if (bufs[k].p[i] != at(&bufs[k], i)) fail(who, (long)i);
+}
+
+struct resize_arg {
+    long rounds;
+    uint64_t seed;
+};
+
+static void *resize_thread(void *v) {
+    struct resize_arg *a = v;
+    struct buf bufs[4] = {{0}};
+    for (int k = 0; k < 4; k++) bufs[k].tag = a->seed * 4 + (uint64_t)k;
+    for (long r = 0; r < a->rounds; r++) {
+        uint64_t x = mix(a->seed * 1000003 + (uint64_t)r);
+        resize_one(&bufs[x % 4], x >> 8);
+    }
+    check_bufs(bufs, 4, "contents of a resized buffer");
+    for (int k = 0; k < 4; k++) free(bufs[k].p);
+    return NULL;
+}
+
+static int resize(int threads, long rounds) {
+    pthread_t th[64];
+    struct resize_arg args[64];
+    if (threads > 64) threads = 64;
+    for (int t = 0; t < threads; t++) {
+        args[t] = (struct resize_arg){rounds, (uint64_t)t + 1};
+        if (pthread_create(&th[t], NULL, resize_thread, &args[t])) fail("pthread_create", t);
+    }
+    struct buf mine[2] = {{0, 0, 101}, {0, 0, 102}};
+    for (long r = 0; r < rounds; r++) {
+        uint64_t x = mix((uint64_t)r + 77);
+        resize_one(&mine[x % 2], x >> 8);
+        if (r % (rounds / 8 + 1) == 0) {
+            pid_t pid = fork();
+            if (pid < 0) fail("fork", errno);
+            if (pid == 0) {
+                check_bufs(mine, 2, "a child's copy of a resized buffer");
+                for (int i = 0; i < 200; i++) resize_one(&mine[i % 2], mix((uint64_t)i + 5));
+                check_bufs(mine, 2, "a child's resized buffer");
+                _exit(0);
+            }
+            int st;
+            if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) fail("child", st);
+        }
+    }
+    for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+    check_bufs(mine, 2, "contents of a resized buffer");
+    free(mine[0].p);
+    free(mine[1].p);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     self_exe = "/proc/self/exe";
     if (argc >= 2 && !strcmp(argv[1], "exec-child")) {
@@ -395,7 +479,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 3) {
-        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-anywhere|signals-misuse|dlopen ARGS\n");
+        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-anywhere|signals-misuse|dlopen|resize ARGS\n");
         return 64;
     }
     int r;
@@ -409,6 +493,7 @@ int main(int argc, char **argv) {
         r = signals(atol(argv[2]), 0);
     }
     else if (!strcmp(argv[1], "dlopen")) r = dlloop(argv[2], argc > 3 ? atoi(argv[3]) : 50);
+    else if (!strcmp(argv[1], "resize")) r = resize(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 2000);
     else return 64;
     if (r == 0) printf("OK\n");
     return r;

@@ -6,7 +6,7 @@ mod common;
 // allocate, both with the signal blocked around the thread's own allocator calls and landing
 // inside malloc/realloc/free (docs/usage.md "Signals"); dlopen/dlclose of a library that
 // allocates in its constructor and destructor; and idle slab pages given back (`dirty_decay=0`)
-// while threads allocate and fork.
+// while threads allocate and fork; buffers resized by realloc in threads and across forks.
 
 use common::*;
 use std::process::Output;
@@ -23,6 +23,15 @@ fn stress(args: &[&str]) {
         let opts = format!("mode={mode}");
         clean(&run_preloaded_timeout(&bin, args, &[("NEVERMORE_OPTIONS", &opts)], 60));
     }
+}
+
+/// Eight threads grow their buffers by `realloc` (by a few bytes or up to 70 KB a step, to
+/// 8 MiB: large objects growing into their room and lengthened in place) and cut them now and
+/// then, while the main thread does the same and forks; every step keeps the contents, and a
+/// child sees and resizes its copies.
+#[test]
+fn buffers_resized_by_threads_and_across_forks_keep_their_contents() {
+    stress(&["resize", "8", "4000"]);
 }
 
 #[test]

@@ -159,6 +159,17 @@ int main(int argc, char **argv) {
         drop_big(p);
         for (int i = 0; i < 50; i++) free(malloc(300000)); /* descriptors and memory reused */
         read_big(p);
+    } else if (!strcmp(c, "uaf-cut")) {
+        /* A large object cut down where it is, then freed: the pages the cut gave back are
+           the freed object's too. */
+        char *p = make_big(1 << 20);
+        char *q = realloc(p, 600000);
+        if (q != p) {
+            printf("moved\n");
+            return 1;
+        }
+        drop_big(q);
+        sink = q[900000]; /* AT:uaf-cut */
     } else if (!strcmp(c, "wild")) {
         touch_wild((char *)make_record());
     } else if (!strcmp(c, "oom")) {

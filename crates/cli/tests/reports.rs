@@ -186,6 +186,24 @@ fn every_kind_names_function_and_line_without_frame_pointers() {
     }
 }
 
+/// A large object cut down by `realloc` where it is gives back the pages past its new end;
+/// once it is freed, an access through a dangling pointer into those pages is a use after
+/// free like any other (it was a plain SIGSEGV, without a report), in both modes.
+#[test]
+fn use_after_free_in_the_pages_a_cut_gave_back_is_reported() {
+    for mode in ["detect", "prevent"] {
+        let o = nevermore(&["run", "--mode", mode, "--", bins()[0].to_str().unwrap(), "uaf-cut"]).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(23), "{mode}: {err}\n{}", stdout(&o));
+        assert!(err.contains("nevermore: ERROR: heap-use-after-free on address 0x"), "{mode}: {err}");
+        assert!(
+            err.contains("READ of 0x") && err.contains("the large object at this address was freed"),
+            "{mode}: {err}"
+        );
+        assert!(!stdout(&o).contains("survived"), "{mode}");
+    }
+}
+
 /// A write into the gap that `realloc` left between a grown large object's canary and its
 /// guard page is found at `free`, in both modes, and the report names the byte written (the
 /// program writes 64 bytes past the object's end) rather than the canary's start.

@@ -377,7 +377,9 @@ pub fn release(idx: u32, start: usize) {
     let s = POOL.span(idx);
     let (view, len, reserved) = (s.view, s.view_len, (s.npages as usize) << PAGE_SHIFT);
     if let Some(e) = slot(start, false) {
-        let pages = ((view + len - (start & !(PAGE - 1))) >> PAGE_SHIFT) as u32;
+        // The tombstone covers the object's whole reservation: a dangling pointer into the
+        // pages a cut gave back or into the room it kept to grow is a use after free too.
+        let pages = ((view + reserved - (start & !(PAGE - 1))) >> PAGE_SHIFT) as u32;
         e.store(TOMB_BIT | pages.min(TOMB_BIT - 1), Ordering::Release);
     }
     sys::rereserve(view as *mut u8, len);

@@ -11,20 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../tests/c/pool_probe.h"
+
 static double ms_since(const struct timespec *a) {
     struct timespec b;
     clock_gettime(CLOCK_MONOTONIC, &b);
     return (double)(b.tv_sec - a->tv_sec) * 1e3 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
-}
-
-static long rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kib = atol(line + 6);
-    if (f) fclose(f);
-    return kib;
 }
 
 int main(int argc, char **argv) {

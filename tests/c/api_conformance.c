@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "pool_probe.h"
 
 static int failures;
 
@@ -844,32 +845,6 @@ static void sec_grow(void) {
         CHECK(bad == n, "buffer %u of two grown in turn lost contents at byte %zu", k, bad);
         free(two[k]);
     }
-}
-
-/* The kilobytes the process holds for the heap: the pool's memory file under nevermore
-   (mapped or not), -1 without one (glibc). */
-static long pool_kib(void) {
-    for (int fd = 0; fd < 4096; fd++) {
-        char path[64], target[256];
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        ssize_t n = readlink(path, target, sizeof target - 1);
-        if (n <= 0) continue;
-        target[n] = 0;
-        struct stat st;
-        if (strstr(target, "nevermore-pool") && fstat(fd, &st) == 0) return (long)st.st_blocks / 2;
-    }
-    return -1;
-}
-
-/* The process's resident kilobytes (VmRSS). */
-static long rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kib = atol(line + 6);
-    if (f) fclose(f);
-    return kib;
 }
 
 /* A big buffer cut down by realloc keeps its contents and gives the memory past its new end

@@ -66,6 +66,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "pool_probe.h"
 
 static volatile char sink;
 
@@ -131,20 +132,6 @@ static int dont_dump(uintptr_t addr) {
     }
     if (f) fclose(f);
     return found;
-}
-
-/* The allocated size of the memfd named nevermore-pool, in KiB (-1 if not found). */
-static long pool_kib(void) {
-    for (int fd = 0; fd < 4096; fd++) {
-        char path[64], target[256];
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        ssize_t n = readlink(path, target, sizeof target - 1);
-        if (n <= 0) continue;
-        target[n] = 0;
-        struct stat st;
-        if (strstr(target, "nevermore-pool") && fstat(fd, &st) == 0) return (long)st.st_blocks / 2;
-    }
-    return -1;
 }
 
 /* A light allocation load of small objects (32..231 bytes, a ring of 256) for `ms` ms. */

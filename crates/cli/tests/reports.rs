@@ -186,22 +186,31 @@ fn every_kind_names_function_and_line_without_frame_pointers() {
     }
 }
 
+/// Runs `reports CASE` under `nevermore run` in both modes; asserts it was stopped with the
+/// report's status (23), a first report of `kind`, and the lines `needles` in its report.
+fn reported_in_both_modes(case: &str, kind: &str, needles: &[&str]) {
+    for mode in ["detect", "prevent"] {
+        let o = nevermore(&["run", "--mode", mode, "--", bins()[0].to_str().unwrap(), case]).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(23), "{case}, {mode}: {err}\n{}", stdout(&o));
+        assert!(err.contains(&format!("nevermore: ERROR: {kind} on address 0x")), "{case}, {mode}: {err}");
+        for needle in needles {
+            assert!(err.contains(needle), "{case}, {mode}: no `{needle}` in:\n{err}");
+        }
+        assert!(!stdout(&o).contains("survived"), "{case}, {mode}");
+    }
+}
+
 /// A large object cut down by `realloc` where it is gives back the pages past its new end;
 /// once it is freed, an access through a dangling pointer into those pages is a use after
 /// free like any other (it was a plain SIGSEGV, without a report), in both modes.
 #[test]
 fn use_after_free_in_the_pages_a_cut_gave_back_is_reported() {
-    for mode in ["detect", "prevent"] {
-        let o = nevermore(&["run", "--mode", mode, "--", bins()[0].to_str().unwrap(), "uaf-cut"]).output().unwrap();
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(23), "{mode}: {err}\n{}", stdout(&o));
-        assert!(err.contains("nevermore: ERROR: heap-use-after-free on address 0x"), "{mode}: {err}");
-        assert!(
-            err.contains("READ of 0x") && err.contains("the large object at this address was freed"),
-            "{mode}: {err}"
-        );
-        assert!(!stdout(&o).contains("survived"), "{mode}");
-    }
+    reported_in_both_modes(
+        "uaf-cut",
+        "heap-use-after-free",
+        &["READ of 0x", "the large object at this address was freed"],
+    );
 }
 
 /// A write into the gap that `realloc` left between a grown large object's canary and its
@@ -209,18 +218,11 @@ fn use_after_free_in_the_pages_a_cut_gave_back_is_reported() {
 /// program writes 64 bytes past the object's end) rather than the canary's start.
 #[test]
 fn overflow_past_a_grown_object_names_the_byte_written() {
-    for mode in ["detect", "prevent"] {
-        let o =
-            nevermore(&["run", "--mode", mode, "--", bins()[0].to_str().unwrap(), "overflow-grown"]).output().unwrap();
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(23), "{mode}: {err}");
-        assert!(err.contains("nevermore: ERROR: heap-buffer-overflow "), "{mode}: {err}");
-        assert!(
-            err.contains("object 0x") && err.contains(" of 300000 bytes; the address is at offset 300064 "),
-            "{mode}: {err}"
-        );
-        assert!(!stdout(&o).contains("survived"), "{mode}");
-    }
+    reported_in_both_modes(
+        "overflow-grown",
+        "heap-buffer-overflow",
+        &["object 0x", " of 300000 bytes; the address is at offset 300064 "],
+    );
 }
 
 #[test]

@@ -70,8 +70,9 @@ impl DirtyAge {
     }
 }
 
-/// Runs of each size list looked at for one that holds old data (`take_run`).
-const DIRTY_SEARCH: usize = 8;
+/// The two sets of free-run lists (`State::bins`).
+const DIRTY: usize = 0;
+const CLEAN: usize = 1;
 
 /// Spans of at least this many pages are punched out as soon as they are freed.
 const PUNCH_PAGES: u32 = 32;
@@ -125,10 +126,11 @@ pub struct Span {
 struct State {
     /// Pages below `bump` have been handed out at least once.
     bump: u32,
-    /// Free-run lists: `bins[n]` holds runs of exactly n pages (1..=64), `bins[0]` longer ones.
-    bins: [u32; 65],
-    /// Bit n-1 set when `bins[n]` is non-empty.
-    bin_mask: u64,
+    /// Free-run lists, one set for runs that may hold old data (`dirty`) and one for runs of
+    /// holes: `[n]` holds runs of exactly n pages (1..=64), `[0]` longer ones.
+    bins: [[u32; 65]; 2],
+    /// Bit n-1 of `bin_mask[d]` set when `bins[d][n]` is non-empty.
+    bin_mask: [u64; 2],
     dirty_pages: u32,
     free_desc: u32,
     desc_bump: u32,
@@ -176,8 +178,8 @@ pub static POOL: Pool = Pool {
     }),
     state: Locked::new(State {
         bump: 0,
-        bins: [NONE; 65],
-        bin_mask: 0,
+        bins: [[NONE; 65]; 2],
+        bin_mask: [0; 2],
         dirty_pages: 0,
         free_desc: NONE,
         desc_bump: 1,
@@ -406,44 +408,25 @@ impl Pool {
     }
 
     fn take_run(&self, st: &mut State, n: u32) -> Option<u32> {
-        // An exact or larger list with a run in it? The smallest run that holds old data
-        // first (among the first few of each list), else the smallest run.
-        if n <= 64 {
-            let mask = st.bin_mask >> (n - 1);
-            if mask != 0 {
-                let mut rest = mask;
-                while rest != 0 {
-                    let b = n as usize + rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    let mut idx = st.bins[b];
-                    for _ in 0..DIRTY_SEARCH {
-                        if idx == NONE {
-                            break;
-                        }
-                        if self.span(idx).dirty != 0 {
-                            self.unbin(st, idx);
-                            return Some(self.split(st, idx, n));
-                        }
-                        idx = self.span(idx).next;
-                    }
-                }
-                let b = n as usize + mask.trailing_zeros() as usize;
-                let idx = st.bins[b];
-                self.unbin(st, idx);
-                return Some(self.split(st, idx, n));
-            }
-        }
-        // First fit among the long runs, those holding old data first: they cost no fresh
-        // zeroed pages, and the others can wait as holes.
-        for dirty_first in [true, false] {
-            let mut idx = st.bins[0];
-            while idx != NONE {
-                let s = self.span(idx);
-                if s.npages >= n && (s.dirty != 0 || !dirty_first) {
+        // Runs that hold old data first, of any length (they cost no fresh zeroed pages, and
+        // the others can wait as holes); in each set, the smallest run of an exact or larger
+        // list, then the first long run that is long enough.
+        for d in [DIRTY, CLEAN] {
+            if n <= 64 {
+                let mask = st.bin_mask[d] >> (n - 1);
+                if mask != 0 {
+                    let idx = st.bins[d][n as usize + mask.trailing_zeros() as usize];
                     self.unbin(st, idx);
                     return Some(self.split(st, idx, n));
                 }
-                idx = s.next;
+            }
+            let mut idx = st.bins[d][0];
+            while idx != NONE {
+                if self.span(idx).npages >= n {
+                    self.unbin(st, idx);
+                    return Some(self.split(st, idx, n));
+                }
+                idx = self.span(idx).next;
             }
         }
         // Fresh pages.
@@ -583,16 +566,15 @@ impl Pool {
     fn punch_runs(&self, st: &mut State, old: impl Fn(&Span) -> bool) -> bool {
         let mut released = false;
         for b in 0..65 {
-            let mut idx = st.bins[b];
+            let mut idx = st.bins[DIRTY][b];
             while idx != NONE {
                 let next = self.span(idx).next;
-                if self.span(idx).dirty != 0 && old(self.span(idx)) {
-                    let n = self.span(idx).dirty;
+                if old(self.span(idx)) {
+                    // To the list of runs of holes (back to this one if the punch failed).
+                    self.unbin(st, idx);
                     self.punch(st, idx);
-                    if self.span(idx).dirty == 0 {
-                        st.dirty_pages -= n;
-                        released = true;
-                    }
+                    released |= self.span(idx).dirty == 0;
+                    self.bin(st, idx);
                 }
                 idx = next;
             }
@@ -715,26 +697,36 @@ impl Pool {
         }
     }
 
+    /// Which set of lists a free run belongs in (see `State::bins`).
+    fn set_of(dirty: u32) -> usize {
+        if dirty != 0 {
+            DIRTY
+        } else {
+            CLEAN
+        }
+    }
+
     fn bin(&self, st: &mut State, idx: u32) {
         let (n, dirty) = (self.span(idx).npages, self.span(idx).dirty);
-        let b = Self::bin_of(n);
-        let mut head = st.bins[b];
+        let (d, b) = (Self::set_of(dirty), Self::bin_of(n));
+        let mut head = st.bins[d][b];
         self.push_list(&mut head, idx);
-        st.bins[b] = head;
+        st.bins[d][b] = head;
         if b != 0 {
-            st.bin_mask |= 1 << (b - 1);
+            st.bin_mask[d] |= 1 << (b - 1);
         }
         st.dirty_pages += dirty;
     }
 
+    /// Takes free run `idx` off its list; its `dirty` must be what it was when it was binned.
     fn unbin(&self, st: &mut State, idx: u32) {
         let (n, dirty) = (self.span(idx).npages, self.span(idx).dirty);
-        let b = Self::bin_of(n);
-        let mut head = st.bins[b];
+        let (d, b) = (Self::set_of(dirty), Self::bin_of(n));
+        let mut head = st.bins[d][b];
         self.unlink_list(&mut head, idx);
-        st.bins[b] = head;
+        st.bins[d][b] = head;
         if b != 0 && head == NONE {
-            st.bin_mask &= !(1 << (b - 1));
+            st.bin_mask[d] &= !(1 << (b - 1));
         }
         st.dirty_pages -= dirty;
     }

@@ -295,15 +295,13 @@ pub fn flush(cache: &mut Cache) {
 /// the spans it kept alive wait for the next epoch instead, and the child's copy of the pool
 /// leaves their dead contents out (`pool::fork_ranges`).
 pub fn flush_before_fork() {
-    if tls::enter() == 0 {
-        let c = tls::get();
-        if !c.is_null() && c != tls::EXITED {
-            // SAFETY: this thread's own cache, and the thread is in no other allocator call
-            // (a fork from a signal handler that interrupted one skips this).
-            flush(unsafe { &mut *c });
-        }
+    let scope = crate::reentry::Scope::enter();
+    let c = tls::get();
+    if !scope.nested() && !c.is_null() && c != tls::EXITED {
+        // SAFETY: this thread's own cache, and the thread is in no other allocator call (a
+        // fork from a signal handler that interrupted one skips this).
+        flush(unsafe { &mut *c });
     }
-    tls::leave();
 }
 
 /// Revokes `units` in one sorted, merged call (their ranges are built in `ranges`).

@@ -653,17 +653,6 @@ impl Pool {
         (s.kind == FREE_RUN && page >= s.start && page - s.start < s.npages).then_some(idx)
     }
 
-    /// The span freed and waiting for the next epoch that holds page `page`, if any.
-    fn deferred_at(&self, page: u32) -> Option<u32> {
-        // SAFETY: `page` < bump <= number of pool pages.
-        let idx = unsafe { (*self.layout().pagemap.add(page as usize)).load(Ordering::Relaxed) };
-        if idx == NONE {
-            return None;
-        }
-        let s = self.span(idx);
-        (s.deferred && s.kind != FREE_RUN && page >= s.start && page - s.start < s.npages).then_some(idx)
-    }
-
     /// Returns the memory of pool pages `start..start+n` to the system: pages of a live span
     /// that hold nothing (slab pages whose lanes are all ready). They read as zero afterwards,
     /// and the next install fills them again (`alias::install`).
@@ -815,9 +804,9 @@ impl Pool {
 
     /// The pages of `[from, to)` that hold data a forked child needs, as ranges in order: all
     /// but those of free runs and of spans freed and waiting for the next epoch (their
-    /// contents are dead; the child gets holes, which read as zero). A free run is found by
-    /// its first page, whose map entry names it; the inner pages of one that starts before
-    /// `from` and is not found are kept, which only costs a copy.
+    /// contents are dead; the child gets holes, which read as zero). Walks span by span: a
+    /// live span names all its pages in the map, a free run its first and last; the inner
+    /// pages of a free run that starts before `from` are kept, which only costs a copy.
     ///
     /// # Safety
     /// The state lock must be held (fork handlers), and `to` <= bump.
@@ -825,17 +814,21 @@ impl Pool {
         let mut p = from;
         let mut keep = from;
         while p < to {
-            match self.free_run_at(p).or_else(|| self.deferred_at(p)) {
-                Some(r) => {
-                    let end = (self.span(r).start + self.span(r).npages).min(to);
-                    if keep < p {
-                        f(keep, p);
-                    }
-                    p = end;
-                    keep = end;
+            // SAFETY: `p` < bump <= number of pool pages.
+            let idx = unsafe { (*self.layout().pagemap.add(p as usize)).load(Ordering::Relaxed) };
+            let s = (idx != NONE).then(|| self.span(idx)).filter(|s| p >= s.start && p - s.start < s.npages);
+            let Some(s) = s else {
+                p += 1;
+                continue;
+            };
+            let end = (s.start + s.npages).min(to);
+            if s.kind == FREE_RUN || s.deferred {
+                if keep < p {
+                    f(keep, p);
                 }
-                None => p += 1,
+                keep = end;
             }
+            p = end;
         }
         if keep < to {
             f(keep, to);

@@ -1353,6 +1353,11 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
     );
     let _ = writeln!(
         b,
+        "=={pid}==   idle batches       {} (of threads that had stopped freeing, revoked by another thread)",
+        g(&crate::stats::BATCHES_REAPED)
+    );
+    let _ = writeln!(
+        b,
         "=={pid}==   mirrors            {} live, {} peak, {} made, {} retired (epoch {})",
         live_mirrors(),
         g(&PEAK_MIRRORS),

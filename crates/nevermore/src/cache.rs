@@ -8,7 +8,7 @@
 //! when their thread exits.
 
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::alias::{self, Range};
 use crate::lock::Locked;
@@ -70,6 +70,25 @@ static STAGED: AtomicUsize = AtomicUsize::new(0);
 static TOGETHER: AtomicBool = AtomicBool::new(false);
 /// Caches of running threads.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Alias pages in all threads' batches (not counting the stage).
+static PENDING_PAGES: AtomicUsize = AtomicUsize::new(0);
+/// Most alias pages one thread's batch holds: page objects are up to 32 pages each, and
+/// `BATCH_MAX` of them would keep 128 MiB from reuse.
+const MAX_BATCH_PAGES: usize = 4 * BATCH_MAX;
+/// While threads fill batches together, all of their batches hold about this many units at
+/// most: each passes its batch on to the stage at this share of it (at least 16 units, at most
+/// `BATCH_MIN / 2`). With half batches whatever the number of threads, 256 threads allocating
+/// page objects side by side kept 550 MiB of memory for 32 MiB of live objects
+/// (`tests/c/held.c many 256`).
+const TOGETHER_UNITS: usize = 2 * BATCH_MAX;
+/// How often a thread looks for other threads' batches (and the stage) that waited longer
+/// than `MAX_DELAY_NS` (`reap_if_due`).
+const REAP_EVERY_NS: u64 = MAX_DELAY_NS / 2;
+static NEXT_REAP: AtomicU64 = AtomicU64::new(0);
+/// `Cache::busy`: free, or held by the cache's owner or by another thread revoking its batch.
+const FREE: u32 = 0;
+const OWNER: u32 = 1;
+const REAPER: u32 = 2;
 
 /// A dead alias unit waiting for revocation.
 #[derive(Clone, Copy)]
@@ -106,7 +125,13 @@ pub struct Cache {
     /// The owner's thread id once asked for (0 before): detect mode records it with every
     /// allocation and free, and a `gettid` system call each time cost ~4 % of its time.
     pub tid: u32,
+    /// Guards the batch (`npending` and the fields after it): the owner holds it while it adds
+    /// to its batch or revokes it, and another thread while it revokes a batch that waited too
+    /// long (`reap_if_due`: the owner went idle).
+    busy: AtomicU32,
     npending: usize,
+    /// Alias pages of the batch.
+    pending_pages: usize,
     oldest_ns: u64,
     /// Units at which the current batch is revoked (set when it reaches `BATCH_MIN`).
     batch: usize,
@@ -121,6 +146,22 @@ pub struct Cache {
 const CACHE_HEAD: usize = core::mem::offset_of!(Cache, pending);
 
 impl Cache {
+    /// Takes the batch for its owner (waiting while another thread revokes it); false when
+    /// the owner holds it already: a call from inside the allocator on this thread.
+    fn hold(&self) -> bool {
+        loop {
+            match self.busy.compare_exchange(FREE, OWNER, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(OWNER) => return false,
+                Err(_) => core::hint::spin_loop(),
+            }
+        }
+    }
+
+    fn release(&self) {
+        self.busy.store(FREE, Ordering::Release);
+    }
+
     /// Owner-only counter bump: a relaxed load and store, no locked instruction.
     #[inline]
     pub fn count(c: &AtomicU64, n: u64) {
@@ -223,6 +264,10 @@ fn refill(bin: &mut Bin, ci: usize) -> bool {
         return false;
     }
     crate::sweep::maybe();
+    if LIVE.load(Ordering::Relaxed) > 1 || STAGED.load(Ordering::Relaxed) > 0 {
+        // A thread that only allocates meets the stale batches of idle ones here.
+        reap_if_due(ptr::null_mut());
+    }
     let got = slab::refill(ci, &mut bin.cur);
     if got == 0 {
         return false;
@@ -250,45 +295,130 @@ pub fn retire_unit(c: *mut Cache, u: Pending) {
     }
     // SAFETY: `c` is the calling thread's own cache.
     let cache = unsafe { &mut *c };
+    if !cache.hold() {
+        alias::revoke(&mut [u.range()]);
+        complete(&u);
+        return;
+    }
     let now = if cache.npending == 0 || cache.npending % 16 == 0 { crate::sys::now_ns() } else { 0 };
     if cache.npending == 0 {
         cache.oldest_ns = now;
     }
     cache.pending[cache.npending] = u;
     cache.npending += 1;
+    cache.pending_pages += u.npages as usize;
+    PENDING_PAGES.fetch_add(u.npages as usize, Ordering::Relaxed);
     if cache.npending == BATCH_MIN {
-        let in_use = POOL.stats().0.pages_in_use as usize;
+        // The heap's size without the dead pages that batches hold: counting them, many
+        // threads' batches made each other bigger.
+        let in_use = (POOL.stats().0.pages_in_use as usize).saturating_sub(PENDING_PAGES.load(Ordering::Relaxed));
         cache.batch = (in_use / 32).clamp(BATCH_MIN, BATCH_MAX);
     }
     let full = if TOGETHER.load(Ordering::Relaxed) {
-        cache.npending >= BATCH_MIN / 2
+        cache.npending >= (TOGETHER_UNITS / LIVE.load(Ordering::Relaxed).max(1)).clamp(16, BATCH_MIN / 2)
     } else {
         cache.npending >= BATCH_MIN && cache.npending >= cache.batch
     };
-    if full || (now != 0 && now.wrapping_sub(cache.oldest_ns) > MAX_DELAY_NS) {
-        flush(cache);
+    let due = full
+        || cache.pending_pages >= MAX_BATCH_PAGES
+        || (now != 0 && now.wrapping_sub(cache.oldest_ns) > MAX_DELAY_NS);
+    if due {
+        flush_held(cache);
+    }
+    cache.release();
+    if due {
+        reap_if_due(c);
     }
 }
 
-/// Revokes every pending unit of `cache` in one batch, then makes their memory reusable; with
-/// other threads running, the batch goes to the shared stage instead (see `STAGE_BATCHES`).
+/// Revokes every pending unit of `cache` (the calling thread's own) in one batch, then makes
+/// their memory reusable; with other threads running, the batch goes to the shared stage
+/// instead (see `STAGE_BATCHES`).
 pub fn flush(cache: &mut Cache) {
-    let n = cache.npending;
-    if n == 0 {
+    if !cache.hold() {
+        return;
+    }
+    flush_held(cache);
+    cache.release();
+}
+
+/// `flush` with the batch held.
+fn flush_held(cache: &mut Cache) {
+    if cache.npending == 0 {
         return;
     }
     let staged = (LIVE.load(Ordering::Relaxed) > 1 || STAGED.load(Ordering::Relaxed) > 0) && stage(cache);
     if !staged {
-        revoke_units(&cache.pending[..n], &mut cache.ranges);
-        // Emptied before the units complete: a fork meanwhile leaves the rest to the parent
-        // rather than complete them twice.
-        cache.npending = 0;
-        for p in &cache.pending[..n] {
-            complete(p);
-        }
+        revoke_batch(cache);
     }
     POOL.decay_if_due();
     slab::decay_idle_if_due();
+}
+
+/// Revokes the batch of `cache` (held) in one call, then makes its memory reusable.
+fn revoke_batch(cache: &mut Cache) {
+    let n = cache.npending;
+    revoke_units(&cache.pending[..n], &mut cache.ranges);
+    // Emptied before the units complete: a fork meanwhile leaves the rest to the parent
+    // rather than complete them twice.
+    cache.npending = 0;
+    forget_pages(cache);
+    for p in &cache.pending[..n] {
+        complete(p);
+    }
+}
+
+/// The batch of `cache` (held) left it: its pages no longer count as pending.
+fn forget_pages(cache: &mut Cache) {
+    PENDING_PAGES.fetch_sub(cache.pending_pages, Ordering::Relaxed);
+    cache.pending_pages = 0;
+}
+
+/// Revokes, when due, what waited longer than `MAX_DELAY_NS`: the stage, and the batches of
+/// other threads than `me` (null: any thread; those that stopped freeing: idle in a pool, blocked). A batch is
+/// checked for its age only when its owner adds to it, so the dead memory of a thread gone
+/// idle waited for ever: 8 threads that freed 8 MiB each and went idle kept 64 MiB mapped and
+/// out of reach (`tests/c/held.c idle`). Call with no lock held.
+fn reap_if_due(me: *mut Cache) {
+    let now = crate::sys::now_ns();
+    let next = NEXT_REAP.load(Ordering::Relaxed);
+    if now < next
+        || NEXT_REAP.compare_exchange(next, now + REAP_EVERY_NS, Ordering::Relaxed, Ordering::Relaxed).is_err()
+    {
+        return;
+    }
+    if STAGED.load(Ordering::Relaxed) > 0 {
+        let mut st = STAGE.lock();
+        if st.n > 0 && now.wrapping_sub(st.oldest_ns) > MAX_DELAY_NS {
+            revoke_stage(&mut st);
+            STAGED.store(0, Ordering::Relaxed);
+        }
+    }
+    if LIVE.load(Ordering::Relaxed) < 2 {
+        return;
+    }
+    let l = LIST.lock();
+    let mut c = l.live;
+    while !c.is_null() {
+        // SAFETY: caches on the live list stay allocated while the list's lock is held. Their
+        // batches are touched only with `busy` taken; `npending` and `oldest_ns` are read
+        // before, racing with the owner, and a stale value only skips a batch until next time.
+        unsafe {
+            if c != me
+                && ptr::read_volatile(&(*c).npending) > 0
+                && now.wrapping_sub(ptr::read_volatile(&(*c).oldest_ns)) > MAX_DELAY_NS
+                && (*c).busy.compare_exchange(FREE, REAPER, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                let cache = &mut *c;
+                if cache.npending > 0 {
+                    revoke_batch(cache);
+                    stats::add(&stats::BATCHES_REAPED, 1);
+                }
+                cache.busy.store(FREE, Ordering::Release);
+            }
+            c = (*c).next;
+        }
+    }
 }
 
 /// Before a fork, outside the allocator: revokes what the forking thread has pending, so that
@@ -350,6 +480,7 @@ fn stage(cache: &mut Cache) -> bool {
     unsafe { ptr::copy_nonoverlapping(cache.pending.as_ptr(), st.units.add(st.n), n) };
     st.n += n;
     cache.npending = 0;
+    forget_pages(cache);
     if !together || st.n >= cache.batch.max(BATCH_MIN) * STAGE_BATCHES || now.wrapping_sub(st.oldest_ns) > MAX_DELAY_NS
     {
         revoke_stage(&mut st);
@@ -506,6 +637,18 @@ pub unsafe fn fork_child(mine: *mut Cache) {
         // SAFETY: the forking thread's own cache; the child's thread has its own id.
         unsafe { (*mine).tid = 0 };
     }
+    {
+        // A thread that was adding to its batch when the fork came holds it for ever here.
+        let l = LIST.lock();
+        let mut c = l.live;
+        while !c.is_null() {
+            // SAFETY: walking the live list under its lock; no other thread exists.
+            unsafe {
+                (*c).busy.store(FREE, Ordering::Relaxed);
+                c = (*c).next;
+            }
+        }
+    }
     let mut orphans: *mut Cache = ptr::null_mut();
     {
         let mut l = LIST.lock();
@@ -572,6 +715,7 @@ pub unsafe fn fork_child(mine: *mut Cache) {
 fn complete_all(cache: &mut Cache) {
     let n = cache.npending;
     cache.npending = 0;
+    forget_pages(cache);
     for i in 0..n {
         let p = cache.pending[i];
         complete(&p);

@@ -17,6 +17,8 @@ pub static GUARDED_PAGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 /// Revocations of the shared stage (several threads' batches at once), and their units.
 pub static STAGE_REVOCATIONS: AtomicU64 = AtomicU64::new(0);
 pub static STAGE_UNITS: AtomicU64 = AtomicU64::new(0);
+/// Batches of threads that had stopped freeing, revoked by another thread (`cache::reap_if_due`).
+pub static BATCHES_REAPED: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_BLOCKS_SWEPT: AtomicU64 = AtomicU64::new(0);

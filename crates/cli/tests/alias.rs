@@ -8,7 +8,9 @@ mod common;
 use common::*;
 use std::process::{Command, Output};
 
-const SIZES: [&str; 3] = ["24", "5000", "300000"];
+/// A small object, a page object smaller than a page (against a guard page in detect mode only),
+/// one of two pages and a large object.
+const SIZES: [&str; 4] = ["24", "3000", "5000", "300000"];
 
 fn uaf() -> std::path::PathBuf {
     compile("uaf.c", &[])
@@ -118,8 +120,8 @@ fn kernel_access_to_a_revoked_alias_fails_with_efault() {
         assert!(stdout(&o).contains("errno=14"), "detect {size}: {}", stdout(&o));
     }
     // Prevent mode revokes in batches; the test frees enough to flush one. A small object's
-    // page is revoked only once its whole group is dead, so only the other two must fail.
-    for size in ["5000", "300000"] {
+    // page is revoked only once its whole group is dead, so only the others must fail.
+    for size in ["3000", "5000", "300000"] {
         let o = run("prevent", &["kernel-read", size]);
         assert_ok(&o);
         assert!(stdout(&o).contains("errno=14"), "prevent {size}: {}", stdout(&o));

@@ -99,7 +99,7 @@ fn a_single_thread_revokes_its_own_batches() {
 /// batches to the others: `tests/c/held.c idle` has 8 threads free 8 MiB of 32 KiB objects
 /// each and wait, while the main thread allocates. Their dead pages stay mapped until some
 /// thread revokes them; a batch was only checked for its age when its owner added to it, and
-/// RSS stayed at 71 MiB. Now another thread revokes batches that waited past the bounded
+/// RSS stayed at 70 MiB. Now another thread revokes batches that waited past the bounded
 /// delay: measured 5–6 MiB after the main thread's 400 ms.
 #[test]
 fn batches_of_idle_threads_are_revoked_by_the_others() {
@@ -115,7 +115,7 @@ fn batches_of_idle_threads_are_revoked_by_the_others() {
 /// Many threads freeing side by side hold a bounded amount of dead memory between them:
 /// each passes a smaller share of its batch to the stage the more threads there are. 256
 /// threads with 32 live page objects each (32 MiB live at most) made the heap's memory file
-/// grow to 500–630 MiB when every thread kept half a batch; measured 89–170 MiB now.
+/// grow to 490–620 MiB when every thread kept half a batch; measured 87–166 MiB now.
 #[test]
 fn many_threads_hold_little_dead_memory() {
     // A flag of its own gives it an executable of its own (the test above runs the same one).

@@ -78,7 +78,7 @@ const MAX_BATCH_PAGES: usize = 4 * BATCH_MAX;
 /// While threads fill batches together, all of their batches hold about this many units at
 /// most: each passes its batch on to the stage at this share of it (at least 16 units, at most
 /// `BATCH_MIN / 2`). With half batches whatever the number of threads, 256 threads allocating
-/// page objects side by side kept 550 MiB of memory for 32 MiB of live objects
+/// page objects side by side kept 490–620 MiB of memory for 32 MiB of live objects
 /// (`tests/c/held.c many 256`).
 const TOGETHER_UNITS: usize = 2 * BATCH_MAX;
 /// How often a thread looks for other threads' batches (and the stage) that waited longer

@@ -34,17 +34,6 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static long status_kib(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) kib = atol(line + n);
-    if (f) fclose(f);
-    return kib;
-}
-
 static void *idle_worker(void *arg) {
     (void)arg;
     void *p[256];

@@ -22,14 +22,18 @@ static inline long pool_kib(void) {
     return -1;
 }
 
-/* The process's resident kilobytes (VmRSS), -1 if unknown. */
-static inline long rss_kib(void) {
+/* A kilobyte field of /proc/self/status (key with its colon, e.g. "VmHWM:"), -1 if unknown. */
+static inline long status_kib(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long kib = -1;
+    size_t n = strlen(key);
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kib = atol(line + 6);
+        if (!strncmp(line, key, n)) kib = atol(line + n);
     if (f) fclose(f);
     return kib;
 }
+
+/* The process's resident kilobytes (VmRSS), -1 if unknown. */
+static inline long rss_kib(void) { return status_kib("VmRSS:"); }
 #endif

@@ -1,7 +1,7 @@
 /*
  * Dead memory that threads hold back from reuse (prevent mode batches revocations per thread).
  *
- * Usage: held idle | held many THREADS
+ * Usage: held idle | held many THREADS | held threads THREADS
  *
  * idle: 8 threads each allocate 256 objects of 32 KiB, write them, free them all and then
  *   wait, idle, on a condition variable. The main thread then allocates and frees small
@@ -12,6 +12,9 @@
  *   2100..2999 bytes (one page each) 3000 times, checking the pattern every object was
  *   stamped with. Prints POOL_KIB (the memory file of the heap, which holds every page the
  *   heap ever used at once until the dirty decay gives it back) and RSS_PEAK (VmHWM).
+ * threads THREADS: THREADS threads (64 KiB stacks) each allocate one object of each of 8 sizes
+ *   (16..716 bytes) and wait for the others; with all of them alive, prints RSS_ALL (VmRSS in
+ *   KiB), then they free their objects and end.
  *
  * Prints OK and exits 0, or prints what failed and exits 1.
  */
@@ -127,11 +130,48 @@ static int many(int n) {
     return 0;
 }
 
+static void *few_worker(void *arg) {
+    (void)arg;
+    void *p[8];
+    for (int i = 0; i < 8; i++) {
+        p[i] = malloc(16 + (size_t)i * 100);
+        if (!p[i]) {
+            printf("FAIL: malloc\n");
+            exit(1);
+        }
+        memset(p[i], i, 16);
+    }
+    pthread_barrier_wait(&start);
+    pthread_barrier_wait(&start);
+    for (int i = 0; i < 8; i++) free(p[i]);
+    return 0;
+}
+
+static int few(int n) {
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 10);
+    pthread_barrier_init(&start, 0, (unsigned)n + 1);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&t[i], &attr, few_worker, 0)) {
+            printf("FAIL: pthread_create %d\n", i);
+            return 1;
+        }
+    pthread_barrier_wait(&start);
+    printf("RSS_ALL %ld\n", status_kib("VmRSS:"));
+    pthread_barrier_wait(&start);
+    for (int i = 0; i < n; i++) pthread_join(t[i], 0);
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rc = 1;
     if (argc >= 2 && !strcmp(argv[1], "idle")) rc = idle();
     else if (argc >= 3 && !strcmp(argv[1], "many")) rc = many(atoi(argv[2]));
-    else printf("usage: held idle | held many THREADS\n");
+    else if (argc >= 3 && !strcmp(argv[1], "threads")) rc = few(atoi(argv[2]));
+    else printf("usage: held idle | held many THREADS | held threads THREADS\n");
     if (rc == 0) printf("OK\n");
     return rc;
 }

@@ -147,6 +147,8 @@ impl Cursor {
 #[repr(C)]
 pub struct Bin {
     pub n: u32,
+    /// Lanes the next refill asks for (0: none yet; see `cache::refill`).
+    pub fill: u32,
     pub cur: [Cursor; 16],
 }
 
@@ -551,7 +553,7 @@ pub fn slot_index(c: &Class, j: u32, pos: u32) -> u32 {
 
 /// Issues up to one lane from each page of one slab of class `ci` into `out`, installs their
 /// aliases, and returns how many cursors were filled (0: out of memory).
-pub fn refill(ci: usize, out: &mut [Cursor; 16]) -> usize {
+pub fn refill(ci: usize, out: &mut [Cursor]) -> usize {
     let c = &CLASSES[ci];
     let mut central = CENTRAL[ci].lock();
     if central.nreclaimed > 0 {
@@ -695,8 +697,9 @@ pub fn pop_one_reclaimed(ci: usize) -> Option<ReclaimedSlot> {
     CENTRAL[ci].lock().pop_reclaimed(ci)
 }
 
-/// Hands out up to 16 reclaimed slots as one-slot cursors under their lanes' (live) aliases.
-fn refill_reclaimed(central: &mut Central, ci: usize, out: &mut [Cursor; 16]) -> usize {
+/// Hands out up to `out.len()` reclaimed slots as one-slot cursors under their lanes' (live)
+/// aliases.
+fn refill_reclaimed(central: &mut Central, ci: usize, out: &mut [Cursor]) -> usize {
     let size = CLASSES[ci].size as usize;
     let mut got = 0;
     while got < out.len() {
@@ -767,7 +770,7 @@ impl Central {
 }
 
 /// Issues one ready lane per issuable page of slab `idx` in epoch `e` (class lock held).
-fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor; 16]) -> usize {
+fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor]) -> usize {
     let s = POOL.span_owned(idx);
     let per_lane = lane_slots(s, c);
     let nlanes = c.spp.div_ceil(per_lane);

@@ -400,7 +400,7 @@ fn reap_if_due(me: *mut Cache) {
             STAGED.store(0, Ordering::Relaxed);
         }
     }
-    if LIVE.load(Ordering::Relaxed) < 2 {
+    if LIVE.load(Ordering::Relaxed) < 2 || PENDING_PAGES.load(Ordering::Relaxed) == 0 {
         return;
     }
     let l = LIST.lock();

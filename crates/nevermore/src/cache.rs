@@ -269,9 +269,9 @@ fn refill(bin: &mut Bin, ci: usize) -> bool {
         reap_if_due(ptr::null_mut());
     }
     // A thread's first refill of a class takes one lane, and each next one twice as many, up
-    // to 16 (one per page of a slab, installed in one call): 3 000 threads that allocated 8
-    // objects of 8 sizes each took up to 16 pages per size and thread, and the process 647 MiB
-    // of RSS against glibc's 36 MiB (`tests/c/held.c threads`).
+    // to 16 (one per page of a slab, installed in one call): 1 000 threads that allocated an
+    // object of each of 8 sizes took up to 16 pages per size and thread, 267 MiB of RSS against
+    // glibc's 13 MiB (`tests/c/held.c threads 1000`; 59 MiB now).
     let want = (bin.fill as usize).clamp(1, bin.cur.len());
     let got = slab::refill(ci, &mut bin.cur[..want]);
     if got == 0 {

@@ -313,3 +313,26 @@ fn preload_order_with_another_library() {
         }
     }
 }
+
+/// Large objects each take two mappings of their own (a view, and the reservation it splits):
+/// with 3 000 mappings left, 1 700 objects just above the page-object limit used them up, and
+/// malloc returned NULL at the 1 498th (glibc's merge into a few). Now the allocator counts the
+/// mappings every 512 views and, short of them, makes bigger objects page objects of its
+/// mirrors, which take none: every object is allocated, keeps its contents, and grows.
+#[test]
+fn large_objects_when_mappings_run_short() {
+    let bin = compile("mappings.c", &[]);
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}:stats=1");
+        let o = run_preloaded_timeout(&bin, &["3000", "1700"], &[("NEVERMORE_OPTIONS", &opts)], 120);
+        ok_quiet(&o);
+        let err = stderr(&o);
+        let line = err.lines().find(|l| l.contains("large objects")).unwrap_or_else(|| panic!("{mode}:\n{err}"));
+        let instead: u64 = line
+            .split(';')
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{mode}: {line}"));
+        assert!(instead >= 1000, "{mode}: only {instead} page objects instead of large ones:\n{err}");
+    }
+}

@@ -233,8 +233,17 @@ fn alloc_big(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
     }
     let p = if size + CANARY <= MAX_PAGE_OBJECT && align <= PAGE {
         alloc_pages(size, align, zero)
+    } else if align <= PAGE && large::views_scarce() {
+        stats::add(&stats::LARGE_AS_PAGES, 1);
+        alloc_pages(size, align, zero)
     } else {
-        large::alloc(size, align, zero, room)
+        match large::alloc(size, align, zero, room) {
+            p if p.is_null() && align <= PAGE && large::views_scarce() => {
+                stats::add(&stats::LARGE_AS_PAGES, 1);
+                alloc_pages(size, align, zero)
+            }
+            p => p,
+        }
     };
     if p.is_null() {
         sys::set_errno(libc::ENOMEM);
@@ -906,7 +915,7 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
                 // The object ends where the guard begins: only the same size stays.
                 size == old
             } else {
-                size + CANARY <= MAX_PAGE_OBJECT && (size + CANARY).div_ceil(PAGE) == s.npages as usize
+                (size + CANARY).div_ceil(PAGE) == s.npages as usize
             };
             if fits {
                 s.size.store(size, Ordering::Release);

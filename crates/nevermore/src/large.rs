@@ -20,7 +20,7 @@
 //! A swept block answers every lookup with a tombstone.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::lock::Locked;
 use crate::pool::{self, POOL};
@@ -54,11 +54,44 @@ struct Arena {
 
 static ARENA: Locked<Arena> = Locked::new(Arena { next: 0, end: 0 });
 
+/// Live views. Each is a mapping, and splits the arena's reservation in two: two of the
+/// process's mappings (`vm.max_map_count`, 65 530 by default), which the mirrors and the
+/// program need too.
+static LIVE_VIEWS: AtomicUsize = AtomicUsize::new(0);
+/// Live views beyond which bigger objects are page objects instead (`views_scarce`): a
+/// quarter of `vm.max_map_count`, so that views take at most half of the mappings; lowered to
+/// the views there are when fewer than `HEADROOM` mappings are left (`count_mappings`), or
+/// when a view could not be mapped for want of them.
+static VIEW_BUDGET: AtomicUsize = AtomicUsize::new(65_530 / 4);
+static MAX_MAPPINGS: AtomicUsize = AtomicUsize::new(65_530);
+/// Every this many new views, the process's mappings are counted (a read of /proc/self/maps).
+const COUNT_EVERY: usize = 512;
+/// Mappings kept for the alias arena's new mirrors and the program: the views of `COUNT_EVERY`
+/// objects and as many again.
+const HEADROOM: usize = 4 * COUNT_EVERY + 2048;
+
 /// Sets up the table's top level. Returns false when out of memory.
 pub fn init() -> bool {
     let t = crate::meta::map(TOP_ENTRIES * 8);
     TOP.store(t as *mut AtomicPtr<AtomicU32>, Ordering::Release);
+    let mut buf = [0u8; 24];
+    if let Some(n) = sys::read_file(c"/proc/sys/vm/max_map_count", &mut buf) {
+        let v = buf[..n].iter().take_while(|b| b.is_ascii_digit()).fold(0usize, |v, &b| v * 10 + (b - b'0') as usize);
+        if v > 0 {
+            VIEW_BUDGET.store(v / 4, Ordering::Relaxed);
+            MAX_MAPPINGS.store(v, Ordering::Relaxed);
+        }
+    }
     !t.is_null()
+}
+
+/// Whether live views took their share of the process's mappings: then objects that would be
+/// large are page objects of the alias arena's mirrors (`heap::alloc_big`), which take no
+/// mapping of their own, but have all their pages filled at once, cannot grow in place, and
+/// reject alignments above a page. Without it, views used the mappings up and every
+/// allocation that needed one failed (`tests/c/mappings.c`; glibc's merge into a few).
+pub fn views_scarce() -> bool {
+    LIVE_VIEWS.load(Ordering::Relaxed) >= VIEW_BUDGET.load(Ordering::Relaxed)
 }
 
 fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
@@ -267,6 +300,10 @@ pub fn alloc(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
     let canon = POOL.page_addr(s.start) as *mut u8;
     let entry = slot(start, true);
     if entry.is_none() || !sys::duplicate_view(canon, view as *mut u8, len) {
+        if entry.is_some() && sys::errno() == libc::ENOMEM {
+            // Out of mappings (the program's own take them too): no more views than now.
+            VIEW_BUDGET.store(LIVE_VIEWS.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
         sys::rereserve(view as *mut u8, len);
         view_gone(view, reserved);
         POOL.free_run(idx);
@@ -288,7 +325,22 @@ pub fn alloc(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
         e.store(idx, Ordering::Release);
     }
     stats::add(&stats::LARGE_OBJECTS, 1);
+    let live = LIVE_VIEWS.fetch_add(1, Ordering::Relaxed) + 1;
+    if live.is_multiple_of(COUNT_EVERY) {
+        count_mappings(live);
+    }
     start as *mut u8
+}
+
+/// With `live` views, stops making more when the process's mappings (its own count too) leave
+/// fewer than `HEADROOM`: a process that maps much of its own would otherwise run out with
+/// views, and then the mirrors that page objects need could not be made either.
+#[cold]
+fn count_mappings(live: usize) {
+    let Some(used) = stats::vma_count() else { return };
+    if MAX_MAPPINGS.load(Ordering::Relaxed).saturating_sub(used as usize) < HEADROOM {
+        VIEW_BUDGET.fetch_min(live, Ordering::Relaxed);
+    }
 }
 
 /// Grows the live large object `idx` at `start` to `size` bytes where it is, when the room
@@ -385,6 +437,7 @@ pub fn release(idx: u32, start: usize) {
     sys::rereserve(view as *mut u8, len);
     view_gone(view, reserved);
     POOL.free_run(idx);
+    LIVE_VIEWS.fetch_sub(1, Ordering::Relaxed);
 }
 
 pub fn raw_lock() -> &'static crate::lock::RawMutex {

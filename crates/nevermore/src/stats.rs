@@ -20,6 +20,9 @@ pub static STAGE_UNITS: AtomicU64 = AtomicU64::new(0);
 /// Batches of threads that had stopped freeing, revoked by another thread (`cache::reap_if_due`).
 pub static BATCHES_REAPED: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
+/// Objects over `MAX_PAGE_OBJECT` made page objects because live large views took their share
+/// of the process's mappings (`large::views_scarce`).
+pub static LARGE_AS_PAGES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_BLOCKS_SWEPT: AtomicU64 = AtomicU64::new(0);
 pub static FORKS: AtomicU64 = AtomicU64::new(0);
@@ -117,10 +120,11 @@ pub fn print() {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept)",
+        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept); {} page objects instead, for want of mappings",
         get(&LARGE_OBJECTS),
         get(&LARGE_VA_BYTES) / 1024,
-        get(&LARGE_BLOCKS_SWEPT)
+        get(&LARGE_BLOCKS_SWEPT),
+        get(&LARGE_AS_PAGES)
     );
     let _ = writeln!(
         b,

@@ -64,8 +64,12 @@ static LIVE_VIEWS: AtomicUsize = AtomicUsize::new(0);
 /// when a view could not be mapped for want of them.
 static VIEW_BUDGET: AtomicUsize = AtomicUsize::new(65_530 / 4);
 static MAX_MAPPINGS: AtomicUsize = AtomicUsize::new(65_530);
-/// Every this many new views, the process's mappings are counted (a read of /proc/self/maps).
+/// Every this many new views, the process's mappings are counted (a read of /proc/self/maps):
+/// when the live views reach `NEXT_COUNT`, which then moves this many above them, and back
+/// down when as many views again were freed, so that a program whose live views swing about
+/// one level does not read the file at every swing.
 const COUNT_EVERY: usize = 512;
+static NEXT_COUNT: AtomicUsize = AtomicUsize::new(COUNT_EVERY);
 /// Mappings kept for the alias arena's new mirrors and the program: the views of `COUNT_EVERY`
 /// objects and as many again.
 const HEADROOM: usize = 4 * COUNT_EVERY + 2048;
@@ -326,7 +330,10 @@ pub fn alloc(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
     }
     stats::add(&stats::LARGE_OBJECTS, 1);
     let live = LIVE_VIEWS.fetch_add(1, Ordering::Relaxed) + 1;
-    if live.is_multiple_of(COUNT_EVERY) {
+    let next = NEXT_COUNT.load(Ordering::Relaxed);
+    if live >= next
+        && NEXT_COUNT.compare_exchange(next, live + COUNT_EVERY, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    {
         count_mappings(live);
     }
     start as *mut u8
@@ -437,7 +444,11 @@ pub fn release(idx: u32, start: usize) {
     sys::rereserve(view as *mut u8, len);
     view_gone(view, reserved);
     POOL.free_run(idx);
-    LIVE_VIEWS.fetch_sub(1, Ordering::Relaxed);
+    let live = LIVE_VIEWS.fetch_sub(1, Ordering::Relaxed) - 1;
+    let next = NEXT_COUNT.load(Ordering::Relaxed);
+    if live + 2 * COUNT_EVERY <= next {
+        let _ = NEXT_COUNT.compare_exchange(next, live + COUNT_EVERY, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 pub fn raw_lock() -> &'static crate::lock::RawMutex {

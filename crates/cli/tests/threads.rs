@@ -95,6 +95,15 @@ fn a_single_thread_revokes_its_own_batches() {
     assert_eq!((calls, units), (0, 0), "{err}");
 }
 
+/// `tests/c/held.c ARGS` with `options`, checked to end cleanly. `flag` gives each test an
+/// executable of its own (the tests run at the same time).
+fn held(flag: &str, args: &[&str], options: &str) -> Output {
+    let bin = compile("held.c", &["-pthread", flag]);
+    let o = run_preloaded(&bin, args, &[("NEVERMORE_OPTIONS", options)]);
+    assert_clean(&o);
+    o
+}
+
 /// Threads that free and then go idle (a pool's workers between jobs) leave their revocation
 /// batches to the others: `tests/c/held.c idle` has 8 threads free 8 MiB of 32 KiB objects
 /// each and wait, while the main thread allocates. Their dead pages stay mapped until some
@@ -103,9 +112,7 @@ fn a_single_thread_revokes_its_own_batches() {
 /// delay: measured 5–6 MiB after the main thread's 400 ms.
 #[test]
 fn batches_of_idle_threads_are_revoked_by_the_others() {
-    let bin = compile("held.c", &["-pthread"]);
-    let o = run_preloaded(&bin, &["idle"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")]);
-    assert_clean(&o);
+    let o = held("-DIDLE_BINARY", &["idle"], "mode=prevent:stats=1");
     let (peak, later) = (counter(&stdout(&o), "HWM_IDLE"), counter(&stdout(&o), "RSS_LATER"));
     assert!(peak >= 56 << 10, "the threads' 64 MiB of objects were never resident: {peak} KiB\n{}", stderr(&o));
     assert!(later <= 16 << 10, "idle threads' dead pages still mapped: {later} KiB\n{}", stderr(&o));
@@ -118,10 +125,7 @@ fn batches_of_idle_threads_are_revoked_by_the_others() {
 /// grow to 490–620 MiB when every thread kept half a batch; measured 87–166 MiB now.
 #[test]
 fn many_threads_hold_little_dead_memory() {
-    // A flag of its own gives it an executable of its own (the test above runs the same one).
-    let bin = compile("held.c", &["-pthread", "-DMANY_BINARY"]);
-    let o = run_preloaded(&bin, &["many", "256"], &[("NEVERMORE_OPTIONS", "mode=prevent")]);
-    assert_clean(&o);
+    let o = held("-DMANY_BINARY", &["many", "256"], "mode=prevent");
     let pool = counter(&stdout(&o), "POOL_KIB");
     assert!(pool <= 256 << 10, "the heap grew to {pool} KiB for at most 32 MiB of live objects");
 }
@@ -132,10 +136,7 @@ fn many_threads_hold_little_dead_memory() {
 /// 58.6 MiB now (glibc: 13.2 MiB).
 #[test]
 fn threads_that_allocate_little_take_little() {
-    // A flag of its own gives it an executable of its own (the tests above run the same one).
-    let bin = compile("held.c", &["-pthread", "-DFEW_BINARY"]);
-    let o = run_preloaded(&bin, &["threads", "1000"], &[("NEVERMORE_OPTIONS", "mode=prevent")]);
-    assert_clean(&o);
+    let o = held("-DFEW_BINARY", &["threads", "1000"], "mode=prevent");
     let rss = counter(&stdout(&o), "RSS_ALL");
     assert!(rss <= 96 << 10, "1000 threads with 8 small objects each: {rss} KiB resident");
 }

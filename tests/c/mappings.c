@@ -62,6 +62,10 @@ int main(int argc, char **argv) {
         printf("FAIL: cannot read the mapping counts\n");
         return 1;
     }
+    if (own > 1000000) {
+        printf("FAIL: vm.max_map_count is %ld: too many mappings to take (the default is 65530)\n", max);
+        return 1;
+    }
     size_t pages = (size_t)own + 2;
     unsigned char *r = mmap(NULL, pages * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED) {

@@ -652,18 +652,6 @@ pub unsafe fn fork_child(mine: *mut Cache) {
         // SAFETY: the forking thread's own cache; the child's thread has its own id.
         unsafe { (*mine).tid = 0 };
     }
-    {
-        // A thread that was adding to its batch when the fork came holds it for ever here.
-        let l = LIST.lock();
-        let mut c = l.live;
-        while !c.is_null() {
-            // SAFETY: walking the live list under its lock; no other thread exists.
-            unsafe {
-                (*c).busy.store(FREE, Ordering::Relaxed);
-                c = (*c).next;
-            }
-        }
-    }
     let mut orphans: *mut Cache = ptr::null_mut();
     {
         let mut l = LIST.lock();
@@ -673,6 +661,9 @@ pub unsafe fn fork_child(mine: *mut Cache) {
             // SAFETY: walking the (detached) live list, which only this thread can see.
             unsafe {
                 let next = (*c).next;
+                // A thread that was adding to its batch when the fork came would hold it for
+                // ever here.
+                (*c).busy.store(FREE, Ordering::Relaxed);
                 if c == mine {
                     (*c).next = l.live;
                     l.live = c;

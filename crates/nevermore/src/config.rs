@@ -234,7 +234,8 @@ fn parse_bool(key: &'static [u8], value: &'static [u8]) -> Result<bool, ParseErr
     }
 }
 
-fn parse_uint(v: &[u8]) -> Option<u64> {
+/// A decimal number of up to 18 digits, nothing else.
+pub(crate) fn parse_uint(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 18 {
         return None;
     }

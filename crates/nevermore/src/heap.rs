@@ -233,16 +233,16 @@ fn alloc_big(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
     }
     let p = if size + CANARY <= MAX_PAGE_OBJECT && align <= PAGE {
         alloc_pages(size, align, zero)
-    } else if align <= PAGE && large::views_scarce() {
-        stats::add(&stats::LARGE_AS_PAGES, 1);
-        alloc_pages(size, align, zero)
     } else {
-        match large::alloc(size, align, zero, room) {
-            p if p.is_null() && align <= PAGE && large::views_scarce() => {
-                stats::add(&stats::LARGE_AS_PAGES, 1);
-                alloc_pages(size, align, zero)
-            }
-            p => p,
+        // Short of mappings (before trying, or the view just failed for want of one): a page
+        // object instead (`large::views_scarce`).
+        let scarce = || align <= PAGE && large::views_scarce();
+        let p = if scarce() { ptr::null_mut() } else { large::alloc(size, align, zero, room) };
+        if p.is_null() && scarce() {
+            stats::add(&stats::LARGE_AS_PAGES, 1);
+            alloc_pages(size, align, zero)
+        } else {
+            p
         }
     };
     if p.is_null() {

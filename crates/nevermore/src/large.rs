@@ -79,12 +79,11 @@ pub fn init() -> bool {
     let t = crate::meta::map(TOP_ENTRIES * 8);
     TOP.store(t as *mut AtomicPtr<AtomicU32>, Ordering::Release);
     let mut buf = [0u8; 24];
-    if let Some(n) = sys::read_file(c"/proc/sys/vm/max_map_count", &mut buf) {
-        let v = buf[..n].iter().take_while(|b| b.is_ascii_digit()).fold(0usize, |v, &b| v * 10 + (b - b'0') as usize);
-        if v > 0 {
-            VIEW_BUDGET.store(v / 4, Ordering::Relaxed);
-            MAX_MAPPINGS.store(v, Ordering::Relaxed);
-        }
+    let max = sys::read_file(c"/proc/sys/vm/max_map_count", &mut buf)
+        .and_then(|n| crate::config::parse_uint(buf[..n].trim_ascii_end()));
+    if let Some(v) = max.filter(|&v| v > 0) {
+        VIEW_BUDGET.store(v as usize / 4, Ordering::Relaxed);
+        MAX_MAPPINGS.store(v as usize, Ordering::Relaxed);
     }
     !t.is_null()
 }

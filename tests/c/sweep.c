@@ -10,7 +10,17 @@
  *              KEPT NEVER REUSED, or REUSED <where>, exit 1); some new objects reuse freed slots
  *              in place (prints IN PLACE n); writes through every kept pointer leave the live
  *              new objects intact (prints INTACT, or CORRUPTED, exit 1).
- *   threads    the same while a second thread sleeps: no sweep may run (IN PLACE 0).
+ *   threads    the same while other threads run, which sweeps hold still: one keeps dangling
+ *              pointers to freed objects only in a register, in a vector register (and in
+ *              the upper half of a 256-bit one, where the processor has AVX), on its stack
+ *              and in its thread-local storage; one allocates and frees all the time (so it
+ *              is often inside the allocator when a sweep begins); others wait in
+ *              nanosleep, read(2) on a pipe, poll(2) with a timeout and epoll_wait(2)
+ *              without one, none of which may fail with EINTR (prints EINTR <call>, exit 1).
+ *              The same checks as `reuse`.
+ *   sleeping   the same as `reuse` while a second thread sleeps (with sweep_threads=0, no
+ *              sweep may run: IN PLACE 0). "undumpable-sleeping": the same in a process that
+ *              made itself non-dumpable (unprivileged, it may not hold its threads).
  *   joined     first allocates and frees 4 MiB of small objects while a second thread waits,
  *              then joins it, waits 150 ms and goes on as `reuse`: sweeps must run again
  *              once the process is single-threaded.
@@ -58,7 +68,7 @@ static uintptr_t freed[N];
 static size_t nfreed;
 /* The kept dangling pointers, hidden the same way, to compare new addresses with: only their
  * holders have them in the clear. */
-static uintptr_t kept_hidden[8];
+static uintptr_t kept_hidden[16];
 static uintptr_t *volatile holder;
 
 static int cmp(const void *a, const void *b) {
@@ -78,6 +88,158 @@ static void *sleeper(void *arg) {
 }
 
 static int gate[2];
+
+/* --- threads: pointers held by a running thread, and threads blocked in system calls --- */
+#include <errno.h>
+#include <poll.h>
+#include <sys/epoll.h>
+
+#define KEY 0x5a5a5a5a00000000ull
+static volatile int threads_stop, holder_ready, eintr;
+/* The thread-held pointers, hidden until the holder takes them. */
+static volatile uintptr_t for_register, for_vector, for_wide, for_stack, for_tls;
+static __thread volatile uintptr_t in_tls;
+
+static void *holder_thread(void *arg) {
+    (void)arg;
+    volatile uintptr_t on_stack = for_stack ^ KEY;
+    (void)on_stack;
+    in_tls = for_tls ^ KEY;
+    int avx = __builtin_cpu_supports("avx");
+    /* r12 holds one pointer, xmm9 another, the upper half of ymm11 a third (with AVX); the
+     * loop spins until told to stop, touching no register that holds them. */
+    if (avx)
+        __asm__ volatile("mov %[r], %%r12\n\t"
+                         "xor %[key], %%r12\n\t"
+                         "mov %[x], %%rax\n\t"
+                         "xor %[key], %%rax\n\t"
+                         "movq %%rax, %%xmm9\n\t"
+                         "mov %[y], %%rax\n\t"
+                         "xor %[key], %%rax\n\t"
+                         "vmovq %%rax, %%xmm10\n\t"
+                         "vinsertf128 $1, %%xmm10, %%ymm11, %%ymm11\n\t"
+                         "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"
+                         "xor %%eax, %%eax\n\t"
+                         "movl $1, %[ready]\n\t"
+                         "1: pause\n\t"
+                         "cmpl $0, %[stop]\n\t"
+                         "je 1b\n\t"
+                         "xor %%r12d, %%r12d\n\t"
+                         "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"
+                         "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
+                         : [ready] "=m"(holder_ready)
+                         : [r] "r"(for_register), [x] "r"(for_vector), [y] "r"(for_wide), [key] "r"(KEY),
+                           [stop] "m"(threads_stop)
+                         : "rax", "r12", "xmm9", "xmm10", "xmm11", "memory");
+    else
+        __asm__ volatile("mov %[r], %%r12\n\t"
+                         "xor %[key], %%r12\n\t"
+                         "mov %[x], %%rax\n\t"
+                         "xor %[key], %%rax\n\t"
+                         "movq %%rax, %%xmm9\n\t"
+                         "xor %%eax, %%eax\n\t"
+                         "movl $1, %[ready]\n\t"
+                         "1: pause\n\t"
+                         "cmpl $0, %[stop]\n\t"
+                         "je 1b\n\t"
+                         "xor %%r12d, %%r12d\n\t"
+                         "pxor %%xmm9, %%xmm9\n\t"
+                         : [ready] "=m"(holder_ready)
+                         : [r] "r"(for_register), [x] "r"(for_vector), [key] "r"(KEY), [stop] "m"(threads_stop)
+                         : "rax", "r12", "xmm9", "memory");
+    on_stack = 0;
+    in_tls = 0;
+    return NULL;
+}
+
+static void *churn_thread(void *arg) {
+    (void)arg;
+    uint64_t seed = 88172645463325252ull;
+    void *ring[64] = {0};
+    for (unsigned long i = 0; !threads_stop; i++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int k = (int)(i % 64);
+        free(ring[k]);
+        ring[k] = malloc(16 + seed % 500);
+    }
+    for (int k = 0; k < 64; k++)
+        free(ring[k]);
+    return NULL;
+}
+
+static void *sleep_thread(void *arg) {
+    (void)arg;
+    while (!threads_stop) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        if (nanosleep(&ts, NULL) != 0 && errno == EINTR)
+            eintr = 1;
+    }
+    return NULL;
+}
+
+static int stop_pipe[2], epoll_pipe[2];
+
+static void *read_thread(void *arg) {
+    (void)arg;
+    char c;
+    if (read(stop_pipe[0], &c, 1) != 1)
+        eintr = errno == EINTR ? 2 : 4;
+    return NULL;
+}
+
+static void *poll_thread(void *arg) {
+    (void)arg;
+    while (!threads_stop) {
+        struct pollfd p = {.fd = stop_pipe[0], .events = 0};
+        if (poll(&p, 1, 200) < 0 && errno == EINTR)
+            eintr = 3;
+    }
+    return NULL;
+}
+
+static void *epoll_thread(void *arg) {
+    (void)arg;
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, epoll_pipe[0], &ev) != 0)
+        exit(2);
+    while (!threads_stop)
+        if (epoll_wait(ep, &ev, 1, -1) < 0 && errno == EINTR)
+            eintr = 5;
+    close(ep);
+    return NULL;
+}
+
+#define OTHERS 6
+static pthread_t others[OTHERS];
+
+static void start_threads(void) {
+    void *(*f[OTHERS])(void *) = {holder_thread, churn_thread, sleep_thread, read_thread, poll_thread, epoll_thread};
+    if (pipe(stop_pipe) != 0 || pipe(epoll_pipe) != 0)
+        exit(2);
+    for (int k = 0; k < OTHERS; k++)
+        if (pthread_create(&others[k], NULL, f[k], NULL) != 0) {
+            perror("thread");
+            exit(2);
+        }
+}
+
+/* Stops the threads; false when a system call failed with EINTR. */
+static int stop_threads(void) {
+    threads_stop = 1;
+    if (write(stop_pipe[1], "x", 1) != 1 || write(epoll_pipe[1], "x", 1) != 1)
+        exit(2);
+    for (int k = 0; k < OTHERS; k++)
+        pthread_join(others[k], NULL);
+    const char *call[] = {"", "nanosleep", "read", "poll", "read (other error)", "epoll_wait"};
+    if (eintr) {
+        printf("EINTR %s\n", call[eintr]);
+        return 0;
+    }
+    return 1;
+}
 
 static void *waiter(void *arg) {
     (void)arg;
@@ -276,10 +438,11 @@ int main(int argc, char **argv) {
         return unpinned();
     if (!strcmp(mode, "churn"))
         return churn(argc > 2 ? atol(argv[2]) : 3000000, !(argc > 3 && !strcmp(argv[3], "nosignals")));
-    if (!strcmp(mode, "threads")) {
+    if (strstr(mode, "sleeping")) {
         pthread_t t;
         pthread_create(&t, NULL, sleeper, NULL);
     }
+    int threads = !strcmp(mode, "threads");
     if (!strcmp(mode, "shrunk"))
         swell_and_shrink();
     if (!strcmp(mode, "joined"))
@@ -294,9 +457,14 @@ int main(int argc, char **argv) {
         memset(objs[i], 0x11, SIZE);
     }
     /* The kept dangling pointers, by where they are held. */
-    enum { GLOBAL, LOCAL, HEAP, MMAP, INTERIOR, NOACCESS, KEPT };
-    const char *where[KEPT] = {"global", "local", "heap", "mmap", "interior", "no-access"};
+    enum { GLOBAL, LOCAL, HEAP, MMAP, INTERIOR, NOACCESS, REGISTER, VECTOR, WIDE, STACK, TLS, KEPT };
+    const char *where[KEPT] = {"global",   "local",  "heap",        "mmap",         "interior",
+                               "no-access", "a register of another thread", "a vector register of another thread",
+                               "the upper half of a vector register of another thread",
+                               "the stack of another thread", "the thread-local storage of another thread"};
     volatile uintptr_t kept[KEPT];
+    /* Without the threads, nothing holds the last ones. */
+    int nkept = threads ? KEPT : REGISTER;
     volatile uintptr_t local;
     /* A live heap object holding a dangling pointer (reached through a global, so that the
      * compiler keeps no copy of what it holds). */
@@ -308,7 +476,7 @@ int main(int argc, char **argv) {
             continue;
         freed[nfreed++] = HIDE(objs[i]);
     }
-    for (int k = 0; k < KEPT; k++)
+    for (int k = 0; k < nkept; k++)
         kept[k] = (uintptr_t)objs[1000 * (k + 1) + 1];
     kept_global = (void *)kept[GLOBAL];
     local = kept[LOCAL];
@@ -317,8 +485,19 @@ int main(int argc, char **argv) {
     hidden[7] = kept[NOACCESS];
     /* The interior pointer: 40 bytes into the object. */
     volatile uintptr_t interior = kept[INTERIOR] + 40;
-    for (int k = 0; k < KEPT; k++)
+    for (int k = 0; k < nkept; k++)
         kept_hidden[k] = HIDE(kept[k]);
+    if (threads) {
+        for_register = kept[REGISTER] ^ KEY;
+        for_vector = kept[VECTOR] ^ KEY;
+        for_wide = kept[WIDE] ^ KEY;
+        for_stack = kept[STACK] ^ KEY;
+        for_tls = kept[TLS] ^ KEY;
+        start_threads();
+        while (!holder_ready)
+            usleep(1000);
+        for_register = for_vector = for_wide = for_stack = for_tls = 0;
+    }
     for (int i = 0; i < N; i++) {
         if (i % 4 != 0) {
             free(objs[i]);
@@ -329,7 +508,7 @@ int main(int argc, char **argv) {
     if (no_access)
         mprotect(hidden, 4096, PROT_NONE);
     /* Only the holders keep the pointers from here on. */
-    for (int k = 0; k < KEPT; k++)
+    for (int k = 0; k < nkept; k++)
         kept[k] = 0;
     qsort(freed, nfreed, sizeof freed[0], cmp);
 
@@ -345,7 +524,7 @@ int main(int argc, char **argv) {
         uintptr_t a = (uintptr_t)p;
         if (was_freed(a))
             in_place++;
-        for (int k = 0; k < KEPT; k++) {
+        for (int k = 0; k < nkept; k++) {
             if (HIDE(a) == kept_hidden[k]) {
                 printf("REUSED %s\n", where[k]);
                 bad = 1;
@@ -354,12 +533,16 @@ int main(int argc, char **argv) {
     }
     if (no_access)
         mprotect(hidden, 4096, PROT_READ);
+    if (threads && !stop_threads())
+        bad = 1;
     if (!bad)
         printf("KEPT NEVER REUSED\n");
     printf("IN PLACE %ld\n", in_place);
     /* Writes through the kept dangling pointers must not reach a newer object. */
     uintptr_t held[KEPT] = {(uintptr_t)kept_global, local, holder[3], region[100], interior - 40, hidden[7]};
-    for (int k = 0; k < KEPT; k++)
+    for (int k = REGISTER; k < nkept; k++)
+        held[k] = HIDE(kept_hidden[k]);
+    for (int k = 0; k < nkept; k++)
         memset((void *)held[k], 0xee, SIZE);
     for (int k = 0; k < LIVE_NEW; k++)
         for (int b = 0; b < SIZE; b++)

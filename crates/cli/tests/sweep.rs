@@ -18,10 +18,12 @@ fn in_place(o: &Output) -> u64 {
 }
 
 /// The `sweeps` stats line: [run, not run (other threads), not run (heap too big or seccomp), gave up,
-/// slots reused, KiB reused, KiB scanned, ms, longest ms, checks that found too little, their ms].
+/// slots reused, KiB reused, KiB scanned, ms, longest ms, checks that found too little, their ms,
+/// times other threads were held still, threads held in all, times not held (a thread stayed
+/// inside the allocator)].
 fn sweeps(o: &Output) -> Vec<u64> {
     let v = counters(&stderr(o), "sweeps");
-    assert_eq!(v.len(), 11, "{}", stderr(o));
+    assert_eq!(v.len(), 14, "{}", stderr(o));
     v
 }
 
@@ -59,10 +61,11 @@ fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
     assert_eq!(assert_swept(&o)[2], 0, "{}", stderr(&o));
 }
 
-/// A process that had a second thread for a while is swept again once it is alone.
+/// With `sweep_threads=0`, a process that had a second thread for a while is swept again once
+/// it is alone.
 #[test]
 fn sweeps_resume_once_other_threads_are_gone() {
-    let o = run("joined", "mode=prevent:stats=1");
+    let o = run("joined", "mode=prevent:stats=1:sweep_threads=0");
     assert_eq!(assert_swept(&o)[1], 1, "the thread was never seen: {}", stderr(&o));
 }
 
@@ -104,10 +107,25 @@ fn without_sweeps_no_address_comes_back() {
     assert_eq!(sweeps(&o)[0], 0, "{}", stderr(&o));
 }
 
+/// Sweeps hold the other threads still (ptrace) and read their registers, vector registers,
+/// stacks and thread-local storage: no slot a dangling pointer there points into comes back,
+/// while one thread allocates all the time and others wait in system calls, which go on
+/// without EINTR.
 #[test]
-fn processes_with_other_threads_are_not_swept() {
+fn other_threads_are_held_still_and_what_they_hold_is_read() {
     let o = run("threads", "mode=prevent:stats=1");
+    assert!(!stdout(&o).contains("EINTR"), "{}", stdout(&o));
+    let s = assert_swept(&o);
+    // Six threads besides the main one, held at least once.
+    assert!(s[11] >= 1 && s[12] >= 6, "{}", stderr(&o));
+    assert_eq!(s[1], 0, "{}", stderr(&o));
+}
+
+#[test]
+fn with_sweep_threads_off_processes_with_other_threads_are_not_swept() {
+    let o = run("sleeping", "mode=prevent:stats=1:sweep_threads=0");
     assert_not_swept(&o, 1, "the thread check never ran");
+    assert_eq!(sweeps(&o)[11], 0, "{}", stderr(&o));
 }
 
 /// A `reuse` run that swept nothing: no address came back, and the sweeps line counts the
@@ -205,4 +223,9 @@ fn non_dumpable_processes_are_swept_without_swap_through_process_vm_readv() {
         assert_not_swept(&o, 3, "the sweep did not give up with swap on");
     }
     assert_not_swept(&run_unprivileged("undumpable-noaccess"), 3, "the no-access page was not seen");
+    // Unprivileged, a non-dumpable process may not ptrace its own threads: with a second
+    // thread it is not swept, and that is counted as other threads in the way.
+    let o = run_unprivileged("undumpable-sleeping");
+    assert_not_swept(&o, 1, "the refusal was not counted");
+    assert_eq!(sweeps(&o)[3], 0, "{}", stderr(&o));
 }

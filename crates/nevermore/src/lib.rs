@@ -12,6 +12,7 @@
 //! - `cache` / `tls`: per-thread caches reached through an initial-exec TLS slot;
 //! - `large`: large objects in guarded one-time views;
 //! - `sweep`: reusing the dead slots of pinned groups once a scan proves no pointer to them;
+//! - `stop`: holding a process's other threads still (ptrace) while a sweep runs;
 //! - `guard`: the per-process secret and the keyed canaries;
 //! - `heap`: the front end that ties the tiers together and checks every pointer;
 //! - `reentry`: calls made while the thread is already inside the allocator (signal handlers);
@@ -49,6 +50,7 @@ mod report;
 mod slab;
 mod stack;
 mod stats;
+mod stop;
 mod sweep;
 mod sys;
 mod tls;

@@ -50,10 +50,48 @@ impl Drop for Scope {
     #[inline(always)]
     fn drop(&mut self) {
         if !self.nested && PENDING.load(Ordering::Relaxed) != 0 {
-            drain();
+            drain_and_leave();
+            return;
         }
         tls::leave();
     }
+}
+
+/// The outermost scope's end when `PENDING` is not zero: the queued frees, then the end of
+/// the scope, then a pause while a sweep holds the other threads (`PARK`).
+#[cold]
+#[inline(never)]
+fn drain_and_leave() {
+    if PENDING.load(Ordering::Relaxed) & !PARK_BIT != 0 {
+        drain();
+    }
+    tls::leave();
+    while PARK.load(Ordering::Acquire) != 0 {
+        sys::futex_wait(&PARK, 1);
+    }
+}
+
+// ---- a pause for threads that a sweep found inside the allocator ----
+
+/// Set in `PENDING` (so that the common path's test stays one load) while `PARK` asks threads
+/// that leave the allocator to wait.
+const PARK_BIT: usize = 1 << (usize::BITS - 1);
+/// 1 while a sweep's holder asks threads that leave the allocator to wait (`stop`): one it
+/// found inside is let go on, and waits here once outside, instead of entering again.
+static PARK: AtomicU32 = AtomicU32::new(0);
+
+/// Asks threads leaving the allocator to wait until `end_park`.
+pub fn begin_park() {
+    PARK.store(1, Ordering::Release);
+    PENDING.fetch_or(PARK_BIT, Ordering::AcqRel);
+}
+
+/// Lets the waiting threads go on. `wake` wakes every waiter of a futex word (the holder's
+/// own, which touches no thread-local state).
+pub fn end_park(wake: impl FnOnce(&AtomicU32)) {
+    PENDING.fetch_and(!PARK_BIT, Ordering::AcqRel);
+    PARK.store(0, Ordering::Release);
+    wake(&PARK);
 }
 
 // ---- frees queued by nested calls ----

@@ -172,7 +172,7 @@ pub fn print() {
         use crate::sweep::*;
         let _ = writeln!(
             b,
-            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms; {} checks found too little to sweep, {} ms",
+            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms; {} checks found too little to sweep, {} ms; other threads held still {} times, {} threads in all; {} times not held (a thread stayed inside the allocator)",
             get(&SWEEPS),
             get(&NOT_SINGLE),
             get(&NOT_SWEPT),
@@ -183,7 +183,10 @@ pub fn print() {
             get(&SWEEP_NS) / 1_000_000,
             get(&LONGEST_NS) / 1_000_000,
             get(&IDLE_CENSUSES),
-            get(&IDLE_CENSUS_NS) / 1_000_000
+            get(&IDLE_CENSUS_NS) / 1_000_000,
+            get(&crate::stop::HOLDS),
+            get(&crate::stop::HELD_THREADS),
+            get(&crate::stop::BUSY_MISSES)
         );
     }
     crate::alias::print_stats(&mut b, pid);

@@ -62,7 +62,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, Ordering};
 use crate::pool::{self, POOL};
 use crate::slab::{self, Slot, CLASSES, FREED, FREE_SLOT};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
-use crate::{alias, cache, maps, meta, stats};
+use crate::{alias, cache, maps, meta, stats, stop};
 
 /// Set in the size-table entry of a dead slot that some word points into, during a sweep.
 pub const REACHED: u16 = 0x4000;
@@ -185,52 +185,79 @@ fn consider() {
     let seccomp = status.and_then(|t| stats::status_field(t, b"Seccomp"));
     let filtered = !matches!(seccomp, Some(0) | None);
     let single = threads == Some(1);
-    if single || filtered {
-        MANY_THREADS.store(false, Ordering::Relaxed);
-    } else if !MANY_THREADS.swap(true, Ordering::Relaxed) {
-        stats::add(&NOT_SINGLE, 1);
-    }
+    // Counts each stretch of time in which other threads kept sweeps away once.
+    let threads_in_the_way = |yes: bool| {
+        if !yes {
+            MANY_THREADS.store(false, Ordering::Relaxed);
+        } else if !MANY_THREADS.swap(true, Ordering::Relaxed) {
+            stats::add(&NOT_SINGLE, 1);
+        }
+    };
     let wait = if filtered {
         // A seccomp filter might kill the process for the files a sweep opens: never again.
         stats::add(&NOT_SWEPT, 1);
         NEXT_AT.store(u64::MAX, Ordering::Relaxed);
+        threads_in_the_way(false);
         SECOND_NS
-    } else if !single {
+    } else if !single && !crate::options().sweep_threads {
         // Threads come and go (a pool joined, a helper done): look again in a while.
+        threads_in_the_way(true);
         THREADS_RECHECK_NS
     } else {
         NEXT_AT.store(FIRST, Ordering::Relaxed);
         let outcome = match b.as_mut() {
-            Some(b) => sweep(b, live_bytes),
             None => Outcome::GaveUp,
+            Some(b) if single => sweep(b, live_bytes, None),
+            // A first census while the threads run (an estimate): holding them costs each a
+            // pause, which a sweep not worth its scan would waste.
+            Some(_) if !worth(live_bytes) => Outcome::NotWorth,
+            Some(b) => match stop::others(scan_words) {
+                Ok(held) => {
+                    let outcome = sweep(b, live_bytes, Some(&held));
+                    // The threads go on before the time is taken: their pause counts.
+                    drop(held);
+                    outcome
+                }
+                Err(stop::Fail::Refused) => Outcome::Refused,
+                Err(stop::Fail::Busy) => Outcome::Busy,
+                Err(stop::Fail::Failed) => Outcome::GaveUp,
+            },
         };
-        let spent = sys::precise_ns().wrapping_sub(t0);
-        match outcome {
-            Outcome::Done => {
-                stats::add(&SWEEPS, 1);
-                stats::add(&SWEEP_NS, spent);
-                LONGEST_NS.fetch_max(spent, Ordering::Relaxed);
-                // Dead slots given back save fresh lanes (installs and revocations) and
-                // memory: sweep again soon, at most `sweep_share` percent of the time (a
-                // third by default).
-                let share = crate::options().sweep_share.clamp(1, 90) as u64;
-                spent * (100 - share) / share
-            }
-            // Few dead slots pinned: the census alone takes at most a tenth of the time.
-            Outcome::NotWorth => {
-                stats::add(&IDLE_CENSUSES, 1);
-                stats::add(&IDLE_CENSUS_NS, spent);
-                spent * 9
-            }
-            Outcome::GaveUp => {
-                stats::add(&GAVE_UP, 1);
-                SECOND_NS
-            }
-        }
+        threads_in_the_way(matches!(outcome, Outcome::Refused));
+        paced(outcome, sys::precise_ns().wrapping_sub(t0))
     };
     NOT_BEFORE.store(sys::now_ns() + wait.max(MIN_GAP_NS), Ordering::Relaxed);
     restore_signals(old);
     BUSY.store(false, Ordering::Release);
+}
+
+/// How long to wait after a sweep (or a census) that took `spent`, and its counts.
+fn paced(outcome: Outcome, spent: u64) -> u64 {
+    match outcome {
+        Outcome::Done => {
+            stats::add(&SWEEPS, 1);
+            stats::add(&SWEEP_NS, spent);
+            LONGEST_NS.fetch_max(spent, Ordering::Relaxed);
+            // Dead slots given back save fresh lanes (installs and revocations) and memory:
+            // sweep again soon, at most `sweep_share` percent of the time (a third by default).
+            let share = crate::options().sweep_share.clamp(1, 90) as u64;
+            spent * (100 - share) / share
+        }
+        // Few dead slots pinned: the census alone takes at most a tenth of the time.
+        Outcome::NotWorth => {
+            stats::add(&IDLE_CENSUSES, 1);
+            stats::add(&IDLE_CENSUS_NS, spent);
+            spent * 9
+        }
+        Outcome::GaveUp => {
+            stats::add(&GAVE_UP, 1);
+            SECOND_NS
+        }
+        // Not allowed to hold the threads (a debugger holds one, Yama): look again in a while.
+        Outcome::Refused => THREADS_RECHECK_NS,
+        // Some thread stayed inside the allocator: try again soon.
+        Outcome::Busy => MIN_GAP_NS,
+    }
 }
 
 /// Blocks every signal but the synchronous faults; returns the old mask.
@@ -287,23 +314,22 @@ enum Outcome {
     Done,
     /// Something could not be read: nothing was reclaimed.
     GaveUp,
+    /// The other threads may not be held (`stop::Fail::Refused`).
+    Refused,
+    /// Some other thread stayed inside the allocator (`stop::Fail::Busy`).
+    Busy,
 }
 
-/// A sweep of a heap with `live` bytes of live objects.
-fn sweep(b: &mut Buffers, live: u64) -> Outcome {
+/// A sweep of a heap with `live` bytes of live objects; `held`: the process's other threads,
+/// held still outside the allocator (none in a single-threaded process).
+fn sweep(b: &mut Buffers, live: u64, held: Option<&stop::Held>) -> Outcome {
     drain();
-    let (pinned, slab_bytes) = census();
-    // The scan reads the live bytes and the program's own memory (as much as last time, say);
-    // what it may give back is at most the dead bytes pinned. Run only when that is worth it:
-    // gcc, whose own garbage-collected heap is ~40 MB, swept 19 times in a compile (0.45 s)
-    // when only the live bytes counted, and 6 times (0.1 s) with its memory counted too.
-    let reads = live + PROGRAM_BYTES.load(Ordering::Relaxed);
-    if pinned < MIN_PINNED || pinned * 8 < slab_bytes || pinned < reads {
+    if !worth(live) {
         return Outcome::NotWorth;
     }
     guard_cursors();
     let mut scanned = 0u64;
-    let ok = scan_registers() && scan_mappings(b, &mut scanned) && {
+    let ok = scan_registers() && held.is_none_or(|h| h.scan_registers()) && scan_mappings(b, &mut scanned) && {
         PROGRAM_BYTES.store(scanned, Ordering::Relaxed);
         scan_pool(b, &mut scanned)
     };
@@ -316,6 +342,18 @@ fn sweep(b: &mut Buffers, live: u64) -> Outcome {
     } else {
         Outcome::GaveUp
     }
+}
+
+/// Whether the census finds enough dead bytes pinned to be worth a scan of `live` bytes of
+/// live objects and the program's memory.
+fn worth(live: u64) -> bool {
+    let (pinned, slab_bytes) = census();
+    // The scan reads the live bytes and the program's own memory (as much as last time, say);
+    // what it may give back is at most the dead bytes pinned. Run only when that is worth it:
+    // gcc, whose own garbage-collected heap is ~40 MB, swept 19 times in a compile (0.45 s)
+    // when only the live bytes counted, and 6 times (0.1 s) with its memory counted too.
+    let reads = live + PROGRAM_BYTES.load(Ordering::Relaxed);
+    pinned >= MIN_PINNED && pinned * 8 >= slab_bytes && pinned >= reads
 }
 
 /// Makes the reclaimed slots that nobody took since the last sweep dead again: a class that is
@@ -339,8 +377,10 @@ fn drain() {
 
 /// Calls `f(class, slab, lane, page, positions)` for every issued lane of every slab.
 fn for_each_issued_lane(mut f: impl FnMut(usize, u32, &'static slab::Lane, u32, core::ops::Range<u32>)) {
-    // SAFETY: the process has a single thread and this sweep holds no lock: the descriptor
-    // count does not change meanwhile.
+    // SAFETY: every other thread is held still outside the allocator (or there is none), and
+    // this sweep holds no lock: the descriptor count does not change meanwhile. (`worth`'s
+    // first census while threads run reads it racily, as `slab::adapt` does: descriptors
+    // below it are reserved, and zero until set up.)
     let ndesc = unsafe { POOL.desc_count() };
     for idx in 1..ndesc {
         let s = POOL.span(idx);
@@ -460,7 +500,8 @@ fn mark(w: usize) {
     }
 }
 
-/// Marks what every aligned word of `bytes` points to.
+/// Marks what every aligned word of `bytes` points to. (Also called by `stop`'s holder task
+/// with the held threads' registers: it touches no thread-local state.)
 fn scan_words(bytes: &[u8]) {
     let (arena, len) = alias::arena_range();
     for w in bytes.chunks_exact(8) {

@@ -99,3 +99,18 @@ pub fn leave() {
         );
     }
 }
+
+/// The offset of the depth word from a thread's thread pointer (`%fs` base): the same for
+/// every thread, so that another task can read any stopped thread's depth (`stop`).
+pub fn depth_offset() -> usize {
+    let t: usize;
+    // SAFETY: reads the GOT entry that holds the slot's offset; no thread-local access.
+    unsafe {
+        asm!(
+            "mov {t}, qword ptr [rip + nevermore_tls_depth@GOTTPOFF]",
+            t = out(reg) t,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    t
+}

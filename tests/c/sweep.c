@@ -18,6 +18,9 @@
  *              nanosleep, read(2) on a pipe, poll(2) with a timeout and epoll_wait(2)
  *              without one, none of which may fail with EINTR (prints EINTR <call>, exit 1).
  *              The same checks as `reuse`.
+ *   vfork      the same as `reuse` while a second thread waits in vfork(2) for a child that
+ *              sleeps 1.5 s before it exits: no stop reaches a vfork parent, so a sweep that
+ *              tries to hold the threads gives up after a second, and the program goes on.
  *   sleeping   the same as `reuse` while a second thread sleeps (with sweep_threads=0, no
  *              sweep may run: IN PLACE 0). "undumpable-sleeping": the same in a process that
  *              made itself non-dumpable (unprivileged, it may not hold its threads).
@@ -51,6 +54,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -210,6 +214,21 @@ static void *epoll_thread(void *arg) {
             eintr = 5;
     close(ep);
     return NULL;
+}
+
+static volatile int vforking;
+
+static void *vfork_thread(void *arg) {
+    (void)arg;
+    vforking = 1;
+    pid_t pid = vfork();
+    if (pid == 0) {
+        struct timespec ts = {1, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        _exit(0);
+    }
+    int st;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? NULL : arg;
 }
 
 #define OTHERS 6
@@ -443,6 +462,14 @@ int main(int argc, char **argv) {
         pthread_create(&t, NULL, sleeper, NULL);
     }
     int threads = !strcmp(mode, "threads");
+    pthread_t vforker;
+    if (!strcmp(mode, "vfork")) {
+        if (pthread_create(&vforker, NULL, vfork_thread, NULL) != 0)
+            return 2;
+        while (!vforking)
+            usleep(1000);
+        usleep(50000);
+    }
     if (!strcmp(mode, "shrunk"))
         swell_and_shrink();
     if (!strcmp(mode, "joined"))
@@ -535,6 +562,11 @@ int main(int argc, char **argv) {
         mprotect(hidden, 4096, PROT_READ);
     if (threads && !stop_threads())
         bad = 1;
+    void *vfork_failed = NULL;
+    if (!strcmp(mode, "vfork") && (pthread_join(vforker, &vfork_failed) != 0 || vfork_failed)) {
+        printf("VFORK FAILED\n");
+        bad = 1;
+    }
     if (!bad)
         printf("KEPT NEVER REUSED\n");
     printf("IN PLACE %ld\n", in_place);

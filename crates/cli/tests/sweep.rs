@@ -121,6 +121,16 @@ fn other_threads_are_held_still_and_what_they_hold_is_read() {
     assert_eq!(s[1], 0, "{}", stderr(&o));
 }
 
+/// No stop reaches a thread waiting in vfork(2) for its child: the sweep that tries to hold it
+/// gives up after a second (the helper that holds threads is ended, and the threads it held
+/// go on), and the program goes on unharmed.
+#[test]
+fn a_thread_that_cannot_be_stopped_makes_the_sweep_give_up() {
+    let o = run("vfork", "mode=prevent:stats=1");
+    assert_not_swept(&o, 3, "the sweep did not give up");
+    assert_eq!(sweeps(&o)[11], 0, "{}", stderr(&o));
+}
+
 #[test]
 fn with_sweep_threads_off_processes_with_other_threads_are_not_swept() {
     let o = run("sleeping", "mode=prevent:stats=1:sweep_threads=0");

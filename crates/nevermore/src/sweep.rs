@@ -18,9 +18,11 @@
 //! to dead slots that one-time aliases cannot recover.
 //!
 //! What makes the proof hold:
-//! - the process has one thread (checked in `/proc/self/status`): another thread could move a
-//!   pointer from memory not yet scanned to memory already scanned, or keep it in a register.
-//!   Multi-threaded processes are not swept;
+//! - nothing else runs: another thread could move a pointer from memory not yet scanned to
+//!   memory already scanned, or keep it in a register. In a process with threads (counted in
+//!   `/proc/self/status`) the others are held still outside the allocator for the sweep, and
+//!   their registers are scanned too (`stop`); where that is refused (ptrace not allowed) or
+//!   turned off (`sweep_threads=0`), the process is not swept while it has threads;
 //! - signals are blocked for the sweep (but for the synchronous faults, which the fault handler
 //!   needs), so no handler moves pointers meanwhile;
 //! - the program's mappings are read through `/proc/self/mem`, pages chosen from

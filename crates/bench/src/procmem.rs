@@ -181,13 +181,27 @@ pub fn parse_ppid(stat: &str) -> Option<i32> {
     fields.next()?.parse().ok()
 }
 
-/// `root` and all its descendants that are alive now.
+/// The command name from the text of `/proc/PID/stat`.
+pub fn parse_comm(stat: &str) -> Option<&str> {
+    Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
+}
+
+/// The name of nevermore's helper task that holds a process's threads still for a sweep: it
+/// shares its parent's memory, which must not be counted twice.
+const HOLDER: &str = "nevermore-hold";
+
+/// `root` and all its descendants that are alive now (not nevermore's holder tasks, which
+/// share their parent's memory).
 pub fn process_tree(root: i32) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     if let Ok(dir) = fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            if let Some(ppid) = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parse_ppid(&s)) {
+            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            if parse_comm(&stat) == Some(HOLDER) {
+                continue;
+            }
+            if let Some(ppid) = parse_ppid(&stat) {
                 children.entry(ppid).or_default().push(pid);
             }
         }
@@ -341,6 +355,12 @@ Locked:                0 kB
     fn parses_vm_hwm() {
         assert_eq!(parse_vm_hwm("Name:\tcat\nVmPeak:\t  9000 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n"), Some(1234));
         assert_eq!(parse_vm_hwm("Name:\tkthreadd\n"), None);
+    }
+
+    #[test]
+    fn parses_comm_with_odd_names() {
+        assert_eq!(parse_comm("12 (nevermore-hold) S 11 12"), Some("nevermore-hold"));
+        assert_eq!(parse_comm("7 (a) b)) R 1 7"), Some("a) b)"));
     }
 
     #[test]

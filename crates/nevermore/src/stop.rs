@@ -364,11 +364,18 @@ unsafe fn spawn(top: usize, alive: *mut u32) -> isize {
     r
 }
 
+/// The holder's name (`comm`).
+const HOLDER_NAME: &core::ffi::CStr = c"nevermore-hold";
+
 /// The holder's whole life.
 extern "C" fn holder() -> ! {
     // SAFETY: the sweeping thread filled the record before starting the holder and waits on
     // `state` meanwhile; the holder alone writes `threads` and `n`.
     let s = unsafe { &mut *shared() };
+    // A name of its own in `ps` and `/proc` (it would show the program's otherwise), by which
+    // tools that sum memory over a process tree know it shares its parent's.
+    // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
+    unsafe { raw(libc::SYS_prctl, [libc::PR_SET_NAME as usize, HOLDER_NAME.as_ptr() as usize, 0, 0, 0, 0]) };
     let outcome = stop_all(s);
     if outcome == HELD {
         s.state.store(HELD, Ordering::Release);

@@ -39,6 +39,9 @@
  *              may return one of them while it is kept; a timer signal (1 ms) allocates and
  *              frees in its handler; the process forks 8 times on the way (each child runs
  *              the same checks for a while). Prints CHURN OK (exit 0) or what failed (exit 1).
+ *   churn N signals|nosignals THREADS   the same on THREADS threads (up to 8), each with rings
+ *              and kept pointers of its own, N allocations each; the main thread's churn
+ *              forks (the others' kept pointers are checked too).
  *   churn N nosignals   the same without the timer: for allocators whose malloc is not
  *              async-signal-safe (glibc's may abort when the handler interrupts it).
  *   unpinned   allocates 40000 objects of 64 bytes and keeps them all (every group whole),
@@ -308,10 +311,18 @@ static void swell_and_shrink(void) {
 #define RING 1024
 #define LONG_RING 20000
 #define KEPT_DANGLING 64
-static unsigned char *ring[RING], *long_ring[LONG_RING];
-static size_t ring_n[RING], long_n[LONG_RING];
-static void *volatile dangling[KEPT_DANGLING]; /* visible to the scan (volatile: never read, but it must be stored) */
-static uintptr_t dangling_hidden[KEPT_DANGLING];
+#define MAX_CHURNERS 8
+/* One churning thread's state. */
+struct churner {
+    unsigned char *ring[RING], *long_ring[LONG_RING];
+    size_t ring_n[RING], long_n[LONG_RING];
+    void *volatile dangling[KEPT_DANGLING]; /* visible to the scan (volatile: never read, but it must be stored) */
+    uintptr_t dangling_hidden[KEPT_DANGLING];
+    uint64_t seed;
+    long n;
+    int forks; /* whether this one forks on the way (the first) */
+};
+static struct churner churners[MAX_CHURNERS];
 static volatile sig_atomic_t handled;
 
 static unsigned char pattern(uintptr_t p, size_t i) { return (unsigned char)((p >> 4) * 131 + i * 7 + 1); }
@@ -338,7 +349,7 @@ static void on_alarm(int sig) {
 }
 
 /* Frees `p` (n bytes) after checking it; sometimes keeps it as a dangling pointer. */
-static int retire(unsigned char *p, size_t n, uint64_t r) {
+static int retire(struct churner *c, unsigned char *p, size_t n, uint64_t r) {
     if (!p)
         return 1;
     if (!intact(p, n)) {
@@ -348,53 +359,59 @@ static int retire(unsigned char *p, size_t n, uint64_t r) {
     free(p);
     if (r % 97 == 0) {
         int k = (int)((r >> 8) % KEPT_DANGLING);
-        dangling[k] = p;
-        dangling_hidden[k] = HIDE(p);
+        c->dangling[k] = p;
+        c->dangling_hidden[k] = HIDE(p);
     }
     return 1;
 }
 
-static int churn(long n, int signals) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 1000}, {0, 1000}};
-    if (signals)
-        setitimer(ITIMER_REAL, &it, NULL);
-    uint64_t seed = 0x1234567;
+/* Whether `p` is one of the dangling pointers any churner keeps. */
+static int kept_by_any(void *p, int nchurners) {
+    for (int t = 0; t < nchurners; t++)
+        for (int k = 0; k < KEPT_DANGLING; k++)
+            if (churners[t].dangling_hidden[k] && HIDE(p) == churners[t].dangling_hidden[k])
+                return 1;
+    return 0;
+}
+
+static int nchurners = 1;
+
+/* One churner's run: 0 when every check held. */
+static int churn_one(struct churner *c) {
     int child = 0;
+    long n = c->n;
     for (long i = 0; i < n; i++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+        c->seed ^= c->seed << 13;
+        c->seed ^= c->seed >> 7;
+        c->seed ^= c->seed << 17;
+        uint64_t seed = c->seed;
         size_t sz = (size_t)(seed >> 20) % 1025;
         unsigned char *p = malloc(sz);
         if (sz && !p) {
             printf("MALLOC FAILED\n");
             return 1;
         }
-        for (int k = 0; k < KEPT_DANGLING; k++)
-            if (dangling_hidden[k] && HIDE(p) == dangling_hidden[k]) {
-                printf("REUSED a kept dangling pointer %p\n", (void *)p);
-                return 1;
-            }
+        /* In a forked child only this churner's pointers are known (the others' threads are
+         * not there, but their memory is, and so are their kept pointers). */
+        if (kept_by_any(p, nchurners)) {
+            printf("REUSED a kept dangling pointer %p\n", (void *)p);
+            return 1;
+        }
         fill(p, sz);
         if ((seed >> 4) % 100 == 0) {
             size_t k = (size_t)(seed >> 12) % LONG_RING;
-            if (!retire(long_ring[k], long_n[k], seed))
+            if (!retire(c, c->long_ring[k], c->long_n[k], seed))
                 return 1;
-            long_ring[k] = p;
-            long_n[k] = sz;
+            c->long_ring[k] = p;
+            c->long_n[k] = sz;
         } else {
             size_t k = (size_t)(seed >> 12) % RING;
-            if (!retire(ring[k], ring_n[k], seed))
+            if (!retire(c, c->ring[k], c->ring_n[k], seed))
                 return 1;
-            ring[k] = p;
-            ring_n[k] = sz;
+            c->ring[k] = p;
+            c->ring_n[k] = sz;
         }
-        if (!child && i > 0 && i % (n / 9) == 0) {
+        if (c->forks && !child && i > 0 && i % (n / 9) == 0) {
             pid_t pid = fork();
             if (pid == 0) {
                 child = 1;
@@ -409,20 +426,55 @@ static int churn(long n, int signals) {
             }
         }
     }
-    it.it_value.tv_usec = it.it_interval.tv_usec = 0;
-    setitimer(ITIMER_REAL, &it, NULL);
     for (int k = 0; k < RING; k++)
-        if (ring[k] && !intact(ring[k], ring_n[k])) {
+        if (c->ring[k] && !intact(c->ring[k], c->ring_n[k])) {
             printf("CORRUPTED at the end\n");
             return 1;
         }
     for (int k = 0; k < LONG_RING; k++)
-        if (long_ring[k] && !intact(long_ring[k], long_n[k])) {
+        if (c->long_ring[k] && !intact(c->long_ring[k], c->long_n[k])) {
             printf("CORRUPTED at the end\n");
             return 1;
         }
     if (child)
         _exit(0);
+    return 0;
+}
+
+static void *churn_main(void *arg) { return churn_one(arg) ? arg : NULL; }
+
+/* `threads` churners, the first on the main thread (it forks now and then). */
+static int churn(long n, int signals, int threads) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 1000}, {0, 1000}};
+    if (signals)
+        setitimer(ITIMER_REAL, &it, NULL);
+    nchurners = threads < 1 ? 1 : threads > MAX_CHURNERS ? MAX_CHURNERS : threads;
+    pthread_t t[MAX_CHURNERS];
+    for (int k = 0; k < nchurners; k++) {
+        churners[k].seed = 0x1234567 + 7919 * (uint64_t)k;
+        churners[k].n = n;
+        churners[k].forks = k == 0;
+    }
+    for (int k = 1; k < nchurners; k++)
+        if (pthread_create(&t[k], NULL, churn_main, &churners[k]) != 0) {
+            perror("thread");
+            return 2;
+        }
+    int bad = churn_one(&churners[0]);
+    for (int k = 1; k < nchurners; k++) {
+        void *r;
+        pthread_join(t[k], &r);
+        bad |= r != NULL;
+    }
+    it.it_value.tv_usec = it.it_interval.tv_usec = 0;
+    setitimer(ITIMER_REAL, &it, NULL);
+    if (bad)
+        return 1;
     printf("CHURN OK (%d signals handled)\n", (int)handled);
     return 0;
 }
@@ -456,7 +508,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "unpinned"))
         return unpinned();
     if (!strcmp(mode, "churn"))
-        return churn(argc > 2 ? atol(argv[2]) : 3000000, !(argc > 3 && !strcmp(argv[3], "nosignals")));
+        return churn(argc > 2 ? atol(argv[2]) : 3000000, !(argc > 3 && !strcmp(argv[3], "nosignals")),
+                     argc > 4 ? atoi(argv[4]) : 1);
     if (strstr(mode, "sleeping")) {
         pthread_t t;
         pthread_create(&t, NULL, sleeper, NULL);

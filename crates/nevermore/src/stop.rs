@@ -38,8 +38,10 @@ use crate::{meta, stats, sys, tls};
 
 /// Threads held at most; a process with more is not swept while it has them.
 const MAX_THREADS: usize = 16384;
-/// Rounds of letting threads found inside the allocator go on and stopping them again.
-const MAX_ROUNDS: u32 = 100;
+/// Rounds of letting threads found inside the allocator go on and stopping them again, about
+/// 10 ms in all: one that left wait at its exit, so a thread still inside after that is
+/// blocked there (another thread forks, which holds every lock while the pool is copied).
+const MAX_ROUNDS: u32 = 16;
 /// Bytes of `NT_X86_XSTATE` read per thread (the whole area is 2.7 KiB with AVX-512, 11 KiB
 /// with AMX tiles).
 const XSTATE_BYTES: usize = 16 << 10;
@@ -591,21 +593,43 @@ fn write_decimal(out: &mut [u8], mut v: u32) -> usize {
 
 /// Waits until the (interrupted) thread `t` is in a ptrace stop, or gone.
 fn wait_stopped(t: &mut Tracee) {
-    if t.gone {
+    if !t.gone {
+        reap_stop(t, 0);
+    }
+}
+
+/// Stops thread `t` (let go on since its last stop) again. If it stopped by itself meanwhile
+/// (at a trap left pending by an earlier interrupt, when a signal's stop came first), that
+/// stop is taken instead: interrupting a stopped thread would leave a trap pending again,
+/// which would stop it at once, at the same place, each time it is let go.
+fn stop_again(t: &mut Tracee) {
+    if reap_stop(t, libc::WNOHANG) {
         return;
     }
+    if ptrace(libc::PTRACE_INTERRUPT, t.tid, 0, 0) < 0 {
+        t.gone = true;
+        return;
+    }
+    wait_stopped(t);
+}
+
+/// Takes thread `t`'s next stop (or exit) with `wait4` and `flags`: false when `WNOHANG` found
+/// none.
+fn reap_stop(t: &mut Tracee, flags: i32) -> bool {
     loop {
         let mut status: i32 = 0;
+        let options = (libc::__WALL | flags) as usize;
         // SAFETY: `status` is a local the kernel writes.
-        let r = unsafe {
-            raw(libc::SYS_wait4, [t.tid as usize, &mut status as *mut i32 as usize, libc::__WALL as usize, 0, 0, 0])
-        };
+        let r = unsafe { raw(libc::SYS_wait4, [t.tid as usize, &mut status as *mut i32 as usize, options, 0, 0, 0]) };
         if r == -(libc::EINTR as isize) {
             continue;
         }
+        if r == 0 {
+            return false;
+        }
         if r < 0 {
             t.gone = true;
-            return;
+            return true;
         }
         if libc::WIFSTOPPED(status) {
             if (status >> 16) != libc::PTRACE_EVENT_STOP {
@@ -613,11 +637,11 @@ fn wait_stopped(t: &mut Tracee) {
                 t.sig = libc::WSTOPSIG(status) as u32;
             }
             t.stopped = true;
-            return;
+            return true;
         }
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
             t.gone = true;
-            return;
+            return true;
         }
     }
 }
@@ -684,11 +708,7 @@ fn settle(s: &mut Shared) -> bool {
         // SAFETY: a sleep with a timespec on the stack.
         unsafe { raw(libc::SYS_nanosleep, [&ts as *const _ as usize, 0, 0, 0, 0, 0]) };
         for t in threads(s).iter_mut().filter(|t| t.busy && !t.gone) {
-            if ptrace(libc::PTRACE_INTERRUPT, t.tid, 0, 0) < 0 {
-                t.gone = true;
-                continue;
-            }
-            wait_stopped(t);
+            stop_again(t);
         }
     }
     false

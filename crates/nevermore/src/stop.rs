@@ -25,11 +25,13 @@
 //!   before the holder's stack may be used again, and reaps it.
 //!
 //! ptrace is refused when another tracer (a debugger, `strace`) holds one of the threads, in a
-//! process that is not dumpable (without `CAP_SYS_PTRACE`), and under Yama's
+//! process that is not dumpable (without `CAP_SYS_PTRACE`), under Yama's
 //! `kernel.yama.ptrace_scope` 1 or more without `CAP_SYS_PTRACE` (the holder is the process's
-//! child, not its ancestor). Such a process is not swept while it has threads, as before this
-//! module existed (`Fail::Refused`). Naming the holder with `PR_SET_PTRACER` would lift Yama's
-//! restriction but replace whatever tracer the program named itself (crash reporters do).
+//! child, not its ancestor), and by a security module's policy (AppArmor's `ptrace` rules).
+//! After one refusal (`Fail::Refused`) the process is not swept while it has threads, as with
+//! `sweep_threads=0`, and ptrace is not tried again (a security module would log every try).
+//! Naming the holder with `PR_SET_PTRACER` would lift Yama's restriction but replace whatever
+//! tracer the program named itself (crash reporters do).
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -546,7 +548,9 @@ fn seize_new(s: &mut Shared, dir: usize) -> Result<(), u32> {
                 continue;
             }
             if r < 0 {
-                return Err(if r == -(libc::EPERM as isize) { REFUSED } else { FAILED });
+                // EPERM: ptrace's own rules and Yama; EACCES: a security module (AppArmor).
+                let refused = r == -(libc::EPERM as isize) || r == -(libc::EACCES as isize);
+                return Err(if refused { REFUSED } else { FAILED });
             }
             // SAFETY: below MAX_THREADS records.
             unsafe { *s.threads.add(s.n) = Tracee { tid, stopped: false, gone: false, busy: false, sig: 0 } };

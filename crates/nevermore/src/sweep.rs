@@ -120,6 +120,8 @@ static NOT_BEFORE: AtomicU64 = AtomicU64::new(0);
 static BUSY: AtomicBool = AtomicBool::new(false);
 /// The last look found the heap too big (so `NOT_SWEPT` counts each such stretch once).
 static TOO_BIG: AtomicBool = AtomicBool::new(false);
+/// ptrace was refused once: other threads are not held again (as with `sweep_threads=0`).
+static NO_HOLDS: AtomicBool = AtomicBool::new(false);
 /// The last look found other threads (so `NOT_SINGLE` counts each such stretch once).
 static MANY_THREADS: AtomicBool = AtomicBool::new(false);
 
@@ -201,7 +203,7 @@ fn consider() {
         NEXT_AT.store(u64::MAX, Ordering::Relaxed);
         threads_in_the_way(false);
         SECOND_NS
-    } else if !single && !crate::options().sweep_threads {
+    } else if !single && (!crate::options().sweep_threads || NO_HOLDS.load(Ordering::Relaxed)) {
         // Threads come and go (a pool joined, a helper done): look again in a while.
         threads_in_the_way(true);
         THREADS_RECHECK_NS
@@ -220,7 +222,12 @@ fn consider() {
                     drop(held);
                     outcome
                 }
-                Err(stop::Fail::Refused) => Outcome::Refused,
+                Err(stop::Fail::Refused) => {
+                    // Not allowed (a policy, or a debugger): not tried again, so that a
+                    // security module's log does not fill with the refusals.
+                    NO_HOLDS.store(true, Ordering::Relaxed);
+                    Outcome::Refused
+                }
                 Err(stop::Fail::Busy) => Outcome::Busy,
                 Err(stop::Fail::Failed) => Outcome::GaveUp,
             },

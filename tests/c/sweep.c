@@ -115,42 +115,33 @@ static void *holder_thread(void *arg) {
     int avx = __builtin_cpu_supports("avx");
     /* r12 holds one pointer, xmm9 another, the upper half of ymm11 a third (with AVX); the
      * loop spins until told to stop, touching no register that holds them. */
+#define HOLD_IN_R12_AND_XMM9                                                                    \
+    "mov %[r], %%r12\n\t"                                                                        \
+    "xor %[key], %%r12\n\t"                                                                      \
+    "mov %[x], %%rax\n\t"                                                                        \
+    "xor %[key], %%rax\n\t"                                                                      \
+    "movq %%rax, %%xmm9\n\t"
+#define SPIN_UNTIL_STOP                                                                         \
+    "xor %%eax, %%eax\n\t"                                                                       \
+    "movl $1, %[ready]\n\t"                                                                      \
+    "1: pause\n\t"                                                                               \
+    "cmpl $0, %[stop]\n\t"                                                                       \
+    "je 1b\n\t"                                                                                  \
+    "xor %%r12d, %%r12d\n\t"
     if (avx)
-        __asm__ volatile("mov %[r], %%r12\n\t"
-                         "xor %[key], %%r12\n\t"
-                         "mov %[x], %%rax\n\t"
-                         "xor %[key], %%rax\n\t"
-                         "movq %%rax, %%xmm9\n\t"
-                         "mov %[y], %%rax\n\t"
-                         "xor %[key], %%rax\n\t"
-                         "vmovq %%rax, %%xmm10\n\t"
-                         "vinsertf128 $1, %%xmm10, %%ymm11, %%ymm11\n\t"
-                         "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"
-                         "xor %%eax, %%eax\n\t"
-                         "movl $1, %[ready]\n\t"
-                         "1: pause\n\t"
-                         "cmpl $0, %[stop]\n\t"
-                         "je 1b\n\t"
-                         "xor %%r12d, %%r12d\n\t"
-                         "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"
-                         "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
+        __asm__ volatile(HOLD_IN_R12_AND_XMM9 "mov %[y], %%rax\n\t"
+                                              "xor %[key], %%rax\n\t"
+                                              "vmovq %%rax, %%xmm10\n\t"
+                                              "vinsertf128 $1, %%xmm10, %%ymm11, %%ymm11\n\t"
+                                              "vpxor %%xmm10, %%xmm10, %%xmm10\n\t" SPIN_UNTIL_STOP
+                                              "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"
+                                              "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
                          : [ready] "=m"(holder_ready)
                          : [r] "r"(for_register), [x] "r"(for_vector), [y] "r"(for_wide), [key] "r"(KEY),
                            [stop] "m"(threads_stop)
                          : "rax", "r12", "xmm9", "xmm10", "xmm11", "memory");
     else
-        __asm__ volatile("mov %[r], %%r12\n\t"
-                         "xor %[key], %%r12\n\t"
-                         "mov %[x], %%rax\n\t"
-                         "xor %[key], %%rax\n\t"
-                         "movq %%rax, %%xmm9\n\t"
-                         "xor %%eax, %%eax\n\t"
-                         "movl $1, %[ready]\n\t"
-                         "1: pause\n\t"
-                         "cmpl $0, %[stop]\n\t"
-                         "je 1b\n\t"
-                         "xor %%r12d, %%r12d\n\t"
-                         "pxor %%xmm9, %%xmm9\n\t"
+        __asm__ volatile(HOLD_IN_R12_AND_XMM9 SPIN_UNTIL_STOP "pxor %%xmm9, %%xmm9\n\t"
                          : [ready] "=m"(holder_ready)
                          : [r] "r"(for_register), [x] "r"(for_vector), [key] "r"(KEY), [stop] "m"(threads_stop)
                          : "rax", "r12", "xmm9", "memory");

@@ -192,6 +192,10 @@ pub extern "C" fn child() {
         unsafe { libc::_exit(127) };
     }
     all_locks(|l| l.reset());
+    // A thread that a sweep's holder let go on to leave the allocator may fork meanwhile: the
+    // child has no holder, and no sweep of its own runs.
+    crate::reentry::end_park(|_| {});
+    crate::sweep::fork_child();
     // SAFETY: single-threaded child, locks reset.
     unsafe {
         alias::retrap_in_child();

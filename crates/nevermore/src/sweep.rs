@@ -269,6 +269,12 @@ fn paced(outcome: Outcome, spent: u64) -> u64 {
     }
 }
 
+/// In a fork child: the parent's sweep, if one was running in another thread, is not the
+/// child's.
+pub fn fork_child() {
+    BUSY.store(false, Ordering::Relaxed);
+}
+
 /// Blocks every signal but the synchronous faults; returns the old mask.
 fn block_signals() -> u64 {
     let keep = (1u64 << (libc::SIGSEGV - 1)) | (1u64 << (libc::SIGBUS - 1));

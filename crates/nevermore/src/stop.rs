@@ -785,3 +785,117 @@ fn restart_endless_wait(tid: u32) {
         ptrace(libc::PTRACE_SETREGS, tid, 0, &r as *const _ as usize);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    #[test]
+    fn task_names_and_numbers() {
+        let mut out = [0u8; 12];
+        let n = write_decimal(&mut out, 4_194_304);
+        assert_eq!(&out[..n], b"4194304");
+        let n = write_decimal(&mut out, 0);
+        assert_eq!(&out[..n], b"0");
+        assert_eq!(parse_tid(c"12345".as_ptr() as *const u8), Some(12345));
+        assert_eq!(parse_tid(c".".as_ptr() as *const u8), None);
+        assert_eq!(parse_tid(c"".as_ptr() as *const u8), None);
+        assert_eq!(parse_tid(c"99999999999".as_ptr() as *const u8), None);
+    }
+
+    static SPINS: AtomicU64 = AtomicU64::new(0);
+    static QUIT: AtomicBool = AtomicBool::new(false);
+    static SEEN: AtomicBool = AtomicBool::new(false);
+    const MAGIC: u64 = 0x5eed_f00d_1234_5678;
+
+    fn look_for_magic(words: &[u8]) {
+        if words.chunks_exact(8).any(|w| u64::from_ne_bytes(w.try_into().unwrap()) == MAGIC) {
+            SEEN.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A thread that counts, holding MAGIC in r12 only, while QUIT is not set.
+    fn spinner() {
+        // SAFETY: r12 is declared clobbered; the loop reads two statics through pointers.
+        unsafe {
+            core::arch::asm!(
+                "mov r12, {m}",
+                "2:",
+                "lock add qword ptr [{spins}], 1",
+                "pause",
+                "cmp byte ptr [{quit}], 0",
+                "je 2b",
+                "xor r12d, r12d",
+                m = in(reg) MAGIC,
+                spins = in(reg) SPINS.as_ptr(),
+                quit = in(reg) QUIT.as_ptr(),
+                out("r12") _,
+            );
+        }
+    }
+
+    /// Every other thread of this test process stands still while held (a counting thread's
+    /// count does not move), its registers reach the scan, and it goes on once let go.
+    #[test]
+    fn holds_other_threads_and_reads_their_registers() {
+        let _serial = crate::TEST_POOL_LOCK.lock().unwrap();
+        let t = std::thread::spawn(spinner);
+        while SPINS.load(Ordering::Relaxed) < 1000 {
+            std::thread::yield_now();
+        }
+        let held = match others(look_for_magic) {
+            Ok(h) => h,
+            Err(_) => panic!("could not hold the other threads"),
+        };
+        assert!(held.threads >= 1);
+        let a = SPINS.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(SPINS.load(Ordering::Relaxed), a, "a held thread ran");
+        assert!(held.scan_registers());
+        assert!(SEEN.load(Ordering::Relaxed), "the held thread's r12 did not reach the scan");
+        drop(held);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(SPINS.load(Ordering::Relaxed) > a, "the thread did not go on");
+        QUIT.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+
+    /// A thread waiting in `epoll_wait` without a timeout goes on waiting after a hold (a stop
+    /// breaks that call with EINTR); one with a timeout gets EINTR, as after SIGSTOP/SIGCONT.
+    #[test]
+    fn endless_waits_outlive_a_hold() {
+        let _serial = crate::TEST_POOL_LOCK.lock().unwrap();
+        // SAFETY: plain system calls on descriptors made here.
+        let (ep, ev) = unsafe { (libc::epoll_create1(0), libc::eventfd(0, 0)) };
+        assert!(ep >= 0 && ev >= 0);
+        let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 7 };
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, &mut e) }, 0);
+        let wait = move |timeout: i32| {
+            move || {
+                let mut out = libc::epoll_event { events: 0, u64: 0 };
+                // SAFETY: one event into a local.
+                let n = unsafe { libc::epoll_wait(ep, &mut out, 1, timeout) };
+                (n, std::io::Error::last_os_error().raw_os_error())
+            }
+        };
+        let endless = std::thread::spawn(wait(-1));
+        let timed = std::thread::spawn(wait(10_000));
+        std::thread::sleep(Duration::from_millis(50));
+        drop(others(|_| {}).unwrap_or_else(|_| panic!("could not hold the other threads")));
+        std::thread::sleep(Duration::from_millis(50));
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes to the eventfd.
+        assert_eq!(unsafe { libc::write(ev, &one as *const u64 as *const libc::c_void, 8) }, 8);
+        assert_eq!(endless.join().unwrap().0, 1, "the endless wait was broken");
+        let (n, err) = timed.join().unwrap();
+        assert!(n == 1 || (n == -1 && err == Some(libc::EINTR)), "{n} {err:?}");
+        // SAFETY: closes descriptors made here.
+        unsafe {
+            libc::close(ep);
+            libc::close(ev);
+        }
+    }
+}

@@ -44,6 +44,11 @@
  *              forks (the others' kept pointers are checked too).
  *   churn N nosignals   the same without the timer: for allocators whose malloc is not
  *              async-signal-safe (glibc's may abort when the handler interrupts it).
+ *   queued     three threads churn (2 % long-lived) while the main thread queues 60000
+ *              real-time signals to them (rt_tgsigqueueinfo, each naming its target), whose
+ *              handler allocates and frees: every signal is handled exactly once, though
+ *              sweeps hold the threads meanwhile (a signal that stops a held thread is handed
+ *              back to it). Prints SIGNALS OK, or SIGNALS LOST (exit 1).
  *   unpinned   allocates 40000 objects of 64 bytes and keeps them all (every group whole),
  *              then for 200 ms allocates and frees 64-byte objects at once: no group holds a
  *              dead slot beside a live one for long, so checks find nothing worth a sweep.
@@ -470,6 +475,85 @@ static int churn(long n, int signals, int threads) {
     return 0;
 }
 
+/* --- queued: real-time signals to threads that sweeps hold --- */
+#include <sys/syscall.h>
+#define QUEUED_THREADS 3
+static volatile long queued_got[QUEUED_THREADS];
+static pid_t queued_tids[QUEUED_THREADS];
+static volatile int queued_stop;
+
+static void on_queued(int sig, siginfo_t *si, void *ctx) {
+    (void)sig;
+    (void)ctx;
+    queued_got[si->si_value.sival_int]++;
+    free(malloc(32));
+}
+
+static void *queued_worker(void *arg) {
+    int me = (int)(intptr_t)arg;
+    queued_tids[me] = (pid_t)syscall(SYS_gettid);
+    static __thread void *keep[512];
+    uint64_t s = 12345 + (uint64_t)me;
+    while (!queued_stop) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        void *p = malloc(s % 900);
+        if (s % 50 == 0) {
+            free(keep[(s >> 9) % 512]);
+            keep[(s >> 9) % 512] = p;
+        } else {
+            free(p);
+        }
+    }
+    return NULL;
+}
+
+static int queued(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_queued;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGRTMIN, &sa, NULL);
+    pthread_t t[QUEUED_THREADS];
+    for (intptr_t i = 0; i < QUEUED_THREADS; i++)
+        if (pthread_create(&t[i], NULL, queued_worker, (void *)i) != 0)
+            return 2;
+    for (int i = 0; i < QUEUED_THREADS; i++)
+        while (!__atomic_load_n(&queued_tids[i], __ATOMIC_ACQUIRE))
+            usleep(1000);
+    usleep(300000);
+    long sent[QUEUED_THREADS] = {0};
+    for (int k = 0; k < 60000; k++) {
+        int i = k % QUEUED_THREADS;
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        si.si_signo = SIGRTMIN;
+        si.si_code = SI_QUEUE;
+        si.si_value.sival_int = i;
+        si.si_pid = getpid();
+        si.si_uid = getuid();
+        if (syscall(SYS_rt_tgsigqueueinfo, getpid(), queued_tids[i], SIGRTMIN, &si) == 0)
+            sent[i]++;
+        else
+            usleep(100); /* the queue is full: let the thread catch up */
+        if (k % 64 == 0)
+            usleep(50);
+    }
+    usleep(500000);
+    queued_stop = 1;
+    for (int i = 0; i < QUEUED_THREADS; i++)
+        pthread_join(t[i], NULL);
+    int ok = 1;
+    for (int i = 0; i < QUEUED_THREADS; i++) {
+        if (sent[i] != queued_got[i])
+            ok = 0;
+        printf("thread %d: %ld sent, %ld handled\n", i, sent[i], (long)queued_got[i]);
+    }
+    printf(ok ? "SIGNALS OK\n" : "SIGNALS LOST\n");
+    return !ok;
+}
+
 static void *volatile churned;
 
 static int unpinned(void) {
@@ -498,6 +582,8 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
     if (!strcmp(mode, "unpinned"))
         return unpinned();
+    if (!strcmp(mode, "queued"))
+        return queued();
     if (!strcmp(mode, "churn"))
         return churn(argc > 2 ? atol(argv[2]) : 3000000, !(argc > 3 && !strcmp(argv[3], "nosignals")),
                      argc > 4 ? atoi(argv[4]) : 1);

@@ -230,6 +230,16 @@ fn churn_on_four_threads_with_signals_and_forks_keeps_objects_intact() {
     assert!(s[13] * 8 <= s[11], "{}", stderr(&o));
 }
 
+/// Real-time signals queued to threads that sweeps hold again and again are each handled
+/// once: a signal that stops a held thread is handed back to it when it goes on.
+#[test]
+fn signals_queued_to_held_threads_are_handled_once_each() {
+    let o = run("queued", "mode=prevent:stats=1");
+    assert_ok(&o);
+    assert!(stdout(&o).contains("SIGNALS OK"), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(sweeps(&o)[11] >= 5, "too few holds to mean anything: {}", stderr(&o));
+}
+
 /// A non-dumpable process (here `prctl(PR_SET_DUMPABLE, 0)`; also a daemon that changed its
 /// user ids) running unprivileged cannot open its own `/proc/self/mem` and `pagemap` (they
 /// belong to root then). Without swap, sweeps read its memory with `process_vm_readv` and

@@ -5,6 +5,17 @@ mod common;
 
 use common::*;
 use std::process::Output;
+use std::sync::{Mutex, MutexGuard};
+
+/// The tests of this file run one at a time: whether and when sweeps run depends on time (a
+/// check that found too little waits nine times as long as it took; groups count as pinned
+/// after two epochs, and revocation batches wait up to 20 ms), and the churns on several
+/// threads took both processors from the others (a `reuse` run as `nobody` ended with no
+/// sweep once, while the four-thread churn and the queued signals ran beside it).
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn run(case: &str, options: &str) -> Output {
     let prog = compile("sweep.c", &["-pthread"]);
@@ -46,6 +57,7 @@ fn assert_swept(o: &Output) -> Vec<u64> {
 /// mapping, and an interior pointer: none of their slots comes back; the other freed slots do.
 #[test]
 fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
+    let _serial = one_at_a_time();
     assert_swept(&run("reuse", "mode=prevent:stats=1"));
 }
 
@@ -54,6 +66,7 @@ fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
 /// limit (64 MiB) the same phase is not too big.
 #[test]
 fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
+    let _serial = one_at_a_time();
     let o = run("shrunk", "mode=prevent:stats=1:sweep_max_live=32");
     // The big phase was seen as too big (once: one stretch of it), and sweeps ran after it.
     assert_eq!(assert_swept(&o)[2], 1, "{}", stderr(&o));
@@ -65,6 +78,7 @@ fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
 /// it is alone.
 #[test]
 fn sweeps_resume_once_other_threads_are_gone() {
+    let _serial = one_at_a_time();
     let o = run("joined", "mode=prevent:stats=1:sweep_threads=0");
     assert_eq!(assert_swept(&o)[1], 1, "the thread was never seen: {}", stderr(&o));
 }
@@ -74,6 +88,7 @@ fn sweeps_resume_once_other_threads_are_gone() {
 /// apart either way; here they take a few ms each, so about 5 and 40 % of the time).
 #[test]
 fn sweep_share_sets_how_often_sweeps_run() {
+    let _serial = one_at_a_time();
     let prog = compile("sweep.c", &["-pthread"]);
     let sweeps_with = |share: u32| {
         let opts = format!("mode=prevent:stats=1:sweep_share={share}");
@@ -90,6 +105,7 @@ fn sweep_share_sets_how_often_sweeps_run() {
 /// dead slots pinned, and no sweep runs (each check is counted, with its time).
 #[test]
 fn checks_that_find_nothing_pinned_do_not_sweep() {
+    let _serial = one_at_a_time();
     let o = run("unpinned", "mode=prevent:stats=1");
     assert_ok(&o);
     assert!(stdout(&o).contains("UNPINNED OK"), "{}", stdout(&o));
@@ -100,6 +116,7 @@ fn checks_that_find_nothing_pinned_do_not_sweep() {
 
 #[test]
 fn without_sweeps_no_address_comes_back() {
+    let _serial = one_at_a_time();
     let o = run("reuse", "mode=prevent:stats=1:sweep=0");
     assert_ok(&o);
     assert!(stdout(&o).contains("KEPT NEVER REUSED") && stdout(&o).contains("INTACT"), "{}", stdout(&o));
@@ -113,6 +130,7 @@ fn without_sweeps_no_address_comes_back() {
 /// without EINTR.
 #[test]
 fn other_threads_are_held_still_and_what_they_hold_is_read() {
+    let _serial = one_at_a_time();
     let o = run("threads", "mode=prevent:stats=1");
     assert!(!stdout(&o).contains("EINTR"), "{}", stdout(&o));
     let s = assert_swept(&o);
@@ -126,6 +144,7 @@ fn other_threads_are_held_still_and_what_they_hold_is_read() {
 /// go on), and the program goes on unharmed.
 #[test]
 fn a_thread_that_cannot_be_stopped_makes_the_sweep_give_up() {
+    let _serial = one_at_a_time();
     let o = run("vfork", "mode=prevent:stats=1");
     assert_not_swept(&o, 3, "the sweep did not give up");
     assert_eq!(sweeps(&o)[11], 0, "{}", stderr(&o));
@@ -133,6 +152,7 @@ fn a_thread_that_cannot_be_stopped_makes_the_sweep_give_up() {
 
 #[test]
 fn with_sweep_threads_off_processes_with_other_threads_are_not_swept() {
+    let _serial = one_at_a_time();
     let o = run("sleeping", "mode=prevent:stats=1:sweep_threads=0");
     assert_not_swept(&o, 1, "the thread check never ran");
     assert_eq!(sweeps(&o)[11], 0, "{}", stderr(&o));
@@ -166,6 +186,7 @@ fn run_filtered(case: &str) -> Output {
 /// under one are never swept.
 #[test]
 fn processes_under_a_seccomp_filter_are_not_swept() {
+    let _serial = one_at_a_time();
     assert_not_swept(&run_filtered("reuse"), 2, "the seccomp check never ran");
 }
 
@@ -173,6 +194,7 @@ fn processes_under_a_seccomp_filter_are_not_swept() {
 /// reads `/proc/self/status`): the filter is noted once, before the threads.
 #[test]
 fn a_process_with_threads_under_a_seccomp_filter_is_checked_once() {
+    let _serial = one_at_a_time();
     let o = run_filtered("threads");
     assert_not_swept(&o, 2, "the seccomp check never ran");
     let s = sweeps(&o);
@@ -187,6 +209,7 @@ fn a_process_with_threads_under_a_seccomp_filter_is_checked_once() {
 /// pointer reused at once, which shows the check bites.
 #[test]
 fn churn_with_signals_and_forks_keeps_objects_intact_and_kept_pointers_unused() {
+    let _serial = one_at_a_time();
     let prog = compile("sweep.c", &["-pthread"]);
     let o = run_preloaded_timeout(&prog, &["churn", "1000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")], 120);
     assert_ok(&o);
@@ -212,6 +235,7 @@ fn churn_with_signals_and_forks_keeps_objects_intact_and_kept_pointers_unused() 
 /// back.
 #[test]
 fn churn_on_four_threads_with_signals_and_forks_keeps_objects_intact() {
+    let _serial = one_at_a_time();
     let prog = compile("sweep.c", &["-pthread"]);
     let o = run_preloaded_timeout(
         &prog,
@@ -234,6 +258,7 @@ fn churn_on_four_threads_with_signals_and_forks_keeps_objects_intact() {
 /// once: a signal that stops a held thread is handed back to it when it goes on.
 #[test]
 fn signals_queued_to_held_threads_are_handled_once_each() {
+    let _serial = one_at_a_time();
     let o = run("queued", "mode=prevent:stats=1");
     assert_ok(&o);
     assert!(stdout(&o).contains("SIGNALS OK"), "{}\n{}", stdout(&o), stderr(&o));
@@ -249,6 +274,7 @@ fn signals_queued_to_held_threads_are_handled_once_each() {
 /// Run as `nobody` when the tests run as root (root opens the files of any process).
 #[test]
 fn non_dumpable_processes_are_swept_without_swap_through_process_vm_readv() {
+    let _serial = one_at_a_time();
     let prog = compile("sweep.c", &["-pthread"]);
     let run_unprivileged = |case: &str| {
         let mut cmd = if is_root() { as_nobody(&prog) } else { std::process::Command::new(&prog) };

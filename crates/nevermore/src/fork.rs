@@ -194,7 +194,7 @@ pub extern "C" fn child() {
     all_locks(|l| l.reset());
     // A thread that a sweep's holder let go on to leave the allocator may fork meanwhile: the
     // child has no holder, and no sweep of its own runs.
-    crate::reentry::end_park(|_| {});
+    crate::reentry::end_park();
     crate::sweep::fork_child();
     // SAFETY: single-threaded child, locks reset.
     unsafe {

@@ -86,12 +86,11 @@ pub fn begin_park() {
     PENDING.fetch_or(PARK_BIT, Ordering::AcqRel);
 }
 
-/// Lets the waiting threads go on. `wake` wakes every waiter of a futex word (the holder's
-/// own, which touches no thread-local state).
-pub fn end_park(wake: impl FnOnce(&AtomicU32)) {
+/// Lets the waiting threads go on.
+pub fn end_park() {
     PENDING.fetch_and(!PARK_BIT, Ordering::AcqRel);
     PARK.store(0, Ordering::Release);
-    wake(&PARK);
+    sys::futex_wake_all(&PARK);
 }
 
 // ---- frees queued by nested calls ----

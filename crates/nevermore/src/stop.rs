@@ -7,7 +7,7 @@
 //!
 //! - The holder is a task of its own (`clone` without `CLONE_THREAD`: no thread may trace a
 //!   thread of its own group) that shares the address space. It runs on a stack of ours with
-//!   every signal blocked and makes raw system calls only: it shares the sweeping thread's
+//!   every signal blocked and makes raw system calls only (`sys::raw_syscall`, the futex calls): it shares the sweeping thread's
 //!   thread pointer, so it must touch no thread-local state (not even `errno`).
 //! - It seizes every other thread listed in `/proc/PID/task` (`PTRACE_SEIZE`) and stops it
 //!   (`PTRACE_INTERRUPT`). A thread stopped so inside a system call goes on with the call
@@ -206,7 +206,7 @@ pub fn others(scan: fn(&[u8])) -> Result<Held, Fail> {
             holder.end();
             return Err(Fail::Failed);
         }
-        wait_change(state, STARTING, 10_000_000, true);
+        sys::futex_wait_for(state, STARTING, Some(10_000_000), true);
     }
 }
 
@@ -217,12 +217,12 @@ impl Held {
         // SAFETY: an atomic of the shared record.
         let state = unsafe { &(*s).state };
         state.store(SCAN, Ordering::Release);
-        wake(state);
+        sys::futex_wake(state);
         let deadline = sys::precise_ns() + STOP_TIMEOUT_NS;
         loop {
             match state.load(Ordering::Acquire) {
                 SCANNED => return true,
-                SCAN if sys::precise_ns() < deadline => wait_change(state, SCAN, 10_000_000, true),
+                SCAN if sys::precise_ns() < deadline => sys::futex_wait_for(state, SCAN, Some(10_000_000), true),
                 _ => return false,
             }
         }
@@ -235,7 +235,7 @@ impl Drop for Held {
         // SAFETY: an atomic of the shared record.
         let state = unsafe { &(*s).state };
         state.store(RELEASE, Ordering::Release);
-        wake(state);
+        sys::futex_wake(state);
         self.holder.end();
         stats::add(&HOLDS, 1);
         stats::add(&HELD_THREADS, self.threads as u64);
@@ -262,13 +262,13 @@ impl Holder {
                 killed = true;
             }
             // The kernel's wake at the holder's exit is a shared futex's.
-            wait_change(alive, 1, 10_000_000, false);
+            sys::futex_wait_for(alive, 1, Some(10_000_000), false);
         }
         let mut status = 0;
         // SAFETY: reaps our own child; `status` is a local.
         unsafe { libc::waitpid(self.pid, &mut status, libc::__WALL) };
         // A holder killed before it let them go must not leave threads waiting.
-        crate::reentry::end_park(wake_all);
+        crate::reentry::end_park();
     }
 }
 
@@ -293,43 +293,6 @@ fn buffers() -> bool {
     }
     READY.store(1, Ordering::Release);
     true
-}
-
-/// Waits (at most `ns`) while `word` holds `val` (a private futex, or a shared one).
-fn wait_change(word: &AtomicU32, val: u32, ns: u64, private: bool) {
-    let op = libc::FUTEX_WAIT | if private { libc::FUTEX_PRIVATE_FLAG } else { 0 };
-    let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
-    // SAFETY: a futex wait on an aligned word of ours, with a timeout on the stack; the raw
-    // call keeps `errno` untouched, which the holder must not write.
-    unsafe {
-        raw(libc::SYS_futex, [word.as_ptr() as usize, op as usize, val as usize, &ts as *const _ as usize, 0, 0])
-    };
-}
-
-/// A raw system call: its result, or minus the error number.
-///
-/// # Safety
-/// The arguments must be valid for the call `nr`.
-#[inline(always)]
-unsafe fn raw(nr: i64, a: [usize; 6]) -> isize {
-    let r: isize;
-    // SAFETY: the `syscall` instruction clobbers only rax, rcx and r11.
-    unsafe {
-        core::arch::asm!(
-            "syscall",
-            inlateout("rax") nr as isize => r,
-            in("rdi") a[0],
-            in("rsi") a[1],
-            in("rdx") a[2],
-            in("r10") a[3],
-            in("r8") a[4],
-            in("r9") a[5],
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack)
-        );
-    }
-    r
 }
 
 /// Starts `holder` as a task of its own that shares the address space, on the stack at
@@ -379,29 +342,31 @@ extern "C" fn holder() -> ! {
     // A name of its own in `ps` and `/proc` (it would show the program's otherwise), by which
     // tools that sum memory over a process tree know it shares its parent's.
     // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
-    unsafe { raw(libc::SYS_prctl, [libc::PR_SET_NAME as usize, HOLDER_NAME.as_ptr() as usize, 0, 0, 0, 0]) };
+    unsafe {
+        sys::raw_syscall(libc::SYS_prctl, [libc::PR_SET_NAME as usize, HOLDER_NAME.as_ptr() as usize, 0, 0, 0, 0])
+    };
     let outcome = stop_all(s);
     if outcome == HELD {
         s.state.store(HELD, Ordering::Release);
-        wake(&s.state);
+        sys::futex_wake(&s.state);
         loop {
             let v = s.state.load(Ordering::Acquire);
             match v {
                 SCAN => {
                     scan_all(s);
                     s.state.store(SCANNED, Ordering::Release);
-                    wake(&s.state);
+                    sys::futex_wake(&s.state);
                 }
                 RELEASE => break,
                 _ => {
                     // The sweeping thread went away (its process was killed): let go.
                     // SAFETY: a signal-0 probe of a thread id.
-                    if unsafe { raw(libc::SYS_tgkill, [s.pid as usize, s.me as usize, 0, 0, 0, 0]) }
+                    if unsafe { sys::raw_syscall(libc::SYS_tgkill, [s.pid as usize, s.me as usize, 0, 0, 0, 0]) }
                         == -(libc::ESRCH as isize)
                     {
                         break;
                     }
-                    wait_change(&s.state, v, 50_000_000, true);
+                    sys::futex_wait_for(&s.state, v, Some(50_000_000), true);
                 }
             }
         }
@@ -411,26 +376,12 @@ extern "C" fn holder() -> ! {
         release_all(s);
         s.state.store(outcome, Ordering::Release);
     }
-    wake(&s.state);
+    sys::futex_wake(&s.state);
     // SAFETY: ends this task only; the kernel then clears `alive` and wakes the sweeping thread.
-    unsafe { raw(libc::SYS_exit, [0; 6]) };
+    unsafe { sys::raw_syscall(libc::SYS_exit, [0; 6]) };
     loop {
         core::hint::spin_loop();
     }
-}
-
-/// Wakes every waiter on `word` (a private futex), without touching `errno`.
-fn wake_all(word: &AtomicU32) {
-    let op = libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG;
-    // SAFETY: a futex wake on an aligned word of ours.
-    unsafe { raw(libc::SYS_futex, [word.as_ptr() as usize, op as usize, i32::MAX as usize, 0, 0, 0]) };
-}
-
-/// Wakes the other side waiting on `word` (a private futex), without touching `errno`.
-fn wake(word: &AtomicU32) {
-    let op = libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG;
-    // SAFETY: a futex wake on an aligned word of ours.
-    unsafe { raw(libc::SYS_futex, [word.as_ptr() as usize, op as usize, 1, 0, 0, 0]) };
 }
 
 fn threads(s: &mut Shared) -> &mut [Tracee] {
@@ -441,7 +392,7 @@ fn threads(s: &mut Shared) -> &mut [Tracee] {
 fn ptrace(req: u32, tid: u32, addr: usize, data: usize) -> isize {
     // SAFETY: ptrace requests on our tracees; `addr`/`data` point at buffers of the holder
     // where the request writes.
-    unsafe { raw(libc::SYS_ptrace, [req as usize, tid as usize, addr, data, 0, 0]) }
+    unsafe { sys::raw_syscall(libc::SYS_ptrace, [req as usize, tid as usize, addr, data, 0, 0]) }
 }
 
 /// Seizes and stops every other thread, each outside the allocator: HELD, or why not.
@@ -459,7 +410,7 @@ fn stop_all(s: &mut Shared) -> u32 {
     }
     // SAFETY: a NUL-terminated path on the stack.
     let dir = unsafe {
-        raw(
+        sys::raw_syscall(
             libc::SYS_openat,
             [
                 libc::AT_FDCWD as usize,
@@ -496,7 +447,7 @@ fn stop_all(s: &mut Shared) -> u32 {
         }
     }
     // SAFETY: closes the holder's own descriptor.
-    unsafe { raw(libc::SYS_close, [dir as usize, 0, 0, 0, 0, 0]) };
+    unsafe { sys::raw_syscall(libc::SYS_close, [dir as usize, 0, 0, 0, 0, 0]) };
     outcome
 }
 
@@ -516,10 +467,10 @@ fn compact(s: &mut Shared) -> usize {
 /// Seizes and interrupts every thread in the listing not seized yet.
 fn seize_new(s: &mut Shared, dir: usize) -> Result<(), u32> {
     // SAFETY: rewinds the holder's own directory descriptor.
-    unsafe { raw(libc::SYS_lseek, [dir, 0, libc::SEEK_SET as usize, 0, 0, 0]) };
+    unsafe { sys::raw_syscall(libc::SYS_lseek, [dir, 0, libc::SEEK_SET as usize, 0, 0, 0]) };
     loop {
         // SAFETY: the kernel writes at most DIRENTS_BYTES into the holder's buffer.
-        let got = unsafe { raw(libc::SYS_getdents64, [dir, s.dirents as usize, DIRENTS_BYTES, 0, 0, 0]) };
+        let got = unsafe { sys::raw_syscall(libc::SYS_getdents64, [dir, s.dirents as usize, DIRENTS_BYTES, 0, 0, 0]) };
         if got < 0 {
             return Err(FAILED);
         }
@@ -529,11 +480,12 @@ fn seize_new(s: &mut Shared, dir: usize) -> Result<(), u32> {
         let mut off = 0usize;
         while off < got as usize {
             // SAFETY: inside the bytes the kernel wrote: a `linux_dirent64` record (8-byte
-            // inode, 8-byte offset, 2-byte length, 1-byte type, then the NUL-terminated name).
+            // inode, 8-byte offset, 2-byte length, 1-byte type, then the NUL-terminated name),
+            // its length kept within them.
             let (len, name) = unsafe {
                 let rec = s.dirents.add(off);
-                let len = u16::from_ne_bytes([*rec.add(16), *rec.add(17)]) as usize;
-                (len, rec.add(19))
+                let len = (u16::from_ne_bytes([*rec.add(16), *rec.add(17)]) as usize).min(got as usize - off);
+                (len, core::slice::from_raw_parts(rec, len).get(19..).unwrap_or(&[]))
             };
             off += len.max(1);
             let Some(tid) = parse_tid(name) else { continue };
@@ -563,19 +515,10 @@ fn seize_new(s: &mut Shared, dir: usize) -> Result<(), u32> {
     }
 }
 
-/// The thread id a task directory's name spells, if it is one.
-fn parse_tid(name: *const u8) -> Option<u32> {
-    let mut v: u32 = 0;
-    for k in 0..12 {
-        // SAFETY: the name is NUL-terminated inside the record; reading stops at the NUL.
-        let c = unsafe { *name.add(k) };
-        match c {
-            0 if k > 0 => return Some(v),
-            b'0'..=b'9' => v = v.checked_mul(10)?.checked_add((c - b'0') as u32)?,
-            _ => return None,
-        }
-    }
-    None
+/// The thread id a task directory's name spells (the bytes up to its NUL), if it is one.
+fn parse_tid(name: &[u8]) -> Option<u32> {
+    let name = &name[..name.iter().position(|&c| c == 0)?];
+    crate::config::parse_uint(name).and_then(|v| u32::try_from(v).ok())
 }
 
 fn write_decimal(out: &mut [u8], mut v: u32) -> usize {
@@ -624,7 +567,9 @@ fn reap_stop(t: &mut Tracee, flags: i32) -> bool {
         let mut status: i32 = 0;
         let options = (libc::__WALL | flags) as usize;
         // SAFETY: `status` is a local the kernel writes.
-        let r = unsafe { raw(libc::SYS_wait4, [t.tid as usize, &mut status as *mut i32 as usize, options, 0, 0, 0]) };
+        let r = unsafe {
+            sys::raw_syscall(libc::SYS_wait4, [t.tid as usize, &mut status as *mut i32 as usize, options, 0, 0, 0])
+        };
         if r == -(libc::EINTR as isize) {
             continue;
         }
@@ -666,10 +611,13 @@ fn inside(s: &Shared, t: &Tracee) -> Option<bool> {
     let remote = libc::iovec { iov_base: (r.fs_base as usize).wrapping_add(s.tpoff) as *mut libc::c_void, iov_len: 4 };
     // SAFETY: reads 4 bytes of the shared address space into a local (a bad address fails
     // with EFAULT instead of faulting); pid 0 is not allowed, so the holder names itself.
-    let me = unsafe { raw(libc::SYS_getpid, [0; 6]) } as usize;
+    let me = unsafe { sys::raw_syscall(libc::SYS_getpid, [0; 6]) } as usize;
     // SAFETY: as above.
     let n = unsafe {
-        raw(libc::SYS_process_vm_readv, [me, &local as *const _ as usize, 1, &remote as *const _ as usize, 1, 0])
+        sys::raw_syscall(
+            libc::SYS_process_vm_readv,
+            [me, &local as *const _ as usize, 1, &remote as *const _ as usize, 1, 0],
+        )
     };
     (n == 4).then_some(depth != 0)
 }
@@ -710,7 +658,7 @@ fn settle(s: &mut Shared) -> bool {
         let ns = (20_000u64 << round.min(6)).min(1_000_000);
         let ts = libc::timespec { tv_sec: 0, tv_nsec: ns as i64 };
         // SAFETY: a sleep with a timespec on the stack.
-        unsafe { raw(libc::SYS_nanosleep, [&ts as *const _ as usize, 0, 0, 0, 0, 0]) };
+        unsafe { sys::raw_syscall(libc::SYS_nanosleep, [&ts as *const _ as usize, 0, 0, 0, 0, 0]) };
         for t in threads(s).iter_mut().filter(|t| t.busy && !t.gone) {
             stop_again(t);
         }
@@ -742,7 +690,7 @@ const NT_X86_XSTATE: usize = 0x202;
 
 /// Lets every seized thread go, handing back the signals that stopped them.
 fn release_all(s: &mut Shared) {
-    crate::reentry::end_park(wake_all);
+    crate::reentry::end_park();
     for t in threads(s).iter_mut().filter(|t| !t.gone) {
         if !t.stopped {
             // Interrupted but not yet seen stopped (an attempt cut short): a detach needs a
@@ -799,10 +747,11 @@ mod tests {
         assert_eq!(&out[..n], b"4194304");
         let n = write_decimal(&mut out, 0);
         assert_eq!(&out[..n], b"0");
-        assert_eq!(parse_tid(c"12345".as_ptr() as *const u8), Some(12345));
-        assert_eq!(parse_tid(c".".as_ptr() as *const u8), None);
-        assert_eq!(parse_tid(c"".as_ptr() as *const u8), None);
-        assert_eq!(parse_tid(c"99999999999".as_ptr() as *const u8), None);
+        assert_eq!(parse_tid(b"12345\0\0\0"), Some(12345));
+        assert_eq!(parse_tid(b".\0"), None);
+        assert_eq!(parse_tid(b"\0"), None);
+        assert_eq!(parse_tid(b"99999999999\0"), None);
+        assert_eq!(parse_tid(b"123"), None);
     }
 
     static SPINS: AtomicU64 = AtomicU64::new(0);

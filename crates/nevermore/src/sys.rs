@@ -1,5 +1,6 @@
 //! Raw system calls used by the allocator. Nothing here allocates, and everything here is
-//! async-signal-safe: these are thin wrappers over `libc::syscall` and friends.
+//! async-signal-safe: these are thin wrappers over `libc::syscall` and friends, and over the
+//! `syscall` instruction itself (`raw_syscall`).
 
 use core::ffi::c_void;
 use core::ptr;
@@ -368,24 +369,64 @@ pub fn errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-/// Sleeps while `*word == val` (futex wait, private).
-pub fn futex_wait(word: &core::sync::atomic::AtomicU32, val: u32) {
-    // SAFETY: `word` is a valid aligned u32 for the duration of the call.
+/// A raw system call: its result, or minus the error number. Unlike `libc::syscall` it
+/// leaves `errno` alone, which a task sharing another thread's thread pointer must (`stop`).
+///
+/// # Safety
+/// The arguments must be valid for the call `nr`.
+#[inline(always)]
+pub unsafe fn raw_syscall(nr: i64, a: [usize; 6]) -> isize {
+    let r: isize;
+    // SAFETY: the `syscall` instruction clobbers only rax, rcx and r11; the caller vouches for
+    // the arguments.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            val,
-            ptr::null::<libc::timespec>(),
-        )
-    };
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => r,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack)
+        );
+    }
+    r
 }
 
-/// Wakes one waiter on `word`.
+/// Sleeps while `*word == val` (futex wait, private).
+pub fn futex_wait(word: &core::sync::atomic::AtomicU32, val: u32) {
+    futex_wait_for(word, val, None, true);
+}
+
+/// Sleeps while `*word == val`, at most `ns` nanoseconds when given; `private`: a private
+/// futex (the kernel's wake when a `CLONE_CHILD_CLEARTID` task exits is a shared one's).
+pub fn futex_wait_for(word: &core::sync::atomic::AtomicU32, val: u32, ns: Option<u64>, private: bool) {
+    let op = libc::FUTEX_WAIT | if private { libc::FUTEX_PRIVATE_FLAG } else { 0 };
+    let ts = ns.map(|ns| libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 });
+    let tsp = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is a valid aligned u32 for the duration of the call; the timeout, if
+    // any, is on the stack.
+    unsafe { raw_syscall(libc::SYS_futex, [word.as_ptr() as usize, op as usize, val as usize, tsp as usize, 0, 0]) };
+}
+
+/// Wakes one waiter on `word` (private).
 pub fn futex_wake(word: &core::sync::atomic::AtomicU32) {
+    futex_wake_n(word, 1);
+}
+
+/// Wakes every waiter on `word` (private).
+pub fn futex_wake_all(word: &core::sync::atomic::AtomicU32) {
+    futex_wake_n(word, i32::MAX as usize);
+}
+
+fn futex_wake_n(word: &core::sync::atomic::AtomicU32, n: usize) {
+    let op = libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG;
     // SAFETY: `word` is a valid aligned u32.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+    unsafe { raw_syscall(libc::SYS_futex, [word.as_ptr() as usize, op as usize, n, 0, 0, 0]) };
 }
 
 /// Dies of SIGABRT, whatever handler or mask the program set.

@@ -339,7 +339,10 @@ enum Outcome {
 /// held still outside the allocator (none in a single-threaded process).
 fn sweep(b: &mut Buffers, live: u64, held: Option<&stop::Held>) -> Outcome {
     drain();
-    if !worth(live) {
+    // With other threads held, the census ran just before they were (`consider`), and what
+    // `drain` made dead again only adds to what it found: counting again would lengthen
+    // their pause for nothing.
+    if held.is_none() && !worth(live) {
         return Outcome::NotWorth;
     }
     guard_cursors();

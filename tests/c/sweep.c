@@ -49,6 +49,16 @@
  *              handler allocates and frees: every signal is handled exactly once, though
  *              sweeps hold the threads meanwhile (a signal that stops a held thread is handed
  *              back to it). Prints SIGNALS OK, or SIGNALS LOST (exit 1).
+ *   heap-held  allocates 400000 objects of 64 bytes, keeps every fourth and frees the rest;
+ *              each kept object holds the only pointer to the freed object after it (100000
+ *              dangling pointers, held only in live heap objects all over the heap, which a
+ *              sweep reads partly through a helper task). Then 200000 new objects are
+ *              allocated (and freed): none may be placed at a held address (prints HELD NEVER
+ *              REUSED, or HELD REUSED, exit 1); the other freed slots are reused in place
+ *              (prints IN PLACE n); the kept objects still hold their pointers (else prints
+ *              CORRUPTED, exit 1). "heap-held-dropped": the same after the pages of the kept
+ *              objects lost their page-table entries (madvise MADV_DONTNEED), so that the
+ *              sweep meets them unmapped.
  *   unpinned   allocates 40000 objects of 64 bytes and keeps them all (every group whole),
  *              then for 200 ms allocates and frees 64-byte objects at once: no group holds a
  *              dead slot beside a live one for long, so checks find nothing worth a sweep.
@@ -578,8 +588,80 @@ static int unpinned(void) {
     return 0;
 }
 
+/* --- heap-held --- */
+#define HELD_N 400000
+static void *held_objs[HELD_N];
+static uintptr_t held_hidden[HELD_N / 4], held_freed[HELD_N / 2];
+
+static int heap_held(int dropped) {
+    size_t nheld = 0, nfree = 0;
+    for (int i = 0; i < HELD_N; i++) {
+        held_objs[i] = malloc(SIZE);
+        memset(held_objs[i], 0x11, SIZE);
+    }
+    for (int i = 0; i < HELD_N; i += 4) {
+        /* The kept object holds the only pointer to the next one, which is freed below. */
+        *(void **)held_objs[i] = held_objs[i + 1];
+        held_hidden[nheld++] = HIDE(held_objs[i + 1]);
+    }
+    for (int i = 0; i < HELD_N; i++) {
+        if (i % 4 != 0) {
+            if (i % 4 != 1)
+                held_freed[nfree++] = HIDE(held_objs[i]);
+            free(held_objs[i]);
+        }
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    if (dropped) {
+        /* The pages of the kept objects lose their page-table entries (their contents stay). */
+        for (int i = 0; i < HELD_N; i += 4)
+            if (madvise((void *)((uintptr_t)held_objs[i] & ~(uintptr_t)(page - 1)), page, MADV_DONTNEED) != 0) {
+                perror("madvise");
+                return 2;
+            }
+    }
+    /* Only the kept objects hold the pointers from here on. */
+    for (int i = 0; i < HELD_N; i++)
+        if (i % 4 != 0)
+            held_objs[i] = NULL;
+    qsort(held_freed, nfree, sizeof held_freed[0], cmp);
+    qsort(held_hidden, nheld, sizeof held_hidden[0], cmp);
+    static unsigned char *live[LIVE_NEW];
+    long in_place = 0;
+    int bad = 0;
+    for (long i = 0; i < NEW; i++) {
+        int slot = (int)(i % LIVE_NEW);
+        free(live[slot]);
+        unsigned char *p = malloc(SIZE);
+        memset(p, 0x5a, SIZE);
+        live[slot] = p;
+        uintptr_t h = HIDE(p);
+        if (bsearch(&h, held_hidden, nheld, sizeof h, cmp)) {
+            if (!bad)
+                printf("HELD REUSED\n");
+            bad = 1;
+        }
+        if (bsearch(&h, held_freed, nfree, sizeof h, cmp))
+            in_place++;
+    }
+    /* The kept objects still hold what they held. */
+    for (int i = 0, k = 0; i < HELD_N; i += 4, k++) {
+        uintptr_t h = HIDE(*(void **)held_objs[i]);
+        if (!bsearch(&h, held_hidden, nheld, sizeof h, cmp)) {
+            printf("CORRUPTED\n");
+            return 1;
+        }
+    }
+    if (!bad)
+        printf("HELD NEVER REUSED\n");
+    printf("IN PLACE %ld\n", in_place);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
+    if (!strncmp(mode, "heap-held", 9))
+        return heap_held(!strcmp(mode, "heap-held-dropped"));
     if (!strcmp(mode, "unpinned"))
         return unpinned();
     if (!strcmp(mode, "queued"))

@@ -31,10 +31,10 @@ fn in_place(o: &Output) -> u64 {
 /// The `sweeps` stats line: [run, not run (other threads), not run (heap too big or seccomp), gave up,
 /// slots reused, KiB reused, KiB scanned, ms, longest ms, checks that found too little, their ms,
 /// times other threads were held still, threads held in all, times not held (a thread stayed
-/// inside the allocator)].
+/// inside the allocator), KiB of the scans read by a helper task].
 fn sweeps(o: &Output) -> Vec<u64> {
     let v = counters(&stderr(o), "sweeps");
-    assert_eq!(v.len(), 14, "{}", stderr(o));
+    assert_eq!(v.len(), 15, "{}", stderr(o));
     v
 }
 
@@ -51,6 +51,55 @@ fn assert_swept(o: &Output) -> Vec<u64> {
     assert!(s[4] > 1000, "{}", stderr(o));
     assert!(in_place(o) > 1000, "{out}\n{}", stderr(o));
     s
+}
+
+/// A `heap-held` run (or `heap-held-dropped`): no slot a live heap object points to came back,
+/// the other freed slots did, the kept objects are intact, no sweep gave up. Returns the
+/// sweeps line.
+fn assert_held_never_reused(o: &Output) -> Vec<u64> {
+    assert_ok(o);
+    let out = stdout(o);
+    assert!(out.contains("HELD NEVER REUSED"), "{out}\n{}", stderr(o));
+    assert!(in_place(o) > 10_000, "{out}\n{}", stderr(o));
+    let s = sweeps(o);
+    assert!(s[0] >= 1 && s[3] == 0, "{}", stderr(o));
+    s
+}
+
+/// Whether this machine lets a process run on two processors at least (a sweep's helper task
+/// reads a share of the heap only then).
+fn two_processors() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
+
+/// 100 000 dangling pointers held only in live heap objects all over a 25 MiB heap: a helper
+/// task reads part of it beside the sweeping thread (where two processors may run them), and
+/// none of the slots they point to comes back. With `sweep_helper=0` the sweeping thread reads
+/// it all, with the same outcome.
+#[test]
+fn pointers_in_heap_objects_keep_their_slots_whoever_reads_them() {
+    let _serial = one_at_a_time();
+    let s = assert_held_never_reused(&run("heap-held", "mode=prevent:stats=1"));
+    if two_processors() {
+        assert!(s[14] > 0, "the helper task read nothing: {s:?}");
+    } else {
+        assert_eq!(s[14], 0, "{s:?}");
+    }
+    let s = assert_held_never_reused(&run("heap-held", "mode=prevent:stats=1:sweep_helper=0"));
+    assert_eq!(s[14], 0, "a helper task read the heap with sweep_helper=0: {s:?}");
+}
+
+/// The same after the kept objects' pages lost their page-table entries (the program dropped
+/// them with `madvise`): whichever task meets them maps them again, the helper through a fault
+/// handler of its own (without it, the helper ended and every sweep gave up).
+#[test]
+fn pages_a_helper_task_finds_unmapped_are_mapped_again() {
+    let _serial = one_at_a_time();
+    let o = run("heap-held-dropped", "mode=prevent:stats=1");
+    let s = assert_held_never_reused(&o);
+    assert_eq!(s[14] > 0, two_processors(), "{s:?}");
+    // One per page of kept objects (about 7 800).
+    assert!(counters(&stderr(&o), "faults handled")[0] >= 5_000, "{}", stderr(&o));
 }
 
 /// Pointers held in a global, a local, a live heap object, a read-only and a no-access

@@ -935,6 +935,49 @@ pub fn reinstall_live() {
     }
 }
 
+/// Maps the page of `addr` again if it is the alias of a live unit that lost its page-table
+/// entry (after a fork, a swap-in), as the fault handler does, but with raw system calls only:
+/// for the sweep's helper task, which shares the sweeping thread's thread pointer and so must
+/// not touch `errno`. A page with no memory behind it yet (allocated, never written, left out
+/// of a forked child's copy of the pool) is given some first. False when that cannot be done.
+pub fn reinstall_raw(addr: usize) -> bool {
+    let Some((e, p)) = decode(addr) else { return false };
+    if revoke_kind() != Revoke::Uffd || !alias_live(e, p) {
+        return false;
+    }
+    let page = addr & !(PAGE - 1);
+    let mut filled = false;
+    for _ in 0..16 {
+        let mut c = UffdioContinue { start: page as u64, len: PAGE as u64, mode: 0, mapped: 0 };
+        // SAFETY: UFFDIO_CONTINUE of one page of a live alias of our own registered mirror.
+        let r = unsafe {
+            sys::raw_syscall(
+                libc::SYS_ioctl,
+                [fixed().uffd as usize, UFFDIO_CONTINUE as usize, &mut c as *mut _ as usize, 0, 0, 0],
+            )
+        };
+        match -r as i32 {
+            // Mapped now, or by someone else meanwhile.
+            0 | libc::EEXIST => {
+                FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            libc::EAGAIN | libc::EINTR => {}
+            libc::EFAULT if !filled => {
+                filled = true;
+                let fd = POOL.layout().fd;
+                let off = (p as usize) << PAGE_SHIFT;
+                // SAFETY: fallocate of one page of our pool file.
+                if unsafe { sys::raw_syscall(libc::SYS_fallocate, [fd as usize, 0, off, PAGE, 0, 0]) } != 0 {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Whether the alias of pool page `p` in epoch `e` belongs to a live unit (a lane or page
 /// object issued in `e` and not dead).
 fn alias_live(e: u32, p: u32) -> bool {

@@ -172,7 +172,7 @@ pub fn print() {
         use crate::sweep::*;
         let _ = writeln!(
             b,
-            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms; {} checks found too little to sweep, {} ms; other threads held still {} times, {} threads in all; {} times not held (a thread stayed inside the allocator)",
+            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms; {} checks found too little to sweep, {} ms; other threads held still {} times, {} threads in all; {} times not held (a thread stayed inside the allocator); {} KiB of the scans read by a helper task",
             get(&SWEEPS),
             get(&NOT_SINGLE),
             get(&NOT_SWEPT),
@@ -186,7 +186,8 @@ pub fn print() {
             get(&IDLE_CENSUS_NS) / 1_000_000,
             get(&crate::stop::HOLDS),
             get(&crate::stop::HELD_THREADS),
-            get(&crate::stop::BUSY_MISSES)
+            get(&crate::stop::BUSY_MISSES),
+            get(&HELPER_BYTES) / 1024
         );
     }
     crate::alias::print_stats(&mut b, pid);

@@ -20,6 +20,12 @@
 //!   outside, for at most `MAX_ROUNDS` rounds (then the sweep waits for another time).
 //! - The sweep reads the stopped threads' registers through the holder: the general-purpose
 //!   ones and the vector ones (`NT_X86_XSTATE`: `memcpy` and `memmove` carry pointers there).
+//! - While the threads are held, the holder also reads a share of the heap (`Scan::share`)
+//!   beside the sweeping thread, on a second processor. A fault there (a live alias that lost
+//!   its page-table entry: after a fork, a swap-in) goes to a handler of its own (`on_fault`),
+//!   which maps the page again (`Scan::fault`); any other fault ends the holder, and the sweep
+//!   gives up. In a process with one thread, `helper` starts the same task to read a share of
+//!   the heap without holding anything.
 //! - Afterwards the holder lets every thread go, handing back any signal that stopped one
 //!   meanwhile, and exits; the sweeping thread waits for its exit (`CLONE_CHILD_CLEARTID`)
 //!   before the holder's stack may be used again, and reaps it.
@@ -96,6 +102,20 @@ struct Tracee {
     sig: u32,
 }
 
+/// What the holder does for the sweep besides holding threads.
+#[derive(Clone, Copy)]
+pub struct Scan {
+    /// Reads words (the held threads' registers).
+    pub words: fn(&[u8]),
+    /// Reads the holder's share of the heap, beside the sweeping thread.
+    pub share: fn(),
+    /// A fault at this address while reading it: whether the address can be read again (its
+    /// page was mapped again).
+    pub fault: fn(usize) -> bool,
+}
+
+const NO_SCAN: Scan = Scan { words: |_| {}, share: || {}, fault: |_| false };
+
 /// What the sweeping thread and the holder share. Before the holder starts, the sweeping
 /// thread writes the fields; meanwhile the holder owns `threads` and `n`, and the sweeping
 /// thread reads `n` only after seeing `HELD` (`state`: Release/Acquire).
@@ -106,7 +126,9 @@ struct Shared {
     pid: u32,
     me: u32,
     tpoff: usize,
-    scan: fn(&[u8]),
+    scan: Scan,
+    /// Whether to hold the other threads (`others`), or only read a share of the heap (`helper`).
+    hold: bool,
     threads: *mut Tracee,
     n: usize,
     regs: *mut u8,
@@ -126,7 +148,8 @@ static SHARED: Cell = Cell(UnsafeCell::new(Shared {
     pid: 0,
     me: 0,
     tpoff: 0,
-    scan: |_| {},
+    scan: NO_SCAN,
+    hold: false,
     threads: core::ptr::null_mut(),
     n: 0,
     regs: core::ptr::null_mut(),
@@ -141,10 +164,13 @@ fn shared() -> *mut Shared {
 }
 
 /// Every other thread, held still outside the allocator; they go on when this is dropped.
+/// (None from `helper`.)
 pub struct Held {
     holder: Holder,
     /// Threads held.
     pub threads: usize,
+    /// Whether the other threads were looked for (`others`).
+    hold: bool,
 }
 
 /// The running holder task.
@@ -153,8 +179,18 @@ struct Holder {
 }
 
 /// Stops every thread of the process but the calling one, each outside the allocator.
-/// `scan` is what `Held::scan_registers` hands their registers to.
-pub fn others(scan: fn(&[u8])) -> Result<Held, Fail> {
+/// `scan` is what `Held::start_scan` runs in the holder: their registers, then its share.
+pub fn others(scan: Scan) -> Result<Held, Fail> {
+    start(scan, true)
+}
+
+/// Starts the holder without holding anything (a process with one thread), to read a share of
+/// the heap when `Held::start_scan` says.
+pub fn helper(scan: Scan) -> Result<Held, Fail> {
+    start(scan, false)
+}
+
+fn start(scan: Scan, hold: bool) -> Result<Held, Fail> {
     if !buffers() {
         return Err(Fail::Failed);
     }
@@ -166,6 +202,7 @@ pub fn others(scan: fn(&[u8])) -> Result<Held, Fail> {
         (*s).me = sys::gettid();
         (*s).tpoff = tls::depth_offset();
         (*s).scan = scan;
+        (*s).hold = hold;
         (*s).n = 0;
         (*s).state.store(STARTING, Ordering::Relaxed);
         (*s).alive.store(1, Ordering::Relaxed);
@@ -186,7 +223,7 @@ pub fn others(scan: fn(&[u8])) -> Result<Held, Fail> {
         let v = state.load(Ordering::Acquire);
         if v == HELD {
             // SAFETY: the holder wrote `n` before it published HELD.
-            return Ok(Held { holder, threads: unsafe { (*s).n } });
+            return Ok(Held { holder, threads: unsafe { (*s).n }, hold });
         }
         if v != STARTING {
             holder.end();
@@ -211,21 +248,40 @@ pub fn others(scan: fn(&[u8])) -> Result<Held, Fail> {
 }
 
 impl Held {
-    /// Hands the held threads' registers to the scan (the holder reads them).
-    pub fn scan_registers(&self) -> bool {
+    /// Has the holder read the held threads' registers and then its share of the heap
+    /// (`Scan`), while the sweeping thread goes on.
+    pub fn start_scan(&self) {
         let s = shared();
         // SAFETY: an atomic of the shared record.
         let state = unsafe { &(*s).state };
         state.store(SCAN, Ordering::Release);
         sys::futex_wake(state);
+    }
+
+    /// Waits until the holder has done what `start_scan` asked; false if it could not (it
+    /// ended on a fault, or is still at it after `STOP_TIMEOUT_NS`: it is then ended). Either
+    /// way the holder reads and marks nothing more once this returns.
+    pub fn finish_scan(&self) -> bool {
+        let s = shared();
+        // SAFETY: atomics of the shared record.
+        let (state, alive) = unsafe { (&(*s).state, &(*s).alive) };
         let deadline = sys::precise_ns() + STOP_TIMEOUT_NS;
         loop {
             match state.load(Ordering::Acquire) {
                 SCANNED => return true,
-                SCAN if sys::precise_ns() < deadline => sys::futex_wait_for(state, SCAN, Some(10_000_000), true),
-                _ => return false,
+                SCAN if alive.load(Ordering::Acquire) != 0 && sys::precise_ns() < deadline => {
+                    sys::futex_wait_for(state, SCAN, Some(10_000_000), true)
+                }
+                _ => break,
             }
         }
+        // Stuck, or gone: make sure it is gone (`Drop` reaps it).
+        self.holder.kill();
+        while alive.load(Ordering::Acquire) != 0 {
+            // The kernel's wake at the holder's exit is a shared futex's.
+            sys::futex_wait_for(alive, 1, Some(10_000_000), false);
+        }
+        false
     }
 }
 
@@ -237,8 +293,10 @@ impl Drop for Held {
         state.store(RELEASE, Ordering::Release);
         sys::futex_wake(state);
         self.holder.end();
-        stats::add(&HOLDS, 1);
-        stats::add(&HELD_THREADS, self.threads as u64);
+        if self.hold {
+            stats::add(&HOLDS, 1);
+            stats::add(&HELD_THREADS, self.threads as u64);
+        }
     }
 }
 
@@ -345,7 +403,8 @@ extern "C" fn holder() -> ! {
     unsafe {
         sys::raw_syscall(libc::SYS_prctl, [libc::PR_SET_NAME as usize, HOLDER_NAME.as_ptr() as usize, 0, 0, 0, 0])
     };
-    let outcome = stop_all(s);
+    set_fault_handler();
+    let outcome = if s.hold { stop_all(s) } else { HELD };
     if outcome == HELD {
         s.state.store(HELD, Ordering::Release);
         sys::futex_wake(&s.state);
@@ -354,6 +413,7 @@ extern "C" fn holder() -> ! {
             match v {
                 SCAN => {
                     scan_all(s);
+                    (s.scan.share)();
                     s.state.store(SCANNED, Ordering::Release);
                     sys::futex_wake(&s.state);
                 }
@@ -382,6 +442,49 @@ extern "C" fn holder() -> ! {
     loop {
         core::hint::spin_loop();
     }
+}
+
+/// The kernel's `struct sigaction` (x86-64).
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+const SA_RESTORER: u64 = 0x0400_0000;
+
+/// Gives the holder a handler of its own for SIGSEGV and SIGBUS (it has its own table of
+/// signal actions: no `CLONE_SIGHAND`), instead of the allocator's, which keeps state per
+/// thread and reports. Both signals stay unblocked (the sweeping thread blocked the others
+/// before starting it), with every signal blocked while the handler runs.
+fn set_fault_handler() {
+    let act = KernelSigaction {
+        handler: on_fault as *const () as usize,
+        flags: (libc::SA_SIGINFO as u64) | SA_RESTORER,
+        restorer: sys::restore_rt as *const () as usize,
+        mask: !0,
+    };
+    for sig in [libc::SIGSEGV, libc::SIGBUS] {
+        // SAFETY: rt_sigaction on the holder's own table with a valid record and 8-byte sets.
+        unsafe { sys::raw_syscall(libc::SYS_rt_sigaction, [sig as usize, &act as *const _ as usize, 0, 8, 0, 0]) };
+    }
+}
+
+/// The holder's SIGSEGV/SIGBUS handler: a fault the scan can recover from (`Scan::fault`) is
+/// retried; any other ends the holder (its sweep then gives up: the sweeping thread sees it gone,
+/// and the kernel lets go of the threads it held).
+extern "C" fn on_fault(_sig: i32, info: *mut libc::siginfo_t, _ctx: *mut core::ffi::c_void) {
+    // SAFETY: the kernel passes a valid siginfo.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    // SAFETY: `scan` was written before the holder started and does not change meanwhile.
+    let fault = unsafe { (*shared()).scan.fault };
+    if fault(addr) {
+        return;
+    }
+    // SAFETY: ends this task only.
+    unsafe { sys::raw_syscall(libc::SYS_exit, [1, 0, 0, 0, 0, 0]) };
 }
 
 fn threads(s: &mut Shared) -> &mut [Tracee] {
@@ -668,7 +771,7 @@ fn settle(s: &mut Shared) -> bool {
 
 /// Hands every held thread's registers to the scan.
 fn scan_all(s: &mut Shared) {
-    let scan = s.scan;
+    let scan = s.scan.words;
     let regs = s.regs;
     for t in threads(s).iter().filter(|t| !t.gone) {
         if let Some(r) = regs_of(t.tid) {
@@ -794,7 +897,7 @@ mod tests {
         while SPINS.load(Ordering::Relaxed) < 1000 {
             std::thread::yield_now();
         }
-        let held = match others(look_for_magic) {
+        let held = match others(Scan { words: look_for_magic, ..NO_SCAN }) {
             Ok(h) => h,
             Err(_) => panic!("could not hold the other threads"),
         };
@@ -802,7 +905,8 @@ mod tests {
         let a = SPINS.load(Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(30));
         assert_eq!(SPINS.load(Ordering::Relaxed), a, "a held thread ran");
-        assert!(held.scan_registers());
+        held.start_scan();
+        assert!(held.finish_scan());
         assert!(SEEN.load(Ordering::Relaxed), "the held thread's r12 did not reach the scan");
         drop(held);
         std::thread::sleep(Duration::from_millis(30));
@@ -833,7 +937,7 @@ mod tests {
         let endless = std::thread::spawn(wait(-1));
         let timed = std::thread::spawn(wait(10_000));
         std::thread::sleep(Duration::from_millis(50));
-        drop(others(|_| {}).unwrap_or_else(|_| panic!("could not hold the other threads")));
+        drop(others(NO_SCAN).unwrap_or_else(|_| panic!("could not hold the other threads")));
         std::thread::sleep(Duration::from_millis(50));
         let one: u64 = 1;
         // SAFETY: writes 8 bytes to the eventfd.

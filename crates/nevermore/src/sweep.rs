@@ -34,6 +34,14 @@
 //!   chosen by `mincore`, on systems without swap only (`Reader::Vm`);
 //! - anything that cannot be read or parsed ends the sweep without reclaiming a slot.
 //!
+//! Two read at once where the process may run on two processors (`sweep_helper`): the task
+//! that holds the other threads (`stop`), or in a process with one thread a task started just
+//! for this (`stop::helper`), takes pool descriptors in turns with the sweeping thread
+//! (`scan_share`) while that one reads the program's mappings and then joins in; large objects
+//! are the sweeping thread's alone (they are read with `pread`, which sets `errno`, and the
+//! helper shares the sweeping thread's thread pointer). Marks only ever go from clear to set,
+//! so the two need no lock; the helper is done (or gone) before `finish` reads them.
+//!
 //! What it cannot see is documented in docs/usage.md ("Sweeps"): pointers only the kernel
 //! holds (epoll data, io_uring and aio requests, timers' values), pointers stored hidden
 //! (xored, compressed, tagged in their high bits, unaligned), and pointers only in shared
@@ -59,7 +67,7 @@
 //! not dead), and the last pass clears every mark. Reclaimed slots become `FREE_SLOT` (dead,
 //! no object) and go on their class's reclaimed stack (`slab::Central`), out of band.
 
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use crate::pool::{self, POOL};
 use crate::slab::{self, Slot, CLASSES, FREED, FREE_SLOT};
@@ -211,13 +219,17 @@ fn consider() {
         NEXT_AT.store(FIRST, Ordering::Relaxed);
         let outcome = match b.as_mut() {
             None => Outcome::GaveUp,
-            Some(b) if single => sweep(b, live_bytes, None),
+            Some(b) if single => sweep_alone(b, live_bytes),
             // A first census while the threads run (an estimate): holding them costs each a
             // pause, which a sweep not worth its scan would waste.
             Some(_) if !worth(live_bytes) => Outcome::NotWorth,
-            Some(b) => match stop::others(scan_words) {
+            Some(b) => match stop::others(HOLDER_SCAN) {
                 Ok(held) => {
-                    let outcome = sweep(b, live_bytes, Some(&held));
+                    // The census ran just before the threads were held, and what `drain`
+                    // makes dead again only adds to what it found: counting again would
+                    // lengthen their pause for nothing.
+                    drain();
+                    let outcome = sweep(b, Some(&held));
                     // The threads go on before the time is taken: their pause counts.
                     drop(held);
                     outcome
@@ -335,22 +347,63 @@ enum Outcome {
     Busy,
 }
 
-/// A sweep of a heap with `live` bytes of live objects; `held`: the process's other threads,
-/// held still outside the allocator (none in a single-threaded process).
-fn sweep(b: &mut Buffers, live: u64, held: Option<&stop::Held>) -> Outcome {
+/// What the holder task does for a sweep: it reads the held threads' registers, then takes
+/// its share of the heap (`helper_share`), mapping again live aliases that fault.
+const HOLDER_SCAN: stop::Scan = stop::Scan { words: scan_words, share: helper_share, fault: alias::reinstall_raw };
+
+/// The sweep of a process with one thread, `live` bytes of live objects in its heap: the
+/// census, then the sweep, with a helper task reading a share of the heap beside this
+/// thread where it may run on another processor (`sweep_helper`).
+fn sweep_alone(b: &mut Buffers, live: u64) -> Outcome {
     drain();
-    // With other threads held, the census ran just before they were (`consider`), and what
-    // `drain` made dead again only adds to what it found: counting again would lengthen
-    // their pause for nothing.
-    if held.is_none() && !worth(live) {
+    if !worth(live) {
         return Outcome::NotWorth;
     }
+    // Without a helper (it could not be started) the sweep reads everything itself.
+    let helper = if helper_wanted() { stop::helper(HOLDER_SCAN).ok() } else { None };
+    let outcome = sweep(b, helper.as_ref());
+    drop(helper);
+    outcome
+}
+
+/// Whether a task beside the sweeping thread should read a share of the heap: allowed
+/// (`sweep_helper`), and the process may run on two processors at least (else it would only
+/// take turns with the sweeping thread).
+fn helper_wanted() -> bool {
+    crate::options().sweep_helper && sys::cpus_allowed() >= 2
+}
+
+/// A sweep; `held`: the holder task, with the process's other threads held still outside the
+/// allocator (or none: `stop::helper`), which reads a share of the heap meanwhile.
+fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
     guard_cursors();
+    // Descriptors are handed out from 1; none to a holder that holds threads unless it may
+    // help (`stop::helper` was started only if so).
+    let first = if held.is_some_and(|h| h.threads > 0) && !helper_wanted() { u32::MAX } else { 1 };
+    SHARE_NEXT.store(first, Ordering::Relaxed);
+    HELPER_SCANNED.store(0, Ordering::Relaxed);
+    if let Some(h) = held {
+        h.start_scan();
+    }
     let mut scanned = 0u64;
-    let ok = scan_registers() && held.is_none_or(|h| h.scan_registers()) && scan_mappings(b, &mut scanned) && {
+    let mut ok = scan_registers() && scan_mappings(b, &mut scanned);
+    if ok {
         PROGRAM_BYTES.store(scanned, Ordering::Relaxed);
-        scan_pool(b, &mut scanned)
-    };
+        scan_share(&mut scanned);
+        ok = scan_large(b, &mut scanned);
+    }
+    if !ok {
+        // The holder takes no more.
+        SHARE_NEXT.store(u32::MAX, Ordering::Relaxed);
+    }
+    if let Some(h) = held {
+        // Whatever happened, the holder marks nothing once this returns (`finish` clears the
+        // marks next). It has at most a chunk left to read by now.
+        ok &= h.finish_scan();
+        let by_helper = HELPER_SCANNED.load(Ordering::Acquire);
+        stats::add(&HELPER_BYTES, by_helper);
+        scanned += by_helper;
+    }
     let (slots, bytes) = finish(ok);
     stats::add(&RECLAIMED_SLOTS, slots);
     stats::add(&RECLAIMED_BYTES, bytes);
@@ -681,39 +734,75 @@ fn has_data(b: &Buffers, k: usize, residency: bool) -> bool {
     e & (3 << 62) != 0 || (residency && b.resident[k] & 1 != 0)
 }
 
-/// Scans every live object of the pool: small and page objects through their aliases (live,
-/// hence mapped, or mapped again by the fault handler), large objects through the pool's
-/// descriptor (their pages may be holes, which a read through a view would fill).
-fn scan_pool(b: &mut Buffers, scanned: &mut u64) -> bool {
+/// The next pool descriptor to be scanned (`scan_share`): the sweeping thread and the holder
+/// take them in turns, `SHARE_CHUNK` at a time.
+static SHARE_NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+/// Descriptors taken at a time: slabs of 4–16 pages, so a few hundred KiB at most.
+const SHARE_CHUNK: u32 = 16;
+/// Bytes the holder read in its share of this sweep.
+static HELPER_SCANNED: AtomicU64 = AtomicU64::new(0);
+/// Bytes holders read in all sweeps.
+pub static HELPER_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The holder's share of a sweep (see `stop::Scan`).
+fn helper_share() {
+    let mut scanned = 0u64;
+    scan_share(&mut scanned);
+    HELPER_SCANNED.store(scanned, Ordering::Release);
+}
+
+/// Scans the live small and page objects of the pool descriptors taken from `SHARE_NEXT`,
+/// through their aliases (live, hence mapped, or mapped again by the fault handler: the
+/// allocator's in the sweeping thread, `stop`'s in the holder). Touches no thread-local state.
+fn scan_share(scanned: &mut u64) {
+    // SAFETY: as in `for_each_issued_slot`.
+    let ndesc = unsafe { POOL.desc_count() };
+    loop {
+        let from = SHARE_NEXT.fetch_add(SHARE_CHUNK, Ordering::Relaxed);
+        if from >= ndesc {
+            return;
+        }
+        for idx in from..(from.saturating_add(SHARE_CHUNK)).min(ndesc) {
+            let s = POOL.span(idx);
+            match s.kind {
+                pool::SLAB if slab::set_up(s) && !s.meta.is_null() => scan_slab(s, scanned),
+                pool::PAGES => {
+                    let size = s.size.load(Ordering::Relaxed);
+                    if size & pool::DEAD_BIT != 0 || s.addr == 0 {
+                        continue;
+                    }
+                    // SAFETY: a live page object: `size` bytes at its address, installed.
+                    scan_words(unsafe { core::slice::from_raw_parts(s.addr as *const u8, size & !7) });
+                    *scanned += size as u64;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Scans the live large objects through the pool's descriptor (their pages may be holes,
+/// which a read through a view would fill), unless the program closed or replaced it.
+fn scan_large(b: &mut Buffers, scanned: &mut u64) -> bool {
     let l = POOL.layout();
-    // Large objects are read through the descriptor, unless the program closed or replaced it.
     let fd_ok = sys::file_id(l.fd) == Some(l.file);
     // SAFETY: as in `for_each_issued_slot`.
     let ndesc = unsafe { POOL.desc_count() };
     for idx in 1..ndesc {
         let s = POOL.span(idx);
-        match s.kind {
-            pool::SLAB if slab::set_up(s) && !s.meta.is_null() => scan_slab(s, scanned),
-            pool::PAGES | pool::LARGE => {
-                let size = s.size.load(Ordering::Relaxed);
-                if size & pool::DEAD_BIT != 0 || s.addr == 0 {
-                    continue;
-                }
-                if s.kind == pool::PAGES {
-                    // SAFETY: a live page object: `size` bytes at its address, installed.
-                    scan_words(unsafe { core::slice::from_raw_parts(s.addr as *const u8, size & !7) });
-                    *scanned += size as u64;
-                    continue;
-                }
-                if !fd_ok {
-                    return false;
-                }
-                let off = ((s.start as usize) << PAGE_SHIFT) + (s.addr - s.view);
-                if !scan_file(b, l.fd, off, size, scanned) {
-                    return false;
-                }
-            }
-            _ => {}
+        if s.kind != pool::LARGE {
+            continue;
+        }
+        let size = s.size.load(Ordering::Relaxed);
+        if size & pool::DEAD_BIT != 0 || s.addr == 0 {
+            continue;
+        }
+        if !fd_ok {
+            return false;
+        }
+        let off = ((s.start as usize) << PAGE_SHIFT) + (s.addr - s.view);
+        if !scan_file(b, l.fd, off, size, scanned) {
+            return false;
         }
     }
     true

@@ -95,6 +95,32 @@ pub unsafe extern "C" fn run_on_stack(top: usize, f: extern "C" fn(*mut c_void) 
     core::arch::naked_asm!("mov rsp, rdi", "mov rdi, rdx", "call rsi", "ud2")
 }
 
+/// How many processors the calling thread may run on (its affinity mask; 1 if that cannot
+/// be read).
+pub fn cpus_allowed() -> usize {
+    let mut mask = [0u64; 16];
+    // SAFETY: the kernel writes at most the buffer's 128 bytes.
+    let n = unsafe {
+        raw_syscall(
+            libc::SYS_sched_getaffinity,
+            [0, core::mem::size_of_val(&mask), mask.as_mut_ptr() as usize, 0, 0, 0],
+        )
+    };
+    if n <= 0 {
+        return 1;
+    }
+    mask.iter().take((n as usize).div_ceil(8)).map(|w| w.count_ones() as usize).sum::<usize>().max(1)
+}
+
+/// Returns from a signal handler installed with the raw `rt_sigaction` (`SA_RESTORER`): the
+/// kernel's handler frame ends with a return here, and `rt_sigreturn` restores the interrupted
+/// context.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+pub extern "C" fn restore_rt() -> ! {
+    core::arch::naked_asm!("mov eax, 15", "syscall", "ud2")
+}
+
 /// Maps `len` bytes of zeroed, private read-write memory for allocator metadata (lazily
 /// committed). Returns null on failure.
 pub fn map_meta(len: usize) -> *mut u8 {

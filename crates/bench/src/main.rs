@@ -259,7 +259,9 @@ fn run(args: Args) -> Result<(), String> {
     md += "\nRatios are medians over glibc's median. Peak RSS counts a page once per mapping of it \
            (aliases count many times); peak physical memory is Pss (shared pages split between processes) with \
            nevermore's pool counted whole (its resident pages, mapped or not) instead of by its mappings, \
-           plus page tables, sampled every 20 ms and summed over the process tree.\n\n";
+           plus page tables, sampled every 20 ms (or, where a sample takes longer than 4 ms, after four times \
+           its length, so that the sampler takes at most a fifth of a processor) and summed over the process \
+           tree.\n\n";
     md += &report::markdown_tables(&results);
 
     std::fs::write(out.join("results.md"), &md).map_err(|e| e.to_string())?;

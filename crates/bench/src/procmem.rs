@@ -181,14 +181,28 @@ pub fn parse_ppid(stat: &str) -> Option<i32> {
     fields.next()?.parse().ok()
 }
 
+/// The signal a process sends its parent when it ends (`exit_signal`, the 38th field of
+/// `/proc/PID/stat`): SIGCHLD for `fork`'s children, 0 for tasks `clone`d without one.
+pub fn parse_exit_signal(stat: &str) -> Option<i32> {
+    // The fields after the command name start with the third (the state).
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(38 - 3)?.parse().ok()
+}
+
 /// The command name from the text of `/proc/PID/stat`.
 pub fn parse_comm(stat: &str) -> Option<&str> {
     Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
 }
 
-/// The name of nevermore's helper task that holds a process's threads still for a sweep: it
-/// shares its parent's memory, which must not be counted twice.
+/// The name of nevermore's helper task that holds a process's threads still for a sweep (and
+/// reads part of the heap): it shares its parent's memory, which must not be counted twice.
 const HOLDER: &str = "nevermore-hold";
+
+/// Whether `/proc/PID/stat` is that of nevermore's helper task: by its name, or, in the moment
+/// before it names itself (it starts with its parent's), by its exit signal: none, where
+/// children a program forks send SIGCHLD.
+fn is_holder(stat: &str) -> bool {
+    parse_comm(stat) == Some(HOLDER) || parse_exit_signal(stat) == Some(0)
+}
 
 /// `root` and all its descendants that are alive now (not nevermore's holder tasks, which
 /// share their parent's memory).
@@ -198,7 +212,7 @@ pub fn process_tree(root: i32) -> Vec<i32> {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
             let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-            if parse_comm(&stat) == Some(HOLDER) {
+            if is_holder(&stat) {
                 continue;
             }
             if let Some(ppid) = parse_ppid(&stat) {
@@ -361,6 +375,27 @@ Locked:                0 kB
     fn parses_comm_with_odd_names() {
         assert_eq!(parse_comm("12 (nevermore-hold) S 11 12"), Some("nevermore-hold"));
         assert_eq!(parse_comm("7 (a) b)) R 1 7"), Some("a) b)"));
+    }
+
+    #[test]
+    fn knows_holders_by_name_or_by_their_missing_exit_signal() {
+        // 52 fields; the 38th (exit_signal) is 17 (SIGCHLD), as for a forked child.
+        let fields = |exit_signal: &str| {
+            let mut v: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
+            v[38 - 3] = exit_signal.to_string();
+            v.join(" ")
+        };
+        let child = format!("12 (redis-server) {}", fields("17"));
+        assert_eq!(parse_exit_signal(&child), Some(17));
+        assert!(!is_holder(&child));
+        assert!(is_holder(&format!("12 (nevermore-hold) {}", fields("17"))));
+        // Not yet renamed: the parent's name, no exit signal.
+        assert!(is_holder(&format!("12 (redis-server) {}", fields("0"))));
+        assert_eq!(parse_exit_signal("12 (short) S 1"), None);
+        // This test's own process was forked (by cargo or a shell): it sends SIGCHLD.
+        let me = fs::read_to_string("/proc/self/stat").unwrap();
+        assert_eq!(parse_exit_signal(&me), Some(17), "{me}");
+        assert!(!is_holder(&me));
     }
 
     #[test]

@@ -52,6 +52,18 @@ pub fn install_interrupt_handler() {
 
 /// Sampling period of the memory of a process (see [`procmem`]).
 pub const SAMPLE_PERIOD: Duration = Duration::from_millis(20);
+/// A sample takes the sampler at most this share of its time (one sample, then at least
+/// `SAMPLE_PAUSE` times as long asleep). Reading `/proc/PID/smaps` walks the page tables of
+/// every mapping: for a nevermore heap with hundreds of mirrors that took ~30 ms (the soak at
+/// 10^8), so that a sampler sleeping only what was left of 20 ms kept a processor busy all
+/// the time, one that the program's own threads (or its sweep's helper task) then lacked on
+/// a machine with two.
+const SAMPLE_PAUSE: u32 = 4;
+
+/// How long the sampler sleeps after a sample that took `spent`.
+fn sample_pause(spent: Duration) -> Duration {
+    SAMPLE_PERIOD.saturating_sub(spent).max(spent * SAMPLE_PAUSE).max(Duration::from_millis(1))
+}
 
 struct Shared {
     stop: AtomicBool,
@@ -148,7 +160,7 @@ pub fn spawn(cmd: &mut Command, timeout: Duration, sample: bool, tree: bool) -> 
                 // joined, so the group id cannot have been reused.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
             }
-            std::thread::sleep(SAMPLE_PERIOD.saturating_sub(t.elapsed()).max(Duration::from_millis(1)));
+            std::thread::sleep(sample_pause(t.elapsed()));
         }
     });
     Ok(Monitored { pid, start, shared, sampler: Some(sampler) })
@@ -248,6 +260,16 @@ impl Drop for Monitored {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sampler_sleeps_four_times_as_long_as_a_slow_sample_took() {
+        let ms = Duration::from_millis;
+        assert_eq!(sample_pause(ms(2)), ms(18));
+        assert_eq!(sample_pause(ms(4)), ms(16));
+        assert_eq!(sample_pause(ms(5)), ms(20));
+        assert_eq!(sample_pause(ms(30)), ms(120));
+        assert_eq!(sample_pause(Duration::ZERO), ms(20));
+    }
 
     #[test]
     fn runs_and_times_out() {

@@ -588,6 +588,17 @@ static int unpinned(void) {
     return 0;
 }
 
+/* Step `i` of the new objects' phase: frees the oldest of the LIVE_NEW live new objects and
+ * allocates one in its place, filled with 0x5a; returns it. */
+static unsigned char *replace_live(unsigned char **live, long i) {
+    int slot = (int)(i % LIVE_NEW);
+    free(live[slot]);
+    unsigned char *p = malloc(SIZE);
+    memset(p, 0x5a, SIZE);
+    live[slot] = p;
+    return p;
+}
+
 /* --- heap-held --- */
 #define HELD_N 400000
 static void *held_objs[HELD_N];
@@ -630,12 +641,7 @@ static int heap_held(int dropped) {
     long in_place = 0;
     int bad = 0;
     for (long i = 0; i < NEW; i++) {
-        int slot = (int)(i % LIVE_NEW);
-        free(live[slot]);
-        unsigned char *p = malloc(SIZE);
-        memset(p, 0x5a, SIZE);
-        live[slot] = p;
-        uintptr_t h = HIDE(p);
+        uintptr_t h = HIDE(replace_live(live, i));
         if (bsearch(&h, held_hidden, nheld, sizeof h, cmp)) {
             if (!bad)
                 printf("HELD REUSED\n");
@@ -755,12 +761,7 @@ int main(int argc, char **argv) {
     long in_place = 0;
     int bad = 0;
     for (long i = 0; i < NEW; i++) {
-        int slot = (int)(i % LIVE_NEW);
-        free(live[slot]);
-        unsigned char *p = malloc(SIZE);
-        memset(p, 0x5a, SIZE);
-        live[slot] = p;
-        uintptr_t a = (uintptr_t)p;
+        uintptr_t a = (uintptr_t)replace_live(live, i);
         if (was_freed(a))
             in_place++;
         for (int k = 0; k < nkept; k++) {

@@ -936,9 +936,9 @@ pub fn reinstall_live() {
 }
 
 /// Maps the page of `addr` again if it is the alias of a live unit that lost its page-table
-/// entry (after a fork, a swap-in), as the fault handler does, but with raw system calls only:
-/// for the sweep's helper task, which shares the sweeping thread's thread pointer and so must
-/// not touch `errno`. A page with no memory behind it yet (allocated, never written, left out
+/// entry (dropped by the program's `madvise`, a swap-in), as the fault handler does, but with
+/// raw system calls only: for the sweep's helper task, which shares the sweeping thread's
+/// thread pointer and so must not touch `errno`. A page with no memory behind it yet (allocated, never written, left out
 /// of a forked child's copy of the pool) is given some first. False when that cannot be done.
 pub fn reinstall_raw(addr: usize) -> bool {
     let Some((e, p)) = decode(addr) else { return false };

@@ -22,7 +22,7 @@
 //!   ones and the vector ones (`NT_X86_XSTATE`: `memcpy` and `memmove` carry pointers there).
 //! - While the threads are held, the holder also reads a share of the heap (`Scan::share`)
 //!   beside the sweeping thread, on a second processor. A fault there (a live alias that lost
-//!   its page-table entry: after a fork, a swap-in) goes to a handler of its own (`on_fault`),
+//!   its page-table entry: dropped by the program's `madvise`, a swap-in) goes to a handler of its own (`on_fault`),
 //!   which maps the page again (`Scan::fault`); any other fault ends the holder, and the sweep
 //!   gives up. In a process with one thread, `helper` starts the same task to read a share of
 //!   the heap without holding anything.

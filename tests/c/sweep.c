@@ -59,6 +59,9 @@
  *              CORRUPTED, exit 1). "heap-held-dropped": the same after the pages of the kept
  *              objects lost their page-table entries (madvise MADV_DONTNEED), so that the
  *              sweep meets them unmapped.
+ *              "heap-held-sleeping": the same while a second thread sleeps, so that sweeps
+ *              hold it and the holder task reads its share of the heap (or none, with
+ *              sweep_helper=0).
  *   unpinned   allocates 40000 objects of 64 bytes and keeps them all (every group whole),
  *              then for 200 ms allocates and frees 64-byte objects at once: no group holds a
  *              dead slot beside a live one for long, so checks find nothing worth a sweep.
@@ -666,8 +669,12 @@ static int heap_held(int dropped) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
-    if (!strncmp(mode, "heap-held", 9))
+    if (!strncmp(mode, "heap-held", 9)) {
+        pthread_t t;
+        if (strstr(mode, "sleeping") && pthread_create(&t, NULL, sleeper, NULL) != 0)
+            return 2;
         return heap_held(!strcmp(mode, "heap-held-dropped"));
+    }
     if (!strcmp(mode, "unpinned"))
         return unpinned();
     if (!strcmp(mode, "queued"))

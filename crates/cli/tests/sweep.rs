@@ -89,6 +89,20 @@ fn pointers_in_heap_objects_keep_their_slots_whoever_reads_them() {
     assert_eq!(s[14], 0, "a helper task read the heap with sweep_helper=0: {s:?}");
 }
 
+/// The same while a second thread sleeps: every sweep holds it, and the holder reads a share
+/// of the heap, or none with `sweep_helper=0` (then the sweeping thread must still read it
+/// all: every descriptor, from the first).
+#[test]
+fn with_threads_held_the_heap_is_read_whole_with_or_without_the_holder_s_share() {
+    let _serial = one_at_a_time();
+    let s = assert_held_never_reused(&run("heap-held-sleeping", "mode=prevent:stats=1"));
+    assert!(s[11] >= 1 && s[12] >= 1, "the sleeping thread was never held: {s:?}");
+    assert_eq!(s[14] > 0, two_processors(), "{s:?}");
+    let s = assert_held_never_reused(&run("heap-held-sleeping", "mode=prevent:stats=1:sweep_helper=0"));
+    assert!(s[11] >= 1, "{s:?}");
+    assert_eq!(s[14], 0, "the holder read the heap with sweep_helper=0: {s:?}");
+}
+
 /// The same after the kept objects' pages lost their page-table entries (the program dropped
 /// them with `madvise`): whichever task meets them maps them again, the helper through a fault
 /// handler of its own (without it, the helper ended and every sweep gave up).

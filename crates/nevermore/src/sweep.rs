@@ -377,10 +377,10 @@ fn helper_wanted() -> bool {
 /// allocator (or none: `stop::helper`), which reads a share of the heap meanwhile.
 fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
     guard_cursors();
-    // Descriptors are handed out from 1; none to a holder that holds threads unless it may
-    // help (`stop::helper` was started only if so).
-    let first = if held.is_some_and(|h| h.threads > 0) && !helper_wanted() { u32::MAX } else { 1 };
-    SHARE_NEXT.store(first, Ordering::Relaxed);
+    // Descriptors are handed out from 1; a holder that holds threads takes a share only if it
+    // may help (`stop::helper` was started only if so).
+    HOLDER_HELPS.store(held.is_some_and(|h| h.threads == 0) || helper_wanted(), Ordering::Relaxed);
+    SHARE_NEXT.store(1, Ordering::Relaxed);
     HELPER_SCANNED.store(0, Ordering::Relaxed);
     if let Some(h) = held {
         h.start_scan();
@@ -394,7 +394,7 @@ fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
     }
     if !ok {
         // The holder takes no more.
-        SHARE_NEXT.store(u32::MAX, Ordering::Relaxed);
+        SHARE_NEXT.store(NONE_LEFT, Ordering::Relaxed);
     }
     if let Some(h) = held {
         // Whatever happened, the holder marks nothing once this returns (`finish` clears the
@@ -736,9 +736,14 @@ fn has_data(b: &Buffers, k: usize, residency: bool) -> bool {
 
 /// The next pool descriptor to be scanned (`scan_share`): the sweeping thread and the holder
 /// take them in turns, `SHARE_CHUNK` at a time.
-static SHARE_NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+static SHARE_NEXT: AtomicU32 = AtomicU32::new(NONE_LEFT);
 /// Descriptors taken at a time: slabs of 4–16 pages, so a few hundred KiB at most.
 const SHARE_CHUNK: u32 = 16;
+/// `SHARE_NEXT` once nothing more is to be taken: past every descriptor, and far enough from
+/// the top that the takes which follow cannot wrap it round.
+const NONE_LEFT: u32 = u32::MAX / 2;
+/// Whether the holder takes a share of this sweep.
+static HOLDER_HELPS: AtomicBool = AtomicBool::new(false);
 /// Bytes the holder read in its share of this sweep.
 static HELPER_SCANNED: AtomicU64 = AtomicU64::new(0);
 /// Bytes holders read in all sweeps.
@@ -747,7 +752,9 @@ pub static HELPER_BYTES: AtomicU64 = AtomicU64::new(0);
 /// The holder's share of a sweep (see `stop::Scan`).
 fn helper_share() {
     let mut scanned = 0u64;
-    scan_share(&mut scanned);
+    if HOLDER_HELPS.load(Ordering::Relaxed) {
+        scan_share(&mut scanned);
+    }
     HELPER_SCANNED.store(scanned, Ordering::Release);
 }
 

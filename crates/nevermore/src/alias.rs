@@ -813,48 +813,61 @@ pub fn install(addr: usize, n: usize) -> bool {
     INSTALL_RUNS.fetch_add(1, Ordering::Relaxed);
     INSTALL_PAGES.fetch_add(n as u64, Ordering::Relaxed);
     // A hole met on the way is filled and the install retried: that must not show in errno.
+    let fill = |page, left| {
+        let saved = sys::errno();
+        let ok = POOL.populate_pages(page, left);
+        sys::set_errno(saved);
+        ok
+    };
+    if continue_pages(f.uffd, addr, n, fill).is_ok() {
+        return true;
+    }
+    // The program may have closed or replaced the descriptor.
     let saved = sys::errno();
+    let ok = sys::file_id(f.uffd) != Some(f.uffd_id) && recover() && install(addr, n);
+    sys::set_errno(saved);
+    ok
+}
+
+/// `UFFDIO_CONTINUE` over the `n` alias pages at `addr` with raw system calls (no `errno`):
+/// pages already mapped (a racing fault handler) are skipped; a run of holes in the pool (fresh
+/// or punched pages, or pages allocated but never written, which a forked child's copy leaves
+/// out) is given memory once by `fill(first pool page, pages left)` and the call retried.
+/// Err: the error number that stopped it.
+fn continue_pages(uffd: i32, addr: usize, n: usize, mut fill: impl FnMut(u32, u32) -> bool) -> Result<(), i32> {
+    let len = n << PAGE_SHIFT;
     let mut done = 0usize;
-    let mut populated = false;
-    while done < n << PAGE_SHIFT {
-        let mut c =
-            UffdioContinue { start: (addr + done) as u64, len: ((n << PAGE_SHIFT) - done) as u64, mode: 0, mapped: 0 };
+    let mut filled = false;
+    while done < len {
+        let mut c = UffdioContinue { start: (addr + done) as u64, len: (len - done) as u64, mode: 0, mapped: 0 };
         // SAFETY: UFFDIO_CONTINUE over issued pages of our own registered mirror.
-        let r = unsafe { libc::ioctl(f.uffd, UFFDIO_CONTINUE as _, &mut c) };
+        let r = unsafe {
+            sys::raw_syscall(
+                libc::SYS_ioctl,
+                [uffd as usize, UFFDIO_CONTINUE as usize, &mut c as *mut _ as usize, 0, 0, 0],
+            )
+        };
         if r == 0 {
-            sys::set_errno(saved);
-            return true;
+            return Ok(());
         }
-        let err = sys::errno();
         if c.mapped > 0 {
             done += c.mapped as usize;
             continue;
         }
-        match err {
-            libc::EAGAIN | libc::EINTR => continue,
-            // Already mapped (e.g. a racing fault handler did it): skip that page.
+        match -r as i32 {
+            libc::EAGAIN | libc::EINTR => {}
             libc::EEXIST => done += PAGE,
-            // The pool page is a hole (fresh or punched pages, or pages allocated but never
-            // written, which a forked child's copy leaves out): give them memory and go on.
-            libc::EFAULT if !populated => {
-                populated = true;
-                let Some((_, page)) = decode(addr + done) else { return false };
-                let left = ((n << PAGE_SHIFT) - done) >> PAGE_SHIFT;
-                if !POOL.populate_pages(page, left as u32) {
-                    return false;
+            libc::EFAULT if !filled => {
+                filled = true;
+                let Some((_, page)) = decode(addr + done) else { return Err(libc::EFAULT) };
+                if !fill(page, ((len - done) >> PAGE_SHIFT) as u32) {
+                    return Err(libc::ENOMEM);
                 }
             }
-            _ if sys::file_id(f.uffd) != Some(f.uffd_id) => {
-                if !recover() {
-                    return false;
-                }
-                return install(addr, n);
-            }
-            _ => return false,
+            e => return Err(e),
         }
     }
-    sys::set_errno(saved);
-    true
+    Ok(())
 }
 
 /// The program closed or replaced our userfaultfd (daemons close every descriptor): its
@@ -938,44 +951,23 @@ pub fn reinstall_live() {
 /// Maps the page of `addr` again if it is the alias of a live unit that lost its page-table
 /// entry (dropped by the program's `madvise`, a swap-in), as the fault handler does, but with
 /// raw system calls only: for the sweep's helper task, which shares the sweeping thread's
-/// thread pointer and so must not touch `errno`. A page with no memory behind it yet (allocated, never written, left out
-/// of a forked child's copy of the pool) is given some first. False when that cannot be done.
+/// thread pointer and so must not touch `errno` (a hole is filled with a raw `fallocate`).
+/// False when that cannot be done.
 pub fn reinstall_raw(addr: usize) -> bool {
     let Some((e, p)) = decode(addr) else { return false };
     if revoke_kind() != Revoke::Uffd || !alias_live(e, p) {
         return false;
     }
-    let page = addr & !(PAGE - 1);
-    let mut filled = false;
-    for _ in 0..16 {
-        let mut c = UffdioContinue { start: page as u64, len: PAGE as u64, mode: 0, mapped: 0 };
-        // SAFETY: UFFDIO_CONTINUE of one page of a live alias of our own registered mirror.
-        let r = unsafe {
-            sys::raw_syscall(
-                libc::SYS_ioctl,
-                [fixed().uffd as usize, UFFDIO_CONTINUE as usize, &mut c as *mut _ as usize, 0, 0, 0],
-            )
-        };
-        match -r as i32 {
-            // Mapped now, or by someone else meanwhile.
-            0 | libc::EEXIST => {
-                FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-            libc::EAGAIN | libc::EINTR => {}
-            libc::EFAULT if !filled => {
-                filled = true;
-                let fd = POOL.layout().fd;
-                let off = (p as usize) << PAGE_SHIFT;
-                // SAFETY: fallocate of one page of our pool file.
-                if unsafe { sys::raw_syscall(libc::SYS_fallocate, [fd as usize, 0, off, PAGE, 0, 0]) } != 0 {
-                    return false;
-                }
-            }
-            _ => return false,
-        }
+    let fill = |page: u32, _| {
+        let off = (page as usize) << PAGE_SHIFT;
+        // SAFETY: fallocate of one page of our pool file.
+        unsafe { sys::raw_syscall(libc::SYS_fallocate, [POOL.layout().fd as usize, 0, off, PAGE, 0, 0]) == 0 }
+    };
+    let ok = continue_pages(fixed().uffd, addr & !(PAGE - 1), 1, fill).is_ok();
+    if ok {
+        FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
     }
-    false
+    ok
 }
 
 /// Whether the alias of pool page `p` in epoch `e` belongs to a live unit (a lane or page

@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "pool_probe.h"
 
@@ -949,6 +952,28 @@ static void sec_big(void) {
     }
 }
 
+/* syscall() and prctl(), which the library provides (to see seccomp filters the program
+ * installs): the C library's results and errno. */
+static void sec_syscall(void) {
+    errno = 1234;
+    CHECK(syscall(SYS_getpid) == getpid(), "syscall(SYS_getpid) differs from getpid()");
+    CHECK(errno == 1234, "a successful syscall() changed errno to %d", errno);
+    CHECK(syscall(SYS_close, -1) == -1 && errno == EBADF, "syscall(SYS_close, -1): errno %d", errno);
+    /* Six arguments: process_vm_readv's sixth (flags) must be 0. */
+    char from[16] = "nevermore", to[16] = {0};
+    struct iovec l = {to, sizeof to}, r = {from, sizeof from};
+    long n = syscall(SYS_process_vm_readv, getpid(), &l, 1UL, &r, 1UL, 0UL);
+    CHECK(n == (long)sizeof from && !strcmp(to, "nevermore"), "process_vm_readv through syscall(): %ld, errno %d", n,
+          errno);
+    CHECK(syscall(SYS_process_vm_readv, getpid(), &l, 1UL, &r, 1UL, 1UL) == -1 && errno == EINVAL,
+          "process_vm_readv with flags 1 did not fail with EINVAL (errno %d)", errno);
+    char name[16] = {0};
+    CHECK(prctl(PR_SET_NAME, "nm-syscall", 0, 0, 0) == 0, "prctl(PR_SET_NAME) failed: errno %d", errno);
+    CHECK(prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && !strcmp(name, "nm-syscall"), "prctl(PR_GET_NAME): %s", name);
+    CHECK(prctl(-1, 0, 0, 0, 0) == -1 && errno == EINVAL, "prctl(-1): errno %d", errno);
+    CHECK(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0, "prctl(PR_GET_SECCOMP) is not 0 without a filter");
+}
+
 struct section {
     const char *name;
     void (*fn)(void);
@@ -959,6 +984,7 @@ static const struct section sections[] = {
     {"align", sec_align},     {"usable", sec_usable},         {"usable-write", sec_usable_write},
     {"misc", sec_misc},       {"random", sec_random},         {"errno", sec_errno},
     {"big", sec_big},         {"grow", sec_grow},             {"shrink", sec_shrink},
+    {"syscall", sec_syscall},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 

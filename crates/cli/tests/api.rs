@@ -56,6 +56,16 @@ fn aligned_allocation() {
     section("align");
 }
 
+/// `syscall()` and `prctl()`, which the library provides: the results and `errno` of the C
+/// library's, all six arguments passed (`process_vm_readv` refuses a sixth that is not 0).
+#[test]
+fn syscall_and_prctl_behave_as_the_c_library_s() {
+    section("syscall");
+    // And without the library, so that the checks are known to hold for the C library's own.
+    let o = program(bin()).arg("syscall").env_remove("LD_PRELOAD").output().unwrap();
+    assert_clean(&o);
+}
+
 /// malloc_usable_size >= the request, 0 for NULL.
 #[test]
 fn usable_size() {

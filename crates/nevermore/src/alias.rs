@@ -52,8 +52,8 @@ const UFFD_FEATURE_MISSING_SHMEM: u64 = 1 << 5;
 const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
 const UFFD_FEATURE_MINOR_SHMEM: u64 = 1 << 10;
 const UFFDIO_API: u64 = 0xC018_AA3F;
-const UFFDIO_REGISTER: u64 = 0xC020_AA00;
-const UFFDIO_CONTINUE: u64 = 0xC020_AA07;
+pub const UFFDIO_REGISTER: u64 = 0xC020_AA00;
+pub const UFFDIO_CONTINUE: u64 = 0xC020_AA07;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
 const UFFDIO_REGISTER_MODE_MINOR: u64 = 4;
 const MADV_GUARD_INSTALL: i32 = 102;
@@ -225,6 +225,16 @@ fn fixed() -> &'static Fixed {
 
 pub fn revoke_kind() -> Revoke {
     fixed().revoke
+}
+
+/// The allocator's userfaultfd (-1 without one).
+pub fn uffd() -> i32 {
+    fixed().uffd
+}
+
+/// Whom revocation batches name in `process_madvise` (None: one `madvise` per range).
+pub fn advice_target() -> Option<i32> {
+    Some(fixed().pidfd).filter(|&p| p != NO_PIDFD)
 }
 
 /// Opens userfaultfd (or picks the fallback), reserves the arena and its tables.
@@ -801,7 +811,12 @@ fn register(base: usize, len: usize) -> bool {
         ioctls: 0,
     };
     // SAFETY: UFFDIO_REGISTER over our own mirror.
-    unsafe { libc::ioctl(fixed().uffd, UFFDIO_REGISTER as _, &mut r) == 0 }
+    unsafe {
+        sys::own_syscall(
+            libc::SYS_ioctl,
+            [fixed().uffd as usize, UFFDIO_REGISTER as usize, &mut r as *mut _ as usize, 0, 0, 0],
+        ) == 0
+    }
 }
 
 /// Maps `n` issued alias pages at `addr`. Pool pages must hold data (see `pool::populate`).
@@ -907,6 +922,15 @@ fn recover() -> bool {
 }
 
 pub static RECOVERIES: AtomicU64 = AtomicU64::new(0);
+
+/// Reopens the userfaultfd now if the program closed or replaced it, rather than at the next
+/// install: before a seccomp filter that would refuse opening one is in force (`seccomp`).
+pub fn ensure_uffd() {
+    let f = fixed();
+    if f.revoke == Revoke::Uffd && sys::file_id(f.uffd) != Some(f.uffd_id) {
+        let _ = recover();
+    }
+}
 
 /// Set once the failure to make a mirror was said.
 static SAID_NO_MIRROR: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
@@ -1079,7 +1103,12 @@ fn advise_ranges(ranges: &[Range], advice: i32) -> u64 {
             let total: usize = ranges[i..i + cnt].iter().map(|r| r.len).sum();
             calls += 1;
             // SAFETY: `Range` is two usizes like `iovec`; the ranges are our own aliases.
-            let r = unsafe { libc::syscall(libc::SYS_process_madvise, f.pidfd, ranges[i..].as_ptr(), cnt, advice, 0) };
+            let r = unsafe {
+                sys::own_syscall(
+                    libc::SYS_process_madvise,
+                    [f.pidfd as usize, ranges[i..].as_ptr() as usize, cnt, advice as usize, 0, 0],
+                )
+            };
             if r as usize != total {
                 // Partial or refused: finish one by one.
                 for rg in &ranges[i..i + cnt] {

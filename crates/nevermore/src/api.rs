@@ -564,3 +564,87 @@ pub extern "C" fn munlockall() -> c_int {
     }
     r
 }
+
+// ---- seccomp ----------------------------------------------------------------------------
+//
+// Filters the program installs while it runs let the allocator's own calls through (see the
+// `seccomp` module).
+
+/// `prctl`; `PR_SET_SECCOMP` with a filter goes through `seccomp::prctl`. (C declares it
+/// variadic; on x86-64 the optional arguments travel exactly as these fixed ones.)
+#[no_mangle]
+pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usize) -> c_int {
+    let r = crate::seccomp::prctl(option as usize, a2, a3, a4, a5);
+    if r < 0 {
+        sys::set_errno(-r as c_int);
+        -1
+    } else {
+        r as c_int
+    }
+}
+
+/// glibc's `syscall(number, ...)`, the same instructions: the number and six arguments moved
+/// into the kernel's registers, -1 and `errno` on failure. Only `SYS_seccomp` goes elsewhere
+/// (`seccomp_call`: libseccomp installs filters with it). These calls come from the library's
+/// code, but are the program's: `seccomp` exempts none of them (`syscall_resume`). Written without a stack frame, so
+/// that a call that returns twice or on another stack (`SYS_clone`, `SYS_vfork`) behaves as
+/// with glibc's.
+///
+/// # Safety
+/// The C contract of `syscall(2)`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
+    core::arch::naked_asm!(
+        "cmp rdi, {seccomp}",
+        "je {filtered}",
+        "mov rax, rdi",
+        "mov rdi, rsi",
+        "mov rsi, rdx",
+        "mov rdx, rcx",
+        "mov r10, r8",
+        "mov r8, r9",
+        "mov r9, [rsp + 8]",
+        "syscall",
+        ".globl nevermore_syscall_resume",
+        ".hidden nevermore_syscall_resume",
+        "nevermore_syscall_resume:",
+        "cmp rax, -4095",
+        "mov rdi, rax",
+        "jae {failed}",
+        "ret",
+        seccomp = const libc::SYS_seccomp,
+        filtered = sym seccomp_call,
+        failed = sym syscall_failed,
+    )
+}
+
+extern "C" {
+    /// The instruction after the `syscall` instruction of `syscall` (where the kernel sees
+    /// the program's calls made through it come from).
+    static nevermore_syscall_resume: u8;
+}
+
+/// Where the program's calls through `syscall` come from, for `seccomp`: the library's own
+/// calls are let through its filters, but not those the program makes through `syscall`.
+pub fn syscall_resume() -> usize {
+    (&raw const nevermore_syscall_resume) as usize
+}
+
+/// `syscall(SYS_seccomp, op, flags, args)`, jumped to from `syscall` with its registers.
+extern "C" fn seccomp_call(_nr: core::ffi::c_long, op: usize, flags: usize, args: usize) -> core::ffi::c_long {
+    let r = crate::seccomp::seccomp(op, flags, args);
+    if r < 0 {
+        sys::set_errno(-r as c_int);
+        -1
+    } else {
+        r as core::ffi::c_long
+    }
+}
+
+/// A failed `syscall`: `errno` from the kernel's result, -1 returned.
+extern "C" fn syscall_failed(result: isize) -> core::ffi::c_long {
+    sys::set_errno(-result as c_int);
+    -1
+}

@@ -51,6 +51,9 @@ pub struct Options {
     /// A second task reads a share of the heap beside the sweeping thread, on another
     /// processor (`sweep_helper`; `stop::helper`).
     pub sweep_helper: bool,
+    /// Let the allocator's own system calls on its own descriptors through seccomp filters the
+    /// program installs while it runs (`seccomp_exempt`; `seccomp`).
+    pub seccomp_exempt: bool,
     /// Heaps with more MiB of live objects are not swept (`sweep_max_live`): the program stands
     /// still while a sweep reads them, about half a millisecond per MiB.
     pub sweep_max_live_mib: u32,
@@ -82,6 +85,7 @@ impl Options {
         sweep_share: 33,
         sweep_threads: true,
         sweep_helper: true,
+        seccomp_exempt: true,
         sweep_max_live_mib: 64,
         first_epoch: 1,
         mirror_table: None,
@@ -92,7 +96,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +153,7 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             b"sweep" => o.sweep = parse_bool(key, value)?,
             b"sweep_threads" => o.sweep_threads = parse_bool(key, value)?,
             b"sweep_helper" => o.sweep_helper = parse_bool(key, value)?,
+            b"seccomp_exempt" => o.seccomp_exempt = parse_bool(key, value)?,
             b"report_path" => {
                 if value.is_empty() {
                     return Err(ParseError::BadValue { key, value, expected: "a file path" });
@@ -290,6 +295,7 @@ mod tests {
         assert!(Options::DEFAULT.sweep && !parse(b"sweep=0").unwrap().sweep);
         assert!(Options::DEFAULT.sweep_threads && !parse(b"sweep_threads=0").unwrap().sweep_threads);
         assert!(Options::DEFAULT.sweep_helper && !parse(b"sweep_helper=0").unwrap().sweep_helper);
+        assert!(Options::DEFAULT.seccomp_exempt && !parse(b"seccomp_exempt=0").unwrap().seccomp_exempt);
         assert_eq!(Options::DEFAULT.sweep_share, 33);
         assert_eq!(parse(b"sweep_share=50").unwrap().sweep_share, 50);
         assert_eq!(parse(b"sweep_share=1").unwrap().sweep_share, 1);

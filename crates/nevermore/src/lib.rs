@@ -19,6 +19,7 @@
 //! - `report` / `stats`: error reports and counters;
 //! - `stack`: call-stack capture (`.eh_frame` and frame pointers), module table, stack depot;
 //! - `fork`: giving a forked child its own heap;
+//! - `seccomp`: letting the allocator's own calls through filters the program installs later;
 //! - `api`: the exported C and C++ ABI.
 //!
 //! Every address handed to the program is an alias used once; physical memory is reused behind
@@ -47,6 +48,7 @@ mod meta;
 mod pool;
 mod reentry;
 mod report;
+mod seccomp;
 mod slab;
 mod stack;
 mod stats;
@@ -241,7 +243,14 @@ extern "C" fn at_load() {
 
 extern "C" fn at_exit() {
     if is_ready() && options().stats {
-        stats::print();
+        if seccomp::filtered() {
+            // The statistics read `/proc/self` files, which the program's filter may refuse or
+            // kill the process for, changing how it ends (OpenSSH's parent process treats its
+            // pre-authentication child's death as a failed login).
+            report::say(format_args!("statistics not printed: the process confined itself with seccomp"));
+        } else {
+            stats::print();
+        }
     }
 }
 

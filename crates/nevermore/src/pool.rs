@@ -626,7 +626,7 @@ impl Pool {
         let (off, len) = (start << PAGE_SHIFT, n << PAGE_SHIFT);
         if sys::file_id(l.fd) == Some(l.file) {
             // SAFETY: plain syscall on our pool descriptor.
-            if unsafe { libc::fallocate(l.fd, 0, off as libc::off_t, len as libc::off_t) } == 0 {
+            if unsafe { sys::own_syscall(libc::SYS_fallocate, [l.fd as usize, 0, off, len, 0, 0]) } == 0 {
                 return true;
             }
             if sys::errno() == libc::ENOSPC || sys::errno() == libc::ENOMEM {

@@ -479,6 +479,9 @@ fn report_and_die(regs: crate::stack::Regs, exact: bool, r: Report) -> ! {
 /// Prints a one-line message prefixed with `nevermore: ` to stderr (and to the system log
 /// when reports go there).
 pub fn say(args: fmt::Arguments<'_>) {
+    if !unbounded(2) {
+        return;
+    }
     let mut b = Buf::<512>::new();
     b.push_bytes(b"nevermore: ");
     let _ = b.write_fmt(args);
@@ -487,15 +490,32 @@ pub fn say(args: fmt::Arguments<'_>) {
     to_syslog(b.as_bytes());
 }
 
+/// Whether a message written to `fd` cannot meet a file-size limit, which would end the
+/// process with SIGXFSZ: `fd` is not a regular file, or no such limit is set. A process that
+/// confines itself often sets that limit to 0 (OpenSSH's pre-authentication child); one that
+/// installed a seccomp filter is not asked (its filter may kill the process for `prlimit64`):
+/// no message goes to a regular file there.
+fn unbounded(fd: i32) -> bool {
+    let Some(st) = sys::stat(fd) else {
+        // Closed (the write fails harmlessly), or refused by a filter: say nothing there.
+        return !crate::seccomp::filtered();
+    };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return true;
+    }
+    if crate::seccomp::filtered() {
+        return false;
+    }
+    // SAFETY: an all-zero rlimit is valid for getrlimit to fill.
+    let mut l: libc::rlimit = unsafe { core::mem::zeroed() };
+    // SAFETY: getrlimit into our own buffer.
+    unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut l) == 0 && l.rlim_cur == libc::RLIM_INFINITY }
+}
+
 /// Whether standard error leads nowhere anyone looks: closed, or `/dev/null` (character
 /// device 1:3), as daemons leave it.
 fn stderr_unseen() -> bool {
-    // SAFETY: an all-zero `stat` is a valid value for fstat to fill.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: fstat of a descriptor number into our own buffer.
-    if unsafe { libc::fstat(2, &mut st) } != 0 {
-        return true;
-    }
+    let Some(st) = sys::stat(2) else { return true };
     st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
 }
 
@@ -503,8 +523,9 @@ fn stderr_unseen() -> bool {
 /// program itself never makes (`socket`), where a report must end it the configured way and
 /// a message must not end it at all.
 fn filtered() -> bool {
+    // One the program installed while it ran may refuse (or kill for) `prctl` itself.
     // SAFETY: prctl(PR_GET_SECCOMP) only reads the calling thread's mode.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP) != 0 }
+    crate::seccomp::filtered() || unsafe { libc::prctl(libc::PR_GET_SECCOMP) != 0 }
 }
 
 /// Sends `text` to the system log, a datagram per line (`<11>`: facility user, severity
@@ -518,7 +539,7 @@ fn to_syslog(text: &[u8]) {
     let wanted = match o.syslog {
         config::Syslog::Never => false,
         config::Syslog::Always => true,
-        config::Syslog::Auto => o.report_path.is_none() && stderr_unseen() && !filtered(),
+        config::Syslog::Auto => o.report_path.is_none() && !filtered() && stderr_unseen(),
     };
     if !wanted {
         return;

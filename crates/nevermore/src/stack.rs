@@ -422,6 +422,12 @@ fn sync_modules() {
     }
 }
 
+/// The allocator's own executable range, once the module table was read.
+pub fn own_text() -> Option<(usize, usize)> {
+    let (lo, hi) = (SELF_LO.load(Ordering::Relaxed), SELF_HI.load(Ordering::Relaxed));
+    (lo < hi).then_some((lo, hi))
+}
+
 /// The module holding `pc`, if known (no refresh: safe in a signal handler).
 pub fn module_of(pc: usize) -> Option<&'static Module> {
     records().rev().find(|m| pc >= m.lo && pc < m.hi && !m.gone.load(Ordering::Acquire))

@@ -171,6 +171,13 @@ fn consider() {
         NEXT_AT.store(u64::MAX, Ordering::Relaxed);
         return;
     }
+    if crate::seccomp::filtered() {
+        // The program installed a filter while it ran, which might kill the process for the
+        // files a sweep opens (or refuse them and have every sweep give up): never again.
+        stats::add(&NOT_SWEPT, 1);
+        NEXT_AT.store(u64::MAX, Ordering::Relaxed);
+        return;
+    }
     if BUSY.swap(true, Ordering::Acquire) {
         return;
     }

@@ -16,8 +16,12 @@ pub const fn round_up(x: usize, a: usize) -> usize {
 /// The soft limit on `resource`, if one is set.
 fn limit(resource: libc::__rlimit_resource_t) -> Option<usize> {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes one `rlimit`.
-    if unsafe { libc::getrlimit(resource, &mut rl) } != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
+    let out = &mut rl as *mut libc::rlimit as usize;
+    // SAFETY: prlimit64 of this process, reading only, writes one `rlimit`. A raw call: a
+    // seccomp filter the program installs later lets it through (`seccomp`).
+    if unsafe { own_syscall(libc::SYS_prlimit64, [0, resource as usize, 0, out, 0, 0]) } != 0
+        || rl.rlim_cur == libc::RLIM_INFINITY
+    {
         return None;
     }
     Some(rl.rlim_cur as usize)
@@ -149,14 +153,15 @@ fn unlock_if_future_locked(p: *mut u8, len: usize) {
 /// installed pages are read (the others fail without allocating: userfaultfd's SIGBUS mode).
 pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
     let flags = libc::MAP_SHARED | libc::MAP_NORESERVE | if fixed.is_null() { 0 } else { libc::MAP_FIXED };
+    let prot = (libc::PROT_READ | libc::PROT_WRITE) as usize;
     // SAFETY: with a null hint the kernel picks free space; with `fixed` the caller owns the
-    // range (it is part of one of the allocator's own reservations).
-    let p = unsafe {
-        libc::mmap(fixed as *mut c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, off as libc::off_t)
-    };
-    if p == libc::MAP_FAILED {
+    // range (it is part of one of the allocator's own reservations). A raw call: a seccomp
+    // filter the program installs later lets it through (`seccomp`).
+    let p = unsafe { own_syscall(libc::SYS_mmap, [fixed as usize, len, prot, flags as usize, fd as usize, off]) };
+    if p < 0 {
         return ptr::null_mut();
     }
+    let p = p as *mut c_void;
     advise(p as *mut u8, len, libc::MADV_DONTDUMP);
     unlock_if_future_locked(p as *mut u8, len);
     p as *mut u8
@@ -166,11 +171,10 @@ pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
 /// replacing what was there (`mremap` with an old size of 0 duplicates shared mappings).
 /// Unlike the canonical view it copies, the new view goes into core dumps (see `map_shared`).
 pub fn duplicate_view(src: *mut u8, dst: *mut u8, len: usize) -> bool {
+    let flags = (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as usize;
     // SAFETY: `src` lies in the allocator's shared canonical view, `dst` in its own reservation.
-    let p = unsafe {
-        libc::mremap(src as *mut c_void, 0, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, dst as *mut c_void)
-    };
-    if p == libc::MAP_FAILED {
+    let p = unsafe { own_syscall(libc::SYS_mremap, [src as usize, 0, len, flags, dst as usize, 0]) };
+    if p < 0 {
         return false;
     }
     advise(dst, len, libc::MADV_DODUMP);
@@ -186,7 +190,7 @@ pub fn unmap(addr: *mut u8, len: usize) {
 /// `madvise`; returns true on success.
 pub fn advise(addr: *mut u8, len: usize, advice: i32) -> bool {
     // SAFETY: madvise only changes paging state of the allocator's own ranges.
-    unsafe { libc::madvise(addr as *mut c_void, len, advice) == 0 }
+    unsafe { own_syscall(libc::SYS_madvise, [addr as usize, len, advice as usize, 0, 0, 0]) == 0 }
 }
 
 /// An anonymous memory file (the physical pool), close-on-exec. Returns -1 on failure.
@@ -271,12 +275,14 @@ pub fn ftruncate(fd: i32, len: usize) -> bool {
     unsafe { libc::ftruncate(fd, len as libc::off_t) == 0 }
 }
 
-/// `fstat` of `fd`.
-fn stat(fd: i32) -> Option<libc::stat> {
+/// `fstat` of `fd` (a raw call: a seccomp filter the program installs later lets it through for the
+/// allocator's descriptors and standard error, `seccomp`).
+pub fn stat(fd: i32) -> Option<libc::stat> {
     // SAFETY: `st` is a plain-old-data buffer the kernel fills.
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        (libc::fstat(fd, &mut st) == 0).then_some(st)
+        (own_syscall(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0, 0, 0]) == 0)
+            .then_some(st)
     }
 }
 
@@ -358,7 +364,7 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 
 pub fn gettid() -> u32 {
     // SAFETY: gettid cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    unsafe { raw_syscall(libc::SYS_gettid, [0; 6]) as u32 }
 }
 
 pub fn getpid() -> u32 {
@@ -419,6 +425,21 @@ pub unsafe fn raw_syscall(nr: i64, a: [usize; 6]) -> isize {
             lateout("r11") _,
             options(nostack)
         );
+    }
+    r
+}
+
+/// `raw_syscall` for the calls a seccomp filter installed later lets through when they come
+/// from the allocator's own code (`seccomp`): `errno` is set on failure, as by the C library's
+/// wrappers.
+///
+/// # Safety
+/// As `raw_syscall`.
+pub unsafe fn own_syscall(nr: i64, a: [usize; 6]) -> isize {
+    // SAFETY: the caller's contract.
+    let r = unsafe { raw_syscall(nr, a) };
+    if r < 0 {
+        set_errno(-r as i32);
     }
     r
 }

@@ -554,6 +554,121 @@ fn postgres_serves_queries_detect_mode() {
     postgres_serves_queries_in("detect");
 }
 
+/// OpenSSH's server under the library: three logins with a public key run commands and move
+/// 2 MB through the connection. Each connection's pre-authentication child confines itself
+/// with a seccomp filter that kills the process for any call it does not list (`ioctl`,
+/// `fallocate`, `process_madvise` among them) and then keeps allocating; the library lets its
+/// own calls through that filter (`seccomp_exempt`, the library's `seccomp` module). Before, the
+/// child was killed by SIGSYS at its first install and every login failed.
+fn sshd_serves_logins_in(mode: &str) {
+    let sshd = require("/usr/sbin/sshd", "openssh-server");
+    let ssh = require("ssh", "openssh-client");
+    let keygen = require("ssh-keygen", "openssh-client");
+    // Privilege separation needs root; the child that confines itself runs as `sshd` (an
+    // unprivileged user already) in both passes of the CI.
+    assert!(is_root(), "this test starts sshd, whose privilege separation needs root");
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    let dir = PathBuf::from(format!("/tmp/nevermore-sshd-{}-{mode}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = |name: &str| {
+        let path = dir.join(name);
+        let o = Command::new(&keygen)
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "nevermore-test", "-f"])
+            .arg(&path)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "ssh-keygen: {}", stderr(&o));
+        path
+    };
+    let (host, client) = (key("host"), key("client"));
+    std::fs::copy(client.with_extension("pub"), dir.join("authorized_keys")).unwrap();
+    let port = 22000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let config = format!(
+        "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\nStrictModes no\n\
+         PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+         UsePAM no\nPidFile {}\n",
+        host.display(),
+        dir.join("authorized_keys").display(),
+        dir.join("sshd.pid").display()
+    );
+    std::fs::write(dir.join("sshd_config"), config).unwrap();
+    let opts = format!("mode={mode},verbose=1");
+    // Standard error to a pipe: the child limits the size of files it writes to 0.
+    let server = Command::new(&sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(dir.join("sshd_config"))
+        .env("LD_PRELOAD", lib_path())
+        .env("NEVERMORE_OPTIONS", &opts)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let listening = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port as u16)).is_ok()
+    });
+    let login = |command: &str, input: Option<usize>| {
+        let mut c = Command::new(&ssh);
+        c.args(["-p", &port.to_string(), "-i"])
+            .arg(&client)
+            .args(["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes"])
+            .args(["-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20", "root@127.0.0.1", command])
+            .env_remove("LD_PRELOAD")
+            .env_remove("NEVERMORE_OPTIONS")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            if let Some(n) = input {
+                let _ = stdin.write_all(&vec![b'x'; n]);
+            }
+        });
+        let o = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        o
+    };
+    let runs: Vec<(Output, &str)> = if listening {
+        vec![
+            (login("echo $((6 * 7)) $USER", None), "42 root"),
+            (login("wc -c", Some(2_000_000)), "2000000"),
+            (login("seq 1 100000 | sort -n | tail -1", None), "100000"),
+        ]
+    } else {
+        Vec::new()
+    };
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let out = server.wait_with_output().unwrap();
+    let log = stderr(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(listening, "{mode}: sshd did not listen:\n{log}");
+    for (o, want) in &runs {
+        assert!(o.status.success(), "{mode}: ssh failed ({:?}): {}\nserver:\n{log}", o.status, stderr(o));
+        assert_eq!(stdout(o).trim(), *want, "{mode}: server:\n{log}");
+    }
+    // The pre-authentication children ran under the library and confined themselves.
+    assert_eq!(log.matches("the program installs a seccomp filter").count(), 3, "{mode}: server log:\n{log}");
+    assert!(
+        !log.contains("nevermore: ERROR") && !log.contains("preauth child terminated"),
+        "{mode}: server log:\n{log}"
+    );
+}
+
+#[test]
+fn sshd_serves_logins() {
+    sshd_serves_logins_in("prevent");
+}
+
+#[test]
+fn sshd_serves_logins_detect_mode() {
+    sshd_serves_logins_in("detect");
+}
+
 /// Modules of CPython's own regression tests that lean hardest on malloc or on what the
 /// allocator does behind the program's back (signals, fork, mappings, threads).
 const CPYTHON_TESTS: &[&str] = &[

@@ -193,6 +193,22 @@ fn clone_without_shared_memory_is_a_fork() {
     }
 }
 
+/// Processes made with the C library's `syscall()` rather than `fork()` (`SYS_fork`; `SYS_clone`
+/// and `SYS_clone3` without `CLONE_VM`, as vsftpd makes its per-connection processes): each
+/// process keeps a heap of its own. Before, no fork handler ran, the two shared the pool's pages,
+/// and the child saw the parent's writes (and both handed out the same slots).
+#[test]
+fn forks_made_through_syscall_get_their_own_heap() {
+    let bin = compile("raw_fork.c", &[]);
+    for mode in ["prevent", "detect"] {
+        for how in ["fork", "clone", "clone3"] {
+            let o = run_preloaded_timeout(&bin, &[how], &[("NEVERMORE_OPTIONS", &format!("mode={mode}"))], 60);
+            assert_ok(&o);
+            assert!(stdout(&o).contains("RAW FORK OK"), "{mode}, {how}: {}\n{}", stdout(&o), stderr(&o));
+        }
+    }
+}
+
 /// `mlockall(MCL_CURRENT | MCL_FUTURE)`: the program's own memory is filled and locked (an
 /// untouched 4 MiB mapping is resident afterwards), while the pool's views stay unlocked, so
 /// that revocation works and nothing fills them. Before, revocation failed on locked mirrors

@@ -585,7 +585,8 @@ pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usiz
 
 /// glibc's `syscall(number, ...)`, the same instructions: the number and six arguments moved
 /// into the kernel's registers, -1 and `errno` on failure. Only `SYS_seccomp` goes elsewhere
-/// (`seccomp_call`: libseccomp installs filters with it). These calls come from the library's
+/// (`seccomp_call`: libseccomp installs filters with it), and so do forks made with it
+/// (`forking_call`). These calls come from the library's
 /// code, but are the program's: `seccomp` exempts none of them (`syscall_resume`). Written without a stack frame, so
 /// that a call that returns twice or on another stack (`SYS_clone`, `SYS_vfork`) behaves as
 /// with glibc's.
@@ -599,6 +600,26 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
     core::arch::naked_asm!(
         "cmp rdi, {seccomp}",
         "je {filtered}",
+        // fork, and clone or clone3 without CLONE_VM nor a stack of the child's own.
+        "cmp rdi, {fork}",
+        "je {forking}",
+        "cmp rdi, {clone}",
+        "jne 2f",
+        "test esi, {clone_vm}",
+        "jnz 3f",
+        "test rdx, rdx",
+        "jz {forking}",
+        "jmp 3f",
+        "2:",
+        "cmp rdi, {clone3}",
+        "jne 3f",
+        "test rsi, rsi",
+        "jz 3f",
+        "test qword ptr [rsi], {clone_vm}",
+        "jnz 3f",
+        "cmp qword ptr [rsi + 40], 0",
+        "je {forking}",
+        "3:",
         "mov rax, rdi",
         "mov rdi, rsi",
         "mov rsi, rdx",
@@ -616,6 +637,11 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
         "ret",
         seccomp = const libc::SYS_seccomp,
         filtered = sym seccomp_call,
+        fork = const libc::SYS_fork,
+        clone = const libc::SYS_clone,
+        clone3 = const libc::SYS_clone3,
+        clone_vm = const libc::CLONE_VM,
+        forking = sym forking_call,
         failed = sym syscall_failed,
     )
 }
@@ -630,6 +656,45 @@ extern "C" {
 /// calls are let through its filters, but not those the program makes through `syscall`.
 pub fn syscall_resume() -> usize {
     (&raw const nevermore_syscall_resume) as usize
+}
+
+/// `syscall(SYS_fork)`, or `SYS_clone`/`SYS_clone3` making a process that does not share the
+/// memory and goes on on a copy of this stack, jumped to from `syscall` with its registers (the
+/// sixth argument on the stack): a fork in all but name, which glibc's `fork` would have run
+/// the library's fork handlers around. Without them the child would share the pool's pages
+/// (a shared memory file) with its parent, and each would write the other's heap (vsftpd makes
+/// its per-connection processes so). So they run here, as around `fork`.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn forking_call(
+    nr: core::ffi::c_long,
+    a1: usize,
+    a2: usize,
+    a3: usize,
+    a4: usize,
+    a5: usize,
+    a6: usize,
+) -> core::ffi::c_long {
+    let ready = crate::is_ready();
+    if ready {
+        crate::fork::prepare();
+    }
+    // SAFETY: the program's own call; the child goes on in a copy of this frame.
+    let r = unsafe { sys::raw_syscall(nr, [a1, a2, a3, a4, a5, a6]) };
+    if ready {
+        let saved = sys::errno();
+        if r == 0 {
+            crate::fork::child();
+        } else {
+            crate::fork::parent();
+        }
+        sys::set_errno(saved);
+    }
+    if r < 0 {
+        sys::set_errno(-r as c_int);
+        -1
+    } else {
+        r as core::ffi::c_long
+    }
 }
 
 /// `syscall(SYS_seccomp, op, flags, args)`, jumped to from `syscall` with its registers.
@@ -648,3 +713,4 @@ extern "C" fn syscall_failed(result: isize) -> core::ffi::c_long {
     sys::set_errno(-result as c_int);
     -1
 }
+

@@ -209,6 +209,23 @@ fn forks_made_through_syscall_get_their_own_heap() {
     }
 }
 
+/// A program that lowers its own address-space limit once it runs (vsftpd: 100-200 MiB), far
+/// below the address space the library reserved at start-up: it reads back what it set, its own
+/// 32 MiB mapping and its allocations work, and an allocation past the limit fails with ENOMEM,
+/// as under glibc (the program runs without the library too). Before, every later mapping
+/// failed, the program's and the allocator's.
+#[test]
+fn an_address_space_limit_lowered_while_running() {
+    let bin = compile("as_limit.c", &[]);
+    let plain = program(&bin).env_remove("LD_PRELOAD").output().unwrap();
+    assert!(stdout(&plain).contains("AS LIMIT OK"), "without the library: {}", stdout(&plain));
+    for mode in ["prevent", "detect"] {
+        let o = run_preloaded_timeout(&bin, &[], &[("NEVERMORE_OPTIONS", &format!("mode={mode}"))], 60);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("AS LIMIT OK"), "{mode}: {}\n{}", stdout(&o), stderr(&o));
+    }
+}
+
 /// `mlockall(MCL_CURRENT | MCL_FUTURE)`: the program's own memory is filled and locked (an
 /// untouched 4 MiB mapping is resident afterwards), while the pool's views stay unlocked, so
 /// that revocation works and nothing fills them. Before, revocation failed on locked mirrors

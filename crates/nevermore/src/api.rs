@@ -714,3 +714,82 @@ extern "C" fn syscall_failed(result: isize) -> core::ffi::c_long {
     -1
 }
 
+// ---- resource limits --------------------------------------------------------------------
+//
+// An address-space limit the program sets leaves room for the library's reservations (see
+// the `rlimit` module); other limits pass unchanged.
+
+fn rlimit_result(r: isize) -> c_int {
+    if r < 0 {
+        sys::set_errno(-r as c_int);
+        -1
+    } else {
+        0
+    }
+}
+
+/// # Safety
+/// The C contract of `getrlimit`.
+#[no_mangle]
+pub unsafe extern "C" fn getrlimit(resource: u32, out: *mut crate::rlimit::Rlimit) -> c_int {
+    // SAFETY: forwarded under the same contract.
+    rlimit_result(unsafe { crate::rlimit::prlimit(resource, core::ptr::null(), out) })
+}
+
+/// # Safety
+/// The C contract of `getrlimit64`.
+#[no_mangle]
+pub unsafe extern "C" fn getrlimit64(resource: u32, out: *mut crate::rlimit::Rlimit) -> c_int {
+    // SAFETY: forwarded under the same contract.
+    unsafe { getrlimit(resource, out) }
+}
+
+/// # Safety
+/// The C contract of `setrlimit`.
+#[no_mangle]
+pub unsafe extern "C" fn setrlimit(resource: u32, new: *const crate::rlimit::Rlimit) -> c_int {
+    // SAFETY: forwarded under the same contract.
+    rlimit_result(unsafe { crate::rlimit::prlimit(resource, new, core::ptr::null_mut()) })
+}
+
+/// # Safety
+/// The C contract of `setrlimit64`.
+#[no_mangle]
+pub unsafe extern "C" fn setrlimit64(resource: u32, new: *const crate::rlimit::Rlimit) -> c_int {
+    // SAFETY: forwarded under the same contract.
+    unsafe { setrlimit(resource, new) }
+}
+
+/// # Safety
+/// The C contract of `prlimit`.
+#[no_mangle]
+pub unsafe extern "C" fn prlimit(
+    pid: libc::pid_t,
+    resource: u32,
+    new: *const crate::rlimit::Rlimit,
+    old: *mut crate::rlimit::Rlimit,
+) -> c_int {
+    if pid != 0 && pid as u32 != sys::getpid() {
+        // Another process's limits: as they are.
+        // SAFETY: the caller's records, passed on.
+        let r = unsafe {
+            sys::raw_syscall(libc::SYS_prlimit64, [pid as usize, resource as usize, new as usize, old as usize, 0, 0])
+        };
+        return rlimit_result(r);
+    }
+    // SAFETY: forwarded under the same contract.
+    rlimit_result(unsafe { crate::rlimit::prlimit(resource, new, old) })
+}
+
+/// # Safety
+/// The C contract of `prlimit64`.
+#[no_mangle]
+pub unsafe extern "C" fn prlimit64(
+    pid: libc::pid_t,
+    resource: u32,
+    new: *const crate::rlimit::Rlimit,
+    old: *mut crate::rlimit::Rlimit,
+) -> c_int {
+    // SAFETY: forwarded under the same contract.
+    unsafe { prlimit(pid, resource, new, old) }
+}

@@ -19,6 +19,7 @@
 //! - `report` / `stats`: error reports and counters;
 //! - `stack`: call-stack capture (`.eh_frame` and frame pointers), module table, stack depot;
 //! - `fork`: giving a forked child its own heap;
+//! - `rlimit`: address-space limits the program sets while it runs;
 //! - `seccomp`: letting the allocator's own calls through filters the program installs later;
 //! - `api`: the exported C and C++ ABI.
 //!
@@ -48,6 +49,7 @@ mod meta;
 mod pool;
 mod reentry;
 mod report;
+mod rlimit;
 mod seccomp;
 mod slab;
 mod stack;

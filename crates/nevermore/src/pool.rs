@@ -199,6 +199,9 @@ pub enum InitError {
     Map,
 }
 
+/// Most pages in use at once (`Pool::set_cap`).
+static CAP_PAGES: AtomicU64 = AtomicU64::new(u64::MAX);
+
 /// The pool memfd's name (also a forked child's copy); /proc/self/maps shows its mappings
 /// as `/memfd:` followed by it, which is how a sweep leaves them out.
 pub const MEMFD_NAME: &core::ffi::CStr = c"nevermore-pool";
@@ -362,6 +365,9 @@ impl Pool {
     /// may hold old data, as any reused run.
     pub fn extend_run(&self, idx: u32, more: u32, also: impl FnOnce() -> bool) -> bool {
         let mut st = self.state.lock();
+        if !Self::within_cap(&st, more) {
+            return false;
+        }
         let end = self.span(idx).start + self.span(idx).npages;
         let next = if end == st.bump {
             if more > self.layout().pages - st.bump {
@@ -407,7 +413,21 @@ impl Pool {
         Some((idx, dirty))
     }
 
+    /// Caps the pages in use at `bytes` (an address-space limit the program set: `rlimit`);
+    /// `u64::MAX` lifts the cap.
+    pub fn set_cap(&self, bytes: u64) {
+        CAP_PAGES.store(if bytes == u64::MAX { u64::MAX } else { bytes >> PAGE_SHIFT }, Ordering::Relaxed);
+    }
+
+    /// Whether `n` more pages in use stay within the cap.
+    fn within_cap(st: &State, n: u32) -> bool {
+        st.stats.pages_in_use + n as u64 <= CAP_PAGES.load(Ordering::Relaxed)
+    }
+
     fn take_run(&self, st: &mut State, n: u32) -> Option<u32> {
+        if !Self::within_cap(st, n) {
+            return None;
+        }
         // Runs that hold old data first, of any length (they cost no fresh zeroed pages, and
         // the others can wait as holes); in each set, the smallest run of an exact or larger
         // list, then the first long run that is long enough.

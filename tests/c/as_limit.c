@@ -1,7 +1,10 @@
 /* A program that lowers its own address-space limit (RLIMIT_AS) once it runs, as vsftpd does
  * (100-200 MiB): it reads back what it set, its own mappings and small allocations go on
  * working, and the heap stays bounded by the limit (an allocation beyond fails with ENOMEM).
- * usage: as_limit   prints AS LIMIT OK (exit 0) or the first check that failed (exit 1) */
+ * Then it raises the limit to 512 MiB (the kernel allows it with privileges only) and prints
+ * what it got and what it reads back ("RAISE ...", "NOW soft hard" in MiB).
+ * usage: as_limit   prints AS LIMIT OK (exit 0) or the first check that failed (exit 1)
+ *        as_limit report   prints the limit it was started under and whether 1500 MiB fit */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +17,15 @@
 #define MIB (1UL << 20)
 #define FAIL(...) do { printf(__VA_ARGS__); printf("\n"); return 1; } while (0)
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        /* "report": the limit this program was started under, and whether 1500 MiB fit. */
+        struct rlimit r;
+        getrlimit(RLIMIT_AS, &r);
+        void *p = malloc(1500 * MIB);
+        printf("limit %lu MiB, malloc(1500 MiB) %s\n", (unsigned long)(r.rlim_cur / MIB), p ? "ok" : "failed");
+        return 0;
+    }
     struct rlimit lim = {256 * MIB, 256 * MIB}, got;
     if (setrlimit(RLIMIT_AS, &lim)) FAIL("setrlimit failed: errno %d", errno);
     if (getrlimit(RLIMIT_AS, &got) || got.rlim_cur != lim.rlim_cur || got.rlim_max != lim.rlim_max)
@@ -45,6 +56,14 @@ int main(void) {
     errno = 0;
     void *huge = malloc(300 * MIB);
     if (huge || errno != ENOMEM) FAIL("malloc(300 MiB) under a 256 MiB limit: %p, errno %d", huge, errno);
+    /* Raising the hard limit again: allowed with privileges only, as the kernel decides. */
+    struct rlimit up = {512 * MIB, 512 * MIB};
+    if (setrlimit(RLIMIT_AS, &up) == 0)
+        printf("RAISE ok\n");
+    else
+        printf("RAISE errno %d\n", errno);
+    if (getrlimit(RLIMIT_AS, &got)) FAIL("getrlimit after raising failed");
+    printf("NOW %lu %lu\n", (unsigned long)(got.rlim_cur / MIB), (unsigned long)(got.rlim_max / MIB));
     printf("AS LIMIT OK\n");
     return 0;
 }

@@ -214,15 +214,67 @@ fn forks_made_through_syscall_get_their_own_heap() {
 /// 32 MiB mapping and its allocations work, and an allocation past the limit fails with ENOMEM,
 /// as under glibc (the program runs without the library too). Before, every later mapping
 /// failed, the program's and the allocator's.
+/// Raising the hard limit again then succeeds or fails as without the library (with privileges
+/// or without), and reads back the same; so under a limit set before the program started.
 #[test]
 fn an_address_space_limit_lowered_while_running() {
     let bin = compile("as_limit.c", &[]);
-    let plain = program(&bin).env_remove("LD_PRELOAD").output().unwrap();
-    assert!(stdout(&plain).contains("AS LIMIT OK"), "without the library: {}", stdout(&plain));
-    for mode in ["prevent", "detect"] {
-        let o = run_preloaded_timeout(&bin, &[], &[("NEVERMORE_OPTIONS", &format!("mode={mode}"))], 60);
-        assert_ok(&o);
-        assert!(stdout(&o).contains("AS LIMIT OK"), "{mode}: {}\n{}", stdout(&o), stderr(&o));
+    for before in [None, Some("--as=8589934592")] {
+        let run = |lib: Option<&str>| {
+            let mut cmd = match before {
+                Some(limit) => {
+                    let mut c = program(Path::new("prlimit"));
+                    c.arg(limit).arg(&bin);
+                    c
+                }
+                None => program(&bin),
+            };
+            cmd.env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
+            if let Some(mode) = lib {
+                cmd.env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", format!("mode={mode}"));
+            }
+            wait_with_deadline(cmd, 60, "as_limit")
+        };
+        let plain = run(None);
+        assert_ok(&plain);
+        let plain_out = stdout(&plain);
+        assert!(plain_out.contains("AS LIMIT OK"), "{before:?}, without the library: {plain_out}");
+        for mode in ["prevent", "detect"] {
+            let o = run(Some(mode));
+            assert_ok(&o);
+            assert_eq!(
+                stdout(&o),
+                plain_out,
+                "{before:?}, {mode}: differs from the run without the library\n{}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
+/// A limit set by a program under the library for the program it then starts (a shell's
+/// `ulimit -v`, `prlimit --as=N PROGRAM`) limits that program as without the library: the
+/// started program's library sets the raised limit back before it reserves anything.
+#[test]
+fn an_address_space_limit_set_for_the_next_program_limits_it() {
+    let bin = compile("as_limit.c", &[]);
+    let shell = format!("ulimit -v 1048576; exec {} report", bin.display());
+    let ways: [Vec<&str>; 2] =
+        [vec!["bash", "-c", &shell], vec!["prlimit", "--as=1073741824", bin.to_str().unwrap(), "report"]];
+    for way in &ways {
+        let run = |lib: bool| {
+            let mut cmd = program(Path::new(way[0]));
+            cmd.args(&way[1..]).env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
+            if lib {
+                cmd.env("LD_PRELOAD", lib_path());
+            }
+            wait_with_deadline(cmd, 60, way[0])
+        };
+        let (plain, under) = (run(false), run(true));
+        assert_ok(&plain);
+        assert_ok(&under);
+        assert_eq!(stdout(&plain), "limit 1024 MiB, malloc(1500 MiB) failed\n", "{way:?}");
+        assert_eq!(stdout(&under), stdout(&plain), "{way:?}: {}", stderr(&under));
     }
 }
 

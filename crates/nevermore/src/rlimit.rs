@@ -16,9 +16,12 @@
 //! under the C library's allocator. Mappings the program makes itself count against the raised
 //! limit, which leaves them what the program allowed, as before.
 //!
-//! Not seen: limits set with a raw system call, and limits of other processes (`prlimit` with
-//! another process id), which pass unchanged. A program the process becomes by `exec` keeps
-//! the raised limit.
+//! A program the process becomes by `exec` inherits the raised limit, which carries a mark and
+//! the program's own value (`raise`): the library, loaded again there, sets the limit back to
+//! that value before it reserves anything (`after_exec`), so that `ulimit -v` in a shell and
+//! `prlimit --as=N PROGRAM` limit the program they start. (A program started without the
+//! library keeps the raised limit.) Not seen: limits set with a raw system call, and limits of
+//! other processes (`prlimit` with another process id), which pass unchanged.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -26,6 +29,9 @@ use crate::sys;
 
 /// Bytes added to the address-space limits the program sets (0 until it sets one).
 static RAISED_BY: AtomicU64 = AtomicU64::new(0);
+/// The limits the program last set (soft, hard), and what the kernel was given for them.
+static PROGRAM: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static GIVEN: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 /// Room for the library's own later mappings (metadata, stack store), beyond the address
 /// space of the moment.
 const SLACK: u64 = 1 << 30;
@@ -43,24 +49,61 @@ fn raw(new: *const Rlimit, old: *mut Rlimit, resource: u32) -> isize {
     unsafe { sys::raw_syscall(libc::SYS_prlimit64, [0, resource as usize, new as usize, old as usize, 0, 0]) }
 }
 
+/// Marks a raised limit (bits 40-43), so that a program the process becomes by `exec` can
+/// tell it from one set by anyone else and take the program's own back (`after_exec`).
+const MARK: u64 = 0xb << 40;
+const MARK_MASK: u64 = 0xf << 40;
+/// Limits below this are raised in the marked form: `(n << 44) | MARK | v`.
+const LOW: u64 = 1 << 40;
+
+/// `v` raised by at least `by`: marked, so that it can be decoded after an `exec`, when `v` is
+/// below 1 TiB (any limit a program lowers itself to).
 fn raise(v: u64, by: u64) -> u64 {
     if v == INFINITY {
         v
+    } else if v < LOW {
+        (by.div_ceil(1 << 44).max(1) << 44) | MARK | v
     } else {
         v.saturating_add(by).min(INFINITY - 1)
     }
 }
 
-fn lower(v: u64, by: u64) -> u64 {
-    if v == INFINITY {
-        v
+/// The limit a marked value stands for, or None.
+fn unmark(v: u64) -> Option<u64> {
+    (v != INFINITY && v >= 1 << 44 && v & MARK_MASK == MARK).then_some(v & (LOW - 1))
+}
+
+/// At start-up, before anything is reserved: limits raised by the library of the process this
+/// one was before `exec` (a shell's `ulimit -v`, `prlimit --as=N PROGRAM`) are set back to
+/// what that program asked for, which the new program is started under.
+pub fn after_exec() {
+    let mut real = Rlimit { cur: 0, max: 0 };
+    if raw(core::ptr::null(), &mut real, libc::RLIMIT_AS) != 0 {
+        return;
+    }
+    let (cur, max) = (unmark(real.cur), unmark(real.max));
+    if cur.is_none() && max.is_none() {
+        return;
+    }
+    let max = max.unwrap_or(real.max);
+    let back = Rlimit { cur: cur.unwrap_or(real.cur).min(max), max };
+    raw(&back, core::ptr::null_mut(), libc::RLIMIT_AS);
+}
+
+/// The limits as the program sees them, from the kernel's: what it set, while the kernel
+/// holds what it was given for that; else the kernel's (never set, or set by a raw call).
+fn seen(real: Rlimit) -> Rlimit {
+    let given = Rlimit { cur: GIVEN[0].load(Ordering::Relaxed), max: GIVEN[1].load(Ordering::Relaxed) };
+    if RAISED_BY.load(Ordering::Relaxed) != 0 && real.cur == given.cur && real.max == given.max {
+        Rlimit { cur: PROGRAM[0].load(Ordering::Relaxed), max: PROGRAM[1].load(Ordering::Relaxed) }
     } else {
-        v.saturating_sub(by)
+        real
     }
 }
 
 /// `prlimit64(0, resource, new, old)` as the program sees it: for `RLIMIT_AS`, `new` raised
-/// and `old` lowered by `RAISED_BY`. Returns the system call's result (minus the error number).
+/// by `RAISED_BY` and `old` as the program set it (`seen`). Returns the system call's result
+/// (minus the error number).
 ///
 /// # Safety
 /// `new` and `old` are null or valid for reading and writing one `Rlimit` respectively.
@@ -72,9 +115,8 @@ pub unsafe fn prlimit(resource: u32, new: *const Rlimit, old: *mut Rlimit) -> is
     if new.is_null() {
         let r = raw(core::ptr::null(), &mut real_old, resource);
         if r == 0 && !old.is_null() {
-            let by = RAISED_BY.load(Ordering::Relaxed);
             // SAFETY: the caller's contract.
-            unsafe { *old = Rlimit { cur: lower(real_old.cur, by), max: lower(real_old.max, by) } };
+            unsafe { *old = seen(real_old) };
         }
         return r;
     }
@@ -87,23 +129,52 @@ pub unsafe fn prlimit(resource: u32, new: *const Rlimit, old: *mut Rlimit) -> is
     if r != 0 {
         return r;
     }
-    let prev = RAISED_BY.load(Ordering::Relaxed);
-    let mut by = prev;
+    let visible = seen(real_old);
+    let mut by = RAISED_BY.load(Ordering::Relaxed);
     if by == 0 && (wanted.cur != INFINITY || wanted.max != INFINITY) {
         // The first limit the program sets: what the process maps now, and room for ours.
         by = crate::stats::proc_status_kb(b"VmSize").map_or(0, |kb| kb << 10) + SLACK;
-        RAISED_BY.store(by, Ordering::Relaxed);
     }
-    // An unprivileged process cannot raise its hard limit: never past the current one.
-    let max = raise(wanted.max, by).min(real_old.max);
+    // A hard limit the program does not raise (as it sees it) stays within the kernel's, which
+    // only a privileged process may raise; one it raises is for the kernel to allow or refuse.
+    let max = if wanted.max <= visible.max { raise(wanted.max, by).min(real_old.max) } else { raise(wanted.max, by) };
     let ours = Rlimit { cur: raise(wanted.cur, by).min(max), max };
     let r = raw(&ours, core::ptr::null_mut(), resource);
     if r == 0 {
+        RAISED_BY.store(by, Ordering::Relaxed);
+        PROGRAM[0].store(wanted.cur, Ordering::Relaxed);
+        PROGRAM[1].store(wanted.max, Ordering::Relaxed);
+        GIVEN[0].store(ours.cur, Ordering::Relaxed);
+        GIVEN[1].store(ours.max, Ordering::Relaxed);
         crate::pool::POOL.set_cap(wanted.cur);
         if !old.is_null() {
             // SAFETY: the caller's contract.
-            unsafe { *old = Rlimit { cur: lower(real_old.cur, prev), max: lower(real_old.max, prev) } };
+            unsafe { *old = visible };
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raised_limit_is_at_least_the_raise_and_decodes_to_the_program_s_own() {
+        let by = (32u64 << 40) + (3 << 30);
+        for v in [0, 4096, 100 << 20, 256 << 20, (1 << 40) - 1] {
+            let r = raise(v, by);
+            assert!(r >= v + by, "{v}: {r}");
+            assert_eq!(unmark(r), Some(v));
+        }
+        // Limits of a TiB and more, and none, are raised plainly and not taken for marked ones.
+        assert_eq!(raise(1 << 40, by), (1 << 40) + by);
+        assert_eq!(unmark(raise(1 << 40, by)), None);
+        assert_eq!(raise(INFINITY, by), INFINITY);
+        assert_eq!(unmark(INFINITY), None);
+        // Limits anyone else sets: not marked (but for one with exactly those bits).
+        for v in [8u64 << 30, 64 << 40, (1 << 44) + (1 << 40)] {
+            assert_eq!(unmark(v), None, "{v:#x}");
+        }
+    }
 }

@@ -554,6 +554,29 @@ fn postgres_serves_queries_detect_mode() {
     postgres_serves_queries_in("detect");
 }
 
+/// A new, empty directory for one server test (`what`, `mode`) under /tmp.
+fn fresh_dir(what: &str, mode: &str) -> PathBuf {
+    let dir = PathBuf::from(format!("/tmp/nevermore-{what}-{}-{mode}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Whether something accepts connections on `port` of the loopback address within 10 s.
+fn listening(port: u32) -> bool {
+    (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port as u16)).is_ok()
+    })
+}
+
+/// Stops a server started with its standard error piped; returns what it wrote there.
+fn stop(server: std::process::Child) -> String {
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    stderr(&server.wait_with_output().unwrap())
+}
+
 /// OpenSSH's server under the library: three logins with a public key run commands and move
 /// 2 MB through the connection. Each connection's pre-authentication child confines itself
 /// with a seccomp filter that kills the process for any call it does not list (`ioctl`,
@@ -568,9 +591,7 @@ fn sshd_serves_logins_in(mode: &str) {
     // unprivileged user already) in both passes of the CI.
     assert!(is_root(), "this test starts sshd, whose privilege separation needs root");
     std::fs::create_dir_all("/run/sshd").unwrap();
-    let dir = PathBuf::from(format!("/tmp/nevermore-sshd-{}-{mode}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("sshd", mode);
     let key = |name: &str| {
         let path = dir.join(name);
         let o = Command::new(&keygen)
@@ -605,10 +626,7 @@ fn sshd_serves_logins_in(mode: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let listening = (0..100).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        std::net::TcpStream::connect(("127.0.0.1", port as u16)).is_ok()
-    });
+    let listening = listening(port);
     let login = |command: &str, input: Option<usize>| {
         let mut c = Command::new(&ssh);
         c.args(["-p", &port.to_string(), "-i"])
@@ -641,10 +659,7 @@ fn sshd_serves_logins_in(mode: &str) {
     } else {
         Vec::new()
     };
-    // SAFETY: a signal to our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    let out = server.wait_with_output().unwrap();
-    let log = stderr(&out);
+    let log = stop(server);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(listening, "{mode}: sshd did not listen:\n{log}");
     for (o, want) in &runs {
@@ -680,8 +695,7 @@ fn vsftpd_serves_files_in(mode: &str) {
     let vsftpd = require("/usr/sbin/vsftpd", "vsftpd");
     assert!(is_root(), "this test starts vsftpd, which needs root for its sessions' chroot");
     std::fs::create_dir_all("/var/run/vsftpd/empty").unwrap();
-    let dir = PathBuf::from(format!("/tmp/nevermore-ftp-{}-{mode}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = fresh_dir("ftp", mode);
     let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let mut rng = Rng(0x5eed_f7f0);
@@ -703,10 +717,7 @@ fn vsftpd_serves_files_in(mode: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let listening = (0..100).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        std::net::TcpStream::connect(("127.0.0.1", port as u16)).is_ok()
-    });
+    let listening = listening(port);
     let client = format!(
         "import ftplib, io\n\
          want = open('{}', 'rb').read()\n\
@@ -718,10 +729,7 @@ fn vsftpd_serves_files_in(mode: &str) {
     );
     let runs =
         listening.then(|| Command::new(python()).args(["-c", &client]).env_remove("LD_PRELOAD").output().unwrap());
-    // SAFETY: a signal to our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    let out = server.wait_with_output().unwrap();
-    let log = stderr(&out);
+    let log = stop(server);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(listening, "{mode}: vsftpd did not listen:\n{log}");
     let runs = runs.unwrap();

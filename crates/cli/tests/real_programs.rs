@@ -749,6 +749,47 @@ fn vsftpd_serves_files_detect_mode() {
     vsftpd_serves_files_in("detect");
 }
 
+/// chronyd, the NTP daemon, with its seccomp filter (`-F 1`, loaded through libseccomp, which
+/// kills the process for any call not on its list) under the library: it keeps running, and
+/// allocating, after the filter is in force. Before, it was killed by SIGSYS at the library's
+/// next `fallocate`, right after "Loaded seccomp filter".
+fn chronyd_runs_under_its_seccomp_filter_in(mode: &str) {
+    let chronyd = require("/usr/sbin/chronyd", "chrony");
+    assert!(is_root(), "this test starts chronyd, which drops root to its own user");
+    let dir = fresh_dir("chrony", mode);
+    let conf = dir.join("chrony.conf");
+    std::fs::write(&conf, format!("server 127.0.0.1 iburst\ncmdport 0\npidfile {}\n", dir.join("pid").display()))
+        .unwrap();
+    let mut server = Command::new(&chronyd)
+        .args(["-d", "-x", "-F", "1", "-f"])
+        .arg(&conf)
+        .env("LD_PRELOAD", lib_path())
+        .env("NEVERMORE_OPTIONS", format!("mode={mode},verbose=1"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let alive = server.try_wait().unwrap().is_none();
+    let log = stop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(alive, "{mode}: chronyd ended:\n{log}");
+    let filter = log.find("installs a seccomp filter");
+    let loaded = log.find("Loaded seccomp filter");
+    assert!(filter.is_some() && loaded.is_some(), "{mode}: the filter was not loaded under the library:\n{log}");
+    assert!(!log.contains("nevermore: ERROR"), "{mode}:\n{log}");
+}
+
+#[test]
+fn chronyd_runs_under_its_seccomp_filter() {
+    chronyd_runs_under_its_seccomp_filter_in("prevent");
+}
+
+#[test]
+fn chronyd_runs_under_its_seccomp_filter_detect_mode() {
+    chronyd_runs_under_its_seccomp_filter_in("detect");
+}
+
 /// Modules of CPython's own regression tests that lean hardest on malloc or on what the
 /// allocator does behind the program's back (signals, fork, mappings, threads).
 const CPYTHON_TESTS: &[&str] = &[

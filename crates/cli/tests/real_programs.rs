@@ -570,7 +570,17 @@ fn listening(port: u32) -> bool {
     })
 }
 
-/// Stops a server started with its standard error piped; returns what it wrote there.
+/// Starts a server under the library with `options`, its standard error piped (see `stop`).
+fn start_server(cmd: &mut Command, options: &str) -> std::process::Child {
+    cmd.env("LD_PRELOAD", lib_path())
+        .env("NEVERMORE_OPTIONS", options)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Stops a server started by `start_server`; returns what it wrote on standard error.
 fn stop(server: std::process::Child) -> String {
     // SAFETY: a signal to our own child.
     unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
@@ -617,15 +627,7 @@ fn sshd_serves_logins_in(mode: &str) {
     std::fs::write(dir.join("sshd_config"), config).unwrap();
     let opts = format!("mode={mode},verbose=1");
     // Standard error to a pipe: the child limits the size of files it writes to 0.
-    let server = Command::new(&sshd)
-        .args(["-D", "-e", "-f"])
-        .arg(dir.join("sshd_config"))
-        .env("LD_PRELOAD", lib_path())
-        .env("NEVERMORE_OPTIONS", &opts)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let server = start_server(Command::new(&sshd).args(["-D", "-e", "-f"]).arg(dir.join("sshd_config")), &opts);
     let listening = listening(port);
     let login = |command: &str, input: Option<usize>| {
         let mut c = Command::new(&ssh);
@@ -709,14 +711,7 @@ fn vsftpd_serves_files_in(mode: &str) {
         root.display()
     );
     std::fs::write(dir.join("vsftpd.conf"), config).unwrap();
-    let server = Command::new(&vsftpd)
-        .arg(dir.join("vsftpd.conf"))
-        .env("LD_PRELOAD", lib_path())
-        .env("NEVERMORE_OPTIONS", format!("mode={mode}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let server = start_server(Command::new(&vsftpd).arg(dir.join("vsftpd.conf")), &format!("mode={mode}"));
     let listening = listening(port);
     let client = format!(
         "import ftplib, io\n\
@@ -760,15 +755,10 @@ fn chronyd_runs_under_its_seccomp_filter_in(mode: &str) {
     let conf = dir.join("chrony.conf");
     std::fs::write(&conf, format!("server 127.0.0.1 iburst\ncmdport 0\npidfile {}\n", dir.join("pid").display()))
         .unwrap();
-    let mut server = Command::new(&chronyd)
-        .args(["-d", "-x", "-F", "1", "-f"])
-        .arg(&conf)
-        .env("LD_PRELOAD", lib_path())
-        .env("NEVERMORE_OPTIONS", format!("mode={mode},verbose=1"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = start_server(
+        Command::new(&chronyd).args(["-d", "-x", "-F", "1", "-f"]).arg(&conf),
+        &format!("mode={mode},verbose=1"),
+    );
     std::thread::sleep(std::time::Duration::from_secs(3));
     let alive = server.try_wait().unwrap().is_none();
     let log = stop(server);

@@ -570,17 +570,22 @@ pub extern "C" fn munlockall() -> c_int {
 // Filters the program installs while it runs let the allocator's own calls through (see the
 // `seccomp` module).
 
-/// `prctl`; `PR_SET_SECCOMP` with a filter goes through `seccomp::prctl`. (C declares it
-/// variadic; on x86-64 the optional arguments travel exactly as these fixed ones.)
-#[no_mangle]
-pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usize) -> c_int {
-    let r = crate::seccomp::prctl(option as usize, a2, a3, a4, a5);
+/// A system call's result (minus the error number on failure) as C functions return it:
+/// -1 with `errno` set, or the result.
+fn c_result(r: isize) -> isize {
     if r < 0 {
         sys::set_errno(-r as c_int);
         -1
     } else {
-        r as c_int
+        r
     }
+}
+
+/// `prctl`; `PR_SET_SECCOMP` with a filter goes through `seccomp::prctl`. (C declares it
+/// variadic; on x86-64 the optional arguments travel exactly as these fixed ones.)
+#[no_mangle]
+pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usize) -> c_int {
+    c_result(crate::seccomp::prctl(option as usize, a2, a3, a4, a5)) as c_int
 }
 
 /// glibc's `syscall(number, ...)`, the same instructions: the number and six arguments moved
@@ -689,29 +694,17 @@ extern "C" fn forking_call(
         }
         sys::set_errno(saved);
     }
-    if r < 0 {
-        sys::set_errno(-r as c_int);
-        -1
-    } else {
-        r as core::ffi::c_long
-    }
+    c_result(r) as core::ffi::c_long
 }
 
 /// `syscall(SYS_seccomp, op, flags, args)`, jumped to from `syscall` with its registers.
 extern "C" fn seccomp_call(_nr: core::ffi::c_long, op: usize, flags: usize, args: usize) -> core::ffi::c_long {
-    let r = crate::seccomp::seccomp(op, flags, args);
-    if r < 0 {
-        sys::set_errno(-r as c_int);
-        -1
-    } else {
-        r as core::ffi::c_long
-    }
+    c_result(crate::seccomp::seccomp(op, flags, args)) as core::ffi::c_long
 }
 
 /// A failed `syscall`: `errno` from the kernel's result, -1 returned.
 extern "C" fn syscall_failed(result: isize) -> core::ffi::c_long {
-    sys::set_errno(-result as c_int);
-    -1
+    c_result(result) as core::ffi::c_long
 }
 
 // ---- resource limits --------------------------------------------------------------------
@@ -719,21 +712,12 @@ extern "C" fn syscall_failed(result: isize) -> core::ffi::c_long {
 // An address-space limit the program sets leaves room for the library's reservations (see
 // the `rlimit` module); other limits pass unchanged.
 
-fn rlimit_result(r: isize) -> c_int {
-    if r < 0 {
-        sys::set_errno(-r as c_int);
-        -1
-    } else {
-        0
-    }
-}
-
 /// # Safety
 /// The C contract of `getrlimit`.
 #[no_mangle]
 pub unsafe extern "C" fn getrlimit(resource: u32, out: *mut crate::rlimit::Rlimit) -> c_int {
     // SAFETY: forwarded under the same contract.
-    rlimit_result(unsafe { crate::rlimit::prlimit(resource, core::ptr::null(), out) })
+    c_result(unsafe { crate::rlimit::prlimit(resource, core::ptr::null(), out) }) as c_int
 }
 
 /// # Safety
@@ -749,7 +733,7 @@ pub unsafe extern "C" fn getrlimit64(resource: u32, out: *mut crate::rlimit::Rli
 #[no_mangle]
 pub unsafe extern "C" fn setrlimit(resource: u32, new: *const crate::rlimit::Rlimit) -> c_int {
     // SAFETY: forwarded under the same contract.
-    rlimit_result(unsafe { crate::rlimit::prlimit(resource, new, core::ptr::null_mut()) })
+    c_result(unsafe { crate::rlimit::prlimit(resource, new, core::ptr::null_mut()) }) as c_int
 }
 
 /// # Safety
@@ -775,10 +759,10 @@ pub unsafe extern "C" fn prlimit(
         let r = unsafe {
             sys::raw_syscall(libc::SYS_prlimit64, [pid as usize, resource as usize, new as usize, old as usize, 0, 0])
         };
-        return rlimit_result(r);
+        return c_result(r) as c_int;
     }
     // SAFETY: forwarded under the same contract.
-    rlimit_result(unsafe { crate::rlimit::prlimit(resource, new, old) })
+    c_result(unsafe { crate::rlimit::prlimit(resource, new, old) }) as c_int
 }
 
 /// # Safety

@@ -503,13 +503,7 @@ fn unbounded(fd: i32) -> bool {
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return true;
     }
-    if crate::seccomp::filtered() {
-        return false;
-    }
-    // SAFETY: an all-zero rlimit is valid for getrlimit to fill.
-    let mut l: libc::rlimit = unsafe { core::mem::zeroed() };
-    // SAFETY: getrlimit into our own buffer.
-    unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut l) == 0 && l.rlim_cur == libc::RLIM_INFINITY }
+    !crate::seccomp::filtered() && sys::file_size_limit().is_none()
 }
 
 /// Whether standard error leads nowhere anyone looks: closed, or `/dev/null` (character

@@ -33,6 +33,11 @@ pub fn data_limit() -> Option<usize> {
     limit(libc::RLIMIT_DATA)
 }
 
+/// The file-size limit (`RLIMIT_FSIZE`), if one is set.
+pub fn file_size_limit() -> Option<usize> {
+    limit(libc::RLIMIT_FSIZE)
+}
+
 /// The address-space limit (`RLIMIT_AS`), if one is set.
 pub fn as_limit() -> Option<usize> {
     limit(libc::RLIMIT_AS)
@@ -161,10 +166,10 @@ pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
     if p < 0 {
         return ptr::null_mut();
     }
-    let p = p as *mut c_void;
-    advise(p as *mut u8, len, libc::MADV_DONTDUMP);
-    unlock_if_future_locked(p as *mut u8, len);
-    p as *mut u8
+    let p = p as *mut u8;
+    advise(p, len, libc::MADV_DONTDUMP);
+    unlock_if_future_locked(p, len);
+    p
 }
 
 /// Creates a second view of the shared mapping at `src` (`len` bytes) at address `dst`,
@@ -267,7 +272,7 @@ pub fn close(fd: i32) {
 /// with EFBIG without being tried: the kernel would also send SIGXFSZ, which kills the
 /// process (the pool is a file, the heap is not one to the program).
 pub fn ftruncate(fd: i32, len: usize) -> bool {
-    if limit(libc::RLIMIT_FSIZE).is_some_and(|l| len > l) {
+    if file_size_limit().is_some_and(|l| len > l) {
         set_errno(libc::EFBIG);
         return false;
     }

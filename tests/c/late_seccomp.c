@@ -2,11 +2,14 @@
  * pre-authentication child does: the filter allows what the program's own code calls (read,
  * write, mmap without PROT_EXEC, madvise, futex, ...), refuses open and stat with EACCES, and
  * kills the process for everything else. Then it keeps allocating.
- * usage: late_seccomp prctl|syscall churn|uaf|ioctl|uffd-ioctl [closed]
+ * usage: late_seccomp prctl|syscall churn|zap|uaf|ioctl|uffd-ioctl [closed]
  *   closed      first close every descriptor from 3 up (the allocator's among them), as
  *               daemons do before they confine themselves
  *   churn       small, page-sized, large and growing objects, checked; then open() must fail
  *               with EACCES; prints "CHURN OK <n>" and "OPEN EACCES"
+ *   zap         drops the page-table entries of live objects of every tier with madvise
+ *               (MADV_DONTNEED, which the filter allows), then reads them back: the
+ *               allocator's fault handler maps them again; prints "ZAP OK"
  *   uaf         writes through a pointer to a freed object (detect mode traps it)
  *   ioctl       the program's own ioctl on its standard output (the filter kills it)
  *   uffd-ioctl  the program's own ioctl on the allocator's userfaultfd (the filter kills it) */
@@ -161,6 +164,33 @@ int main(int argc, char **argv) {
         printf("CHURN OK %ld\n", churn());
         int fd = open("/etc/hostname", O_RDONLY);
         if (fd < 0 && errno == EACCES) printf("OPEN EACCES\n");
+        return 0;
+    }
+    if (!strcmp(argv[2], "zap")) {
+        static const size_t sizes[] = {24, 200, 1000, 4096, 3 * 4096, 50000, 300000};
+        enum { N = sizeof sizes / sizeof sizes[0] };
+        unsigned char *obj[N];
+        for (int i = 0; i < N; i++) {
+            obj[i] = malloc(sizes[i]);
+            if (!obj[i]) return 4;
+            fill(obj[i], sizes[i], (unsigned char)(0x40 + i));
+        }
+        for (int i = 0; i < N; i++) {
+            uintptr_t lo = (uintptr_t)obj[i] & ~(uintptr_t)4095;
+            uintptr_t hi = ((uintptr_t)obj[i] + sizes[i] + 4095) & ~(uintptr_t)4095;
+            if (madvise((void *)lo, hi - lo, MADV_DONTNEED)) {
+                printf("MADVISE FAILED %d\n", errno);
+                return 5;
+            }
+        }
+        for (int i = 0; i < N; i++) {
+            if (!intact(obj[i], sizes[i], (unsigned char)(0x40 + i))) {
+                printf("LOST object %d\n", i);
+                return 3;
+            }
+            free(obj[i]);
+        }
+        printf("ZAP OK\n");
         return 0;
     }
     if (!strcmp(argv[2], "uaf")) {

@@ -58,6 +58,20 @@ fn the_allocator_s_calls_pass_a_filter_the_program_installs_later() {
     }
 }
 
+/// Live objects whose page-table entries the program dropped (`madvise(MADV_DONTNEED)`, which
+/// its filter allows; the kernel can drop them too) fault on the next access, and the
+/// allocator's handler maps them again: its return (`rt_sigreturn`, which the filter does not
+/// allow) must pass too. Objects of every tier, their contents kept, in both modes.
+#[test]
+fn live_objects_mapped_again_under_the_filter() {
+    for mode in ["prevent", "detect"] {
+        let o = late("prctl", "zap", &format!("mode={mode}"));
+        assert_ok(&o);
+        assert!(stdout(&o).contains("ZAP OK"), "{mode}: {}\n{}", stdout(&o), stderr(&o));
+        assert!(!stderr(&o).contains("nevermore: ERROR"), "{mode}: unexpected report:\n{}", stderr(&o));
+    }
+}
+
 /// A program that closed every descriptor (the allocator's userfaultfd too) just before it
 /// confines itself: the allocator opens a new one before the filter is in force, which would
 /// kill the process for opening it at the next install.

@@ -25,7 +25,7 @@ use crate::pool::{self, POOL};
 use crate::report::{self, Kind, Object, Report};
 use crate::slab::{self, Slot, CLASSES, FREED};
 use crate::stack::Regs;
-use crate::sys::PAGE;
+use crate::sys::{self, PAGE};
 use crate::{alias, large};
 
 extern "C" {
@@ -48,18 +48,17 @@ fn slot_of(sig: c_int) -> Option<usize> {
     }
 }
 
-/// Installs the handler for SIGSEGV and SIGBUS, keeping what was there for chaining.
+/// Installs the handler for SIGSEGV and SIGBUS, keeping what was there for chaining. It is
+/// set with the raw system call so that it returns through the library's own restorer: a
+/// seccomp filter the program installs later may not allow `rt_sigreturn` (it sets no
+/// handlers of its own), and the exemption for the allocator's calls covers that one.
 pub fn install() {
-    // SAFETY: sigaction with valid structures; `PROGRAM` is written before INSTALLED is set.
-    unsafe {
-        let mut sa: libc::sigaction = core::mem::zeroed();
-        sa.sa_sigaction = handler as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
-        libc::sigemptyset(&mut sa.sa_mask);
-        let prog = PROGRAM.get_mut();
-        for (i, sig) in [libc::SIGSEGV, libc::SIGBUS].into_iter().enumerate() {
-            __sigaction(sig, &sa, prog[i].as_mut_ptr());
-        }
+    // SAFETY: start-up, before INSTALLED is set: nobody else reads or writes the record yet.
+    let prog = unsafe { PROGRAM.get_mut() };
+    for (i, sig) in [libc::SIGSEGV, libc::SIGBUS].into_iter().enumerate() {
+        // SAFETY: reading the current action into our record (written before INSTALLED is set).
+        unsafe { __sigaction(sig, ptr::null(), prog[i].as_mut_ptr()) };
+        sys::set_action(sig, handler, libc::SA_ONSTACK | libc::SA_NODEFER, 0);
     }
     INSTALLED.store(true, Ordering::Release);
 }

@@ -31,17 +31,22 @@
 //! - `gettid` (reports, per-thread records);
 //! - `fstat` of the userfaultfd or the memfd (has the program closed or replaced them?) and
 //!   of standard error (may a message go there?);
-//! - `prlimit64` reading the process's own limits (sizing metadata and views).
+//! - `prlimit64` reading the process's own limits (sizing metadata and views);
+//! - `rt_sigreturn` from the allocator's own signal-return trampoline (`sys::restore_rt`):
+//!   the return from its SIGSEGV/SIGBUS handler, which maps again a live alias that lost its
+//!   page-table entry (the program's `madvise`) and calls the program's own handlers.
 //!
 //! What that leaves a program that was taken over (the reason such filters exist): the same
 //! calls, on the same objects. Installing pool pages into the allocator's own mirrors and
 //! dropping pages reaches nothing outside the process; the userfaultfd is opened in user mode
 //! only and delivers `SIGBUS` rather than waiting, so it cannot hold up the kernel; no new
-//! descriptor can be opened, no executable memory mapped. Everything else the program's filter
-//! refused it still refuses. `seccomp_exempt=0` passes filters unchanged (and the allocator's
-//! first refused call then ends the process as the filter says). Filters in force before the
-//! library started (Docker's, systemd's `SystemCallFilter=`) are not touched: the library
-//! finds them at start-up and uses what they allow (docs/usage.md, "userfaultfd").
+//! descriptor can be opened, no executable memory mapped. The trampoline's `rt_sigreturn` loads
+//! registers from the stack, as any sigreturn does, but every call made after it meets the
+//! same rules. Everything else the program's filter refused it still refuses.
+//! `seccomp_exempt=0` passes filters unchanged (and the allocator's first refused call then
+//! ends the process as the filter says). Filters in force before the library started
+//! (Docker's, systemd's `SystemCallFilter=`) are not touched: the library finds them at
+//! start-up and uses what they allow (docs/usage.md, "userfaultfd").
 //!
 //! A filter that would grow past the kernel's 4096 instructions is passed unchanged, with a
 //! message; so is a strict-mode request (`SECCOMP_MODE_STRICT` allows no `mmap` at all).
@@ -102,6 +107,9 @@ enum Cond {
     In { arg: u8, vals: [u32; 6], n: u8 },
     /// All 64 bits are within this mask (protection bits).
     Within { arg: u8, mask: u32 },
+    /// The call returns to the address with this low half (the high half is the allocator's
+    /// code's, checked first): made by one particular `syscall` instruction.
+    From { ip_lo: u32 },
 }
 
 /// A system call let through when all its conditions hold.
@@ -180,11 +188,17 @@ fn exemptions(out: &mut [Rule; MAX_RULES]) -> usize {
         nr: libc::SYS_fstat as u32,
         conds: [Some(Cond::In { arg: 0, vals: [pool as u32, uffd as u32, 2, 0, 0, 0], n: 3 }), None],
     });
+    // The return from the allocator's SIGSEGV/SIGBUS handler (a live alias mapped again, a
+    // program's handler chained to), through its own restorer only.
+    add(Rule {
+        nr: libc::SYS_rt_sigreturn as u32,
+        conds: [Some(Cond::From { ip_lo: sys::sigreturn_resume() as u32 }), None],
+    });
     n
 }
 
 /// Most rules `exemptions` writes.
-const MAX_RULES: usize = 9;
+const MAX_RULES: usize = 10;
 
 /// Where a conditional jump goes, before offsets are known.
 #[derive(Clone, Copy)]
@@ -259,6 +273,10 @@ fn prefix(rules: &[Rule], text: (usize, usize), passed: usize, out: &mut [Insn])
                     for (i, v) in vals[..n].iter().enumerate() {
                         a.emit(BPF_JEQ_K, *v, To::At(past), if i + 1 == n { To::Theirs } else { To::Next })?;
                     }
+                }
+                Cond::From { ip_lo } => {
+                    a.stmt(BPF_LD_W_ABS, OFF_IP)?;
+                    a.emit(BPF_JEQ_K, ip_lo, To::Next, To::Theirs)?;
                 }
                 Cond::Within { arg, mask } => {
                     for k in [arg_lo(arg), arg_lo(arg) + 4] {
@@ -461,6 +479,8 @@ mod tests {
     const IP: u64 = 0x7f12_3404_5678;
     /// Where the program's calls through `syscall` return to.
     const PASSED: usize = 0x7f12_3400_9abc;
+    /// Where the allocator's signal-return trampoline's call returns to.
+    const SIGRETURN: u64 = 0x7f12_3400_7777;
 
     fn rules() -> ([Rule; MAX_RULES], usize) {
         let mut r = [Rule { nr: 0, conds: [None, None] }; MAX_RULES];
@@ -479,6 +499,7 @@ mod tests {
         });
         add(Rule { nr: libc::SYS_mremap as u32, conds: [Some(Cond::Within { arg: 1, mask: 0 }), None] });
         add(Rule { nr: libc::SYS_gettid as u32, conds: [None, None] });
+        add(Rule { nr: libc::SYS_rt_sigreturn as u32, conds: [Some(Cond::From { ip_lo: SIGRETURN as u32 }), None] });
         (r, n)
     }
 
@@ -539,6 +560,14 @@ mod tests {
         assert_eq!(run_at(&p, ioctl, x86, PASSED as u64, continue_call), KILL);
         assert_eq!(run_at(&p, libc::SYS_gettid as u32, x86, PASSED as u64, [0; 6]), KILL);
         assert_eq!(run_at(&p, libc::SYS_gettid as u32, x86, PASSED as u64 + 2, [0; 6]), RET_ALLOW);
+        // rt_sigreturn from the trampoline only: not from elsewhere in the allocator's code,
+        // nor from the same low half in another 4 GiB.
+        let sigreturn = libc::SYS_rt_sigreturn as u32;
+        assert_eq!(run_at(&p, sigreturn, x86, SIGRETURN, [0; 6]), RET_ALLOW);
+        assert_eq!(run_at(&p, sigreturn, x86, SIGRETURN + 2, [0; 6]), KILL);
+        assert_eq!(run_at(&p, sigreturn, x86, IP, [0; 6]), KILL);
+        assert_eq!(run_at(&p, sigreturn, x86, SIGRETURN + (1 << 32), [0; 6]), KILL);
+        assert_eq!(run_at(&p, sigreturn, x86, PASSED as u64, [0; 6]), KILL);
         // The program's own rules hold.
         assert_eq!(run(&p, 0, x86, [0; 6]), RET_ALLOW);
         assert_eq!(run(&p, 1, x86, [0; 6]), KILL);

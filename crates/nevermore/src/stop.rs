@@ -444,31 +444,13 @@ extern "C" fn holder() -> ! {
     }
 }
 
-/// The kernel's `struct sigaction` (x86-64).
-#[repr(C)]
-struct KernelSigaction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
-}
-
-const SA_RESTORER: u64 = 0x0400_0000;
-
 /// Gives the holder a handler of its own for SIGSEGV and SIGBUS (it has its own table of
 /// signal actions: no `CLONE_SIGHAND`), instead of the allocator's, which keeps state per
 /// thread and reports. Both signals stay unblocked (the sweeping thread blocked the others
 /// before starting it), with every signal blocked while the handler runs.
 fn set_fault_handler() {
-    let act = KernelSigaction {
-        handler: on_fault as *const () as usize,
-        flags: (libc::SA_SIGINFO as u64) | SA_RESTORER,
-        restorer: sys::restore_rt as *const () as usize,
-        mask: !0,
-    };
     for sig in [libc::SIGSEGV, libc::SIGBUS] {
-        // SAFETY: rt_sigaction on the holder's own table with a valid record and 8-byte sets.
-        unsafe { sys::raw_syscall(libc::SYS_rt_sigaction, [sig as usize, &act as *const _ as usize, 0, 8, 0, 0]) };
+        sys::set_action(sig, on_fault, 0, !0);
     }
 }
 

@@ -121,13 +121,63 @@ pub fn cpus_allowed() -> usize {
     mask.iter().take((n as usize).div_ceil(8)).map(|w| w.count_ones() as usize).sum::<usize>().max(1)
 }
 
-/// Returns from a signal handler installed with the raw `rt_sigaction` (`SA_RESTORER`): the
-/// kernel's handler frame ends with a return here, and `rt_sigreturn` restores the interrupted
-/// context.
+/// Returns from a signal handler installed by `set_action`: the kernel's handler frame ends
+/// with a return here, and `rt_sigreturn` restores the interrupted context. The bytes are the C
+/// library's own restorer's (`mov rax, 15; syscall`), which unwinders (libgcc's, gdb's)
+/// recognise as the end of a signal frame. It lies in the library's own code, so a seccomp
+/// filter the program installs lets it through (`seccomp`'s exemptions).
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 pub extern "C" fn restore_rt() -> ! {
-    core::arch::naked_asm!("mov eax, 15", "syscall", "ud2")
+    core::arch::naked_asm!(
+        ".byte 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00",
+        "syscall",
+        ".globl nevermore_sigreturn_resume",
+        ".hidden nevermore_sigreturn_resume",
+        "nevermore_sigreturn_resume:",
+        "ud2"
+    )
+}
+
+unsafe extern "C" {
+    /// The instruction after `restore_rt`'s `syscall` (where the kernel sees its
+    /// `rt_sigreturn` come from).
+    static nevermore_sigreturn_resume: u8;
+}
+
+/// Where `restore_rt`'s `rt_sigreturn` comes from, for `seccomp`'s exemptions.
+pub fn sigreturn_resume() -> usize {
+    (&raw const nevermore_sigreturn_resume) as usize
+}
+
+/// The kernel's `struct sigaction` (x86-64).
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+const SA_RESTORER: u64 = 0x0400_0000;
+
+/// Sets `handler` (an `SA_SIGINFO` handler) for `sig` with the raw `rt_sigaction`, returning
+/// through `restore_rt`; `flags` are added to `SA_SIGINFO`, `mask` is blocked while it runs.
+/// Returns whether the kernel took it.
+pub fn set_action(
+    sig: i32,
+    handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut c_void),
+    flags: i32,
+    mask: u64,
+) -> bool {
+    let act = KernelSigaction {
+        handler: handler as *const () as usize,
+        flags: ((libc::SA_SIGINFO | flags) as u32 as u64) | SA_RESTORER,
+        restorer: restore_rt as *const () as usize,
+        mask,
+    };
+    // SAFETY: rt_sigaction with a valid record and 8-byte signal sets; no old action asked.
+    unsafe { raw_syscall(libc::SYS_rt_sigaction, [sig as usize, &act as *const _ as usize, 0, 8, 0, 0]) == 0 }
 }
 
 /// Maps `len` bytes of zeroed, private read-write memory for allocator metadata (lazily

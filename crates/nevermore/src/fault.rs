@@ -1,7 +1,9 @@
 //! The SIGSEGV/SIGBUS handler. A fault at an address the allocator owns is one of:
 //!
-//! - a live alias that lost its page-table entry (swapped out, or the program dropped it with
-//!   `madvise`): it is installed again and the access retried;
+//! - a live alias that lost its page-table entry (swapped out; paged out by the kernel, as a
+//!   DAMON `pageout` scheme does to pool pages that sat unmapped for a while, even with no
+//!   swap, racing with their next install; or the program dropped it with `madvise`): it is
+//!   installed again and the access retried;
 //! - a revoked alias: **heap-use-after-free**, reported with the object's address, size and
 //!   the offset into it, READ or WRITE;
 //! - a guard page next to a large object, or after a page object whose size is a whole number
@@ -230,7 +232,7 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
 }
 
 /// Maps the faulting page of a live alias again: it lost its page-table entry (after a fork,
-/// a swap-in, the program's own `madvise`). Another thread may have mapped it meanwhile, which
+/// a swap-in, a pageout, the program's own `madvise`). Another thread may have mapped it meanwhile, which
 /// is as good.
 fn reinstall(addr: usize) -> bool {
     let ok = alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1);

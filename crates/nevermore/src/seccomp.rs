@@ -34,7 +34,8 @@
 //! - `prlimit64` reading the process's own limits (sizing metadata and views);
 //! - `rt_sigreturn` from the allocator's own signal-return trampoline (`sys::restore_rt`):
 //!   the return from its SIGSEGV/SIGBUS handler, which maps again a live alias that lost its
-//!   page-table entry (the program's `madvise`) and calls the program's own handlers.
+//!   page-table entry (the program's `madvise`, the kernel's pageout) and calls the program's
+//!   own handlers.
 //!
 //! What that leaves a program that was taken over (the reason such filters exist): the same
 //! calls, on the same objects. Installing pool pages into the allocator's own mirrors and

@@ -3,7 +3,7 @@
  * MINOR|MISSING mode; runs of RUN pages every STRIDE pages are installed with UFFDIO_CONTINUE
  * (each page then written once), then zapped with MADV_DONTNEED through process_madvise calls
  * of 256 ranges.
- * usage: uffd_cost RUN [STRIDE]   e.g. for r in 1 4 16 64; do ./uffd_cost $r; done */
+ * usage: uffd_cost [RUN [STRIDE]] (RUN 1 by default)   e.g. for r in 1 4 16 64; do ./uffd_cost $r; done */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
 #define NP 8192
 int main(int argc,char**argv){
-  int run=atoi(argv[1]); int stride=argc>2?atoi(argv[2]):run;
+  int run=argc>1?atoi(argv[1]):1; int stride=argc>2?atoi(argv[2]):run;
   int fd=memfd_create("p",0); ftruncate(fd,(long)NP*4096);
   char*canon=mmap(0,(long)NP*4096,PROT_READ|PROT_WRITE,MAP_SHARED,fd,0); memset(canon,1,(long)NP*4096);
   int uffd=syscall(SYS_userfaultfd,O_CLOEXEC|O_NONBLOCK|1 /*USER_MODE_ONLY*/);

@@ -2,7 +2,7 @@
  * pre-authentication child does: the filter allows what the program's own code calls (read,
  * write, mmap without PROT_EXEC, madvise, futex, ...), refuses open and stat with EACCES, and
  * kills the process for everything else. Then it keeps allocating.
- * usage: late_seccomp prctl|syscall churn|zap|uaf|ioctl|uffd-ioctl [closed]
+ * usage: late_seccomp prctl|syscall churn|zap|uaf|null|ioctl|uffd-ioctl [closed]
  *   closed      first close every descriptor from 3 up (the allocator's among them), as
  *               daemons do before they confine themselves
  *   churn       small, page-sized, large and growing objects, checked; then open() must fail
@@ -11,6 +11,8 @@
  *               (MADV_DONTNEED, which the filter allows), then reads them back: the
  *               allocator's fault handler maps them again; prints "ZAP OK"
  *   uaf         writes through a pointer to a freed object (detect mode traps it)
+ *   null        the program's own bug: a write near address 0 (it dies of SIGSEGV, as under
+ *               the C library's malloc, not of the filter's SIGSYS)
  *   ioctl       the program's own ioctl on its standard output (the filter kills it)
  *   uffd-ioctl  the program's own ioctl on the allocator's userfaultfd (the filter kills it) */
 #define _GNU_SOURCE
@@ -198,6 +200,11 @@ int main(int argc, char **argv) {
         p[0] = 1;
         free((void *)p);
         p[8] = 2;
+        printf("NOT TRAPPED\n");
+        return 0;
+    }
+    if (!strcmp(argv[2], "null")) {
+        *(volatile int *)16 = 1;
         printf("NOT TRAPPED\n");
         return 0;
     }

@@ -10,6 +10,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
 
 const SIGSYS: i32 = 31;
+const SIGSEGV: i32 = 11;
 
 fn late(how: &str, what: &str, options: &str) -> Output {
     late_args(&[how, what], options)
@@ -108,6 +109,28 @@ fn the_program_s_own_calls_meet_its_filter() {
         let o = late("prctl", what, "");
         killed_by_the_filter(&o, what);
         assert!(!stdout(&o).contains("PASSED"), "{}", stdout(&o));
+    }
+}
+
+/// The program's own crash under its filter stays what it is: a write near address 0 dies of
+/// SIGSEGV, as under the C library's malloc (the fault handler hands it back to the default
+/// action without a call the filter would refuse), in both modes and both ways of installing.
+#[test]
+fn the_program_s_own_fault_under_the_filter_is_still_sigsegv() {
+    for mode in ["prevent", "detect"] {
+        for how in ["prctl", "syscall"] {
+            let o = late(how, "null", &format!("mode={mode}"));
+            assert_eq!(
+                o.status.signal(),
+                Some(SIGSEGV),
+                "{mode}, {how}: expected SIGSEGV, got {:?}\n{}\n{}",
+                o.status,
+                stdout(&o),
+                stderr(&o)
+            );
+            assert!(!stdout(&o).contains("NOT TRAPPED"));
+            assert!(!stderr(&o).contains("nevermore: ERROR"), "{}", stderr(&o));
+        }
     }
 }
 

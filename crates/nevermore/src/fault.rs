@@ -284,18 +284,26 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     let act = unsafe { PROGRAM.get()[i].assume_init_read() };
     let h = act.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
-        // Restore the default action and return: the fault repeats and the kernel applies it.
-        // SAFETY: resetting a signal's action.
+        // SAFETY: reading si_code of a valid siginfo.
+        if unsafe { (*info).si_code } > 0 {
+            // A fault: return with its signal blocked in the interrupted context. The
+            // instruction faults again, and the kernel, finding the signal of a synchronous
+            // fault blocked, resets it to the default action and unblocks it: the program dies
+            // of it as it would without us. No system call but the return (through the
+            // library's own restorer), so a seccomp filter of the program's that refuses
+            // `rt_sigaction` or `tgkill` does not turn the program's own crash into a SIGSYS.
+            // SAFETY: `ctx` is the ucontext the kernel passed to this handler.
+            add_signal(unsafe { &mut (*(ctx as *mut libc::ucontext_t)).uc_sigmask }, sig);
+            return;
+        }
+        // A signal sent by kill() would not repeat: restore the default action and send it
+        // again.
+        // SAFETY: resetting a signal's action, then raising it on ourselves.
         unsafe {
             let mut sa: libc::sigaction = core::mem::zeroed();
             sa.sa_sigaction = libc::SIG_DFL;
             __sigaction(sig, &sa, ptr::null_mut());
-        }
-        // A signal sent by kill() would not repeat: send it again.
-        // SAFETY: reading si_code of a valid siginfo.
-        if unsafe { (*info).si_code } <= 0 {
-            // SAFETY: raising a signal on ourselves.
-            unsafe { libc::raise(sig) };
+            libc::raise(sig);
         }
         return;
     }
@@ -347,6 +355,13 @@ pub fn unblockable(how: c_int, set: *const libc::sigset_t, copy: &mut libc::sigs
     clear_signal(copy, libc::SIGSEGV);
     clear_signal(copy, libc::SIGBUS);
     copy
+}
+
+/// Sets signal `sig` (1..=64) in `set` directly (no library call).
+fn add_signal(set: &mut libc::sigset_t, sig: c_int) {
+    let words = set as *mut libc::sigset_t as *mut u64;
+    // SAFETY: glibc's sigset_t is an array of unsigned longs, bit (sig - 1) for signal `sig`.
+    unsafe { *words |= 1u64 << (sig - 1) };
 }
 
 /// Clears signal `sig` (1..=64) in `set` directly (no library call, so `errno` is untouched).

@@ -11,6 +11,7 @@ use std::process::Output;
 
 const SIGSYS: i32 = 31;
 const SIGSEGV: i32 = 11;
+const SIGABRT: i32 = 6;
 
 fn late(how: &str, what: &str, options: &str) -> Output {
     late_args(&[how, what], options)
@@ -142,5 +143,12 @@ fn a_use_after_free_under_the_filter_is_reported() {
     assert_eq!(o.status.code(), Some(23), "{:?}\n{}\n{}", o.status, stdout(&o), stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("nevermore: ERROR: heap-use-after-free"), "{err}");
+    assert!(!stdout(&o).contains("NOT TRAPPED"));
+    // Without `exitcode`, the process dies of SIGABRT as without a filter (not of the
+    // filter's SIGSYS at the calls that reset and send it).
+    let o = late("prctl", "uaf", "mode=detect");
+    assert_eq!(o.status.signal(), Some(SIGABRT), "{:?}\n{}\n{}", o.status, stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("nevermore: ERROR: heap-use-after-free") && err.contains("nevermore: aborting"), "{err}");
     assert!(!stdout(&o).contains("NOT TRAPPED"));
 }

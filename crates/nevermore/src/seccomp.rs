@@ -35,7 +35,11 @@
 //! - `rt_sigreturn` from the allocator's own signal-return trampoline (`sys::restore_rt`):
 //!   the return from its SIGSEGV/SIGBUS handler, which maps again a live alias that lost its
 //!   page-table entry (the program's `madvise`, the kernel's pageout) and calls the program's
-//!   own handlers.
+//!   own handlers;
+//! - `getpid` (reports), and what ends the process after a report (`sys::die`):
+//!   `rt_sigaction` of SIGABRT, `rt_sigprocmask` unblocking, `tgkill` sending SIGABRT to this
+//!   process (its id when the filter was installed), so that it dies of SIGABRT, not of the
+//!   filter's action.
 //!
 //! What that leaves a program that was taken over (the reason such filters exist): the same
 //! calls, on the same objects. Installing pool pages into the allocator's own mirrors and
@@ -195,11 +199,29 @@ fn exemptions(out: &mut [Rule; MAX_RULES]) -> usize {
         nr: libc::SYS_rt_sigreturn as u32,
         conds: [Some(Cond::From { ip_lo: sys::sigreturn_resume() as u32 }), None],
     });
+    // The process id, for reports (`sys::getpid`).
+    add(Rule { nr: libc::SYS_getpid as u32, conds: [None, None] });
+    // Ending the process after a report (`sys::die`): SIGABRT back to its default action and
+    // unblocked, then sent to this process only (its id now: a child forked later does not
+    // match and meets the program's filter).
+    for (nr, conds) in abort_rules(sys::getpid()) {
+        add(Rule { nr, conds });
+    }
     n
 }
 
+/// The rules that let `sys::die` end process `pid` with SIGABRT.
+fn abort_rules(pid: u32) -> [(u32, [Option<Cond>; 2]); 3] {
+    let abrt = libc::SIGABRT as u32;
+    [
+        (libc::SYS_rt_sigaction as u32, [one(0, abrt), None]),
+        (libc::SYS_rt_sigprocmask as u32, [one(0, libc::SIG_UNBLOCK as u32), None]),
+        (libc::SYS_tgkill as u32, [one(0, pid), one(2, abrt)]),
+    ]
+}
+
 /// Most rules `exemptions` writes.
-const MAX_RULES: usize = 10;
+const MAX_RULES: usize = 14;
 
 /// Where a conditional jump goes, before offsets are known.
 #[derive(Clone, Copy)]
@@ -480,6 +502,8 @@ mod tests {
     const IP: u64 = 0x7f12_3404_5678;
     /// Where the program's calls through `syscall` return to.
     const PASSED: usize = 0x7f12_3400_9abc;
+    /// The process the abort rules are for.
+    const PID: u32 = 4242;
     /// Where the allocator's signal-return trampoline's call returns to.
     const SIGRETURN: u64 = 0x7f12_3400_7777;
 
@@ -501,6 +525,9 @@ mod tests {
         add(Rule { nr: libc::SYS_mremap as u32, conds: [Some(Cond::Within { arg: 1, mask: 0 }), None] });
         add(Rule { nr: libc::SYS_gettid as u32, conds: [None, None] });
         add(Rule { nr: libc::SYS_rt_sigreturn as u32, conds: [Some(Cond::From { ip_lo: SIGRETURN as u32 }), None] });
+        for (nr, conds) in abort_rules(PID) {
+            add(Rule { nr, conds });
+        }
         (r, n)
     }
 
@@ -569,6 +596,21 @@ mod tests {
         assert_eq!(run_at(&p, sigreturn, x86, IP, [0; 6]), KILL);
         assert_eq!(run_at(&p, sigreturn, x86, SIGRETURN + (1 << 32), [0; 6]), KILL);
         assert_eq!(run_at(&p, sigreturn, x86, PASSED as u64, [0; 6]), KILL);
+        // Ending the process after a report: SIGABRT's action reset and unblocked, SIGABRT
+        // sent to this process; no other signal, process, or way of changing the mask.
+        let (abrt, pid) = (libc::SIGABRT as u64, PID as u64);
+        let tgkill = libc::SYS_tgkill as u32;
+        assert_eq!(run(&p, tgkill, x86, [pid, 77, abrt, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run(&p, tgkill, x86, [pid + 1, 77, abrt, 0, 0, 0]), KILL);
+        assert_eq!(run(&p, tgkill, x86, [pid, 77, libc::SIGKILL as u64, 0, 0, 0]), KILL);
+        assert_eq!(run_at(&p, tgkill, x86, PASSED as u64, [pid, 77, abrt, 0, 0, 0]), KILL);
+        let sigaction = libc::SYS_rt_sigaction as u32;
+        assert_eq!(run(&p, sigaction, x86, [abrt, 0x1000, 0, 8, 0, 0]), RET_ALLOW);
+        assert_eq!(run(&p, sigaction, x86, [libc::SIGSEGV as u64, 0x1000, 0, 8, 0, 0]), KILL);
+        let sigmask = libc::SYS_rt_sigprocmask as u32;
+        assert_eq!(run(&p, sigmask, x86, [libc::SIG_UNBLOCK as u64, 0x1000, 0, 8, 0, 0]), RET_ALLOW);
+        assert_eq!(run(&p, sigmask, x86, [libc::SIG_BLOCK as u64, 0x1000, 0, 8, 0, 0]), KILL);
+        assert_eq!(run(&p, sigmask, x86, [libc::SIG_SETMASK as u64, 0x1000, 0, 8, 0, 0]), KILL);
         // The program's own rules hold.
         assert_eq!(run(&p, 0, x86, [0; 6]), RET_ALLOW);
         assert_eq!(run(&p, 1, x86, [0; 6]), KILL);

@@ -423,8 +423,9 @@ pub fn gettid() -> u32 {
 }
 
 pub fn getpid() -> u32 {
-    // SAFETY: getpid cannot fail.
-    unsafe { libc::getpid() as u32 }
+    // SAFETY: getpid cannot fail. (Raw, from the allocator's own code: a seccomp filter of
+    // the program's lets it through there, see `seccomp`.)
+    unsafe { raw_syscall(libc::SYS_getpid, [0; 6]) as u32 }
 }
 
 /// Writes all of `buf` to `fd`, retrying on EINTR and short writes.
@@ -531,19 +532,19 @@ fn futex_wake_n(word: &core::sync::atomic::AtomicU32, n: usize) {
     unsafe { raw_syscall(libc::SYS_futex, [word.as_ptr() as usize, op as usize, n, 0, 0, 0]) };
 }
 
-/// Dies of SIGABRT, whatever handler or mask the program set.
+/// Dies of SIGABRT, whatever handler or mask the program set. Raw calls from the allocator's
+/// own code, which a seccomp filter the program installed later lets through (`seccomp`):
+/// the process dies of SIGABRT there too, not of the filter's action.
 pub fn die() -> ! {
-    // SAFETY: resetting SIGABRT to its default action and unblocking it, then raising it; if
-    // that somehow returns, `_exit` ends the process.
+    let dfl = KernelSigaction { handler: 0 /* SIG_DFL */, flags: 0, restorer: 0, mask: 0 };
+    let abrt: u64 = 1 << (libc::SIGABRT - 1);
+    // SAFETY: resetting SIGABRT to its default action and unblocking it (valid records,
+    // 8-byte signal sets), then sending it to this thread; if that somehow returns, `_exit`
+    // ends the process.
     unsafe {
-        let mut sa: libc::sigaction = core::mem::zeroed();
-        sa.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(libc::SIGABRT, &sa, ptr::null_mut());
-        let mut set: libc::sigset_t = core::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGABRT);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
-        libc::raise(libc::SIGABRT);
+        raw_syscall(libc::SYS_rt_sigaction, [libc::SIGABRT as usize, &dfl as *const _ as usize, 0, 8, 0, 0]);
+        raw_syscall(libc::SYS_rt_sigprocmask, [libc::SIG_UNBLOCK as usize, &abrt as *const u64 as usize, 0, 8, 0, 0]);
+        raw_syscall(libc::SYS_tgkill, [getpid() as usize, gettid() as usize, libc::SIGABRT as usize, 0, 0, 0]);
         libc::_exit(134)
     }
 }

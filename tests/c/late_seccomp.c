@@ -2,7 +2,7 @@
  * pre-authentication child does: the filter allows what the program's own code calls (read,
  * write, mmap without PROT_EXEC, madvise, futex, ...), refuses open and stat with EACCES, and
  * kills the process for everything else. Then it keeps allocating.
- * usage: late_seccomp prctl|syscall churn|zap|uaf|null|ioctl|uffd-ioctl [closed]
+ * usage: late_seccomp prctl|syscall churn|zap|uaf|null|sent|ioctl|uffd-ioctl [closed]
  *   closed      first close every descriptor from 3 up (the allocator's among them), as
  *               daemons do before they confine themselves
  *   churn       small, page-sized, large and growing objects, checked; then open() must fail
@@ -13,6 +13,8 @@
  *   uaf         writes through a pointer to a freed object (detect mode traps it)
  *   null        the program's own bug: a write near address 0 (it dies of SIGSEGV, as under
  *               the C library's malloc, not of the filter's SIGSYS)
+ *   sent        another process (forked before the filter) sends SIGSEGV with kill(): the
+ *               program dies of it, as under the C library's malloc
  *   ioctl       the program's own ioctl on its standard output (the filter kills it)
  *   uffd-ioctl  the program's own ioctl on the allocator's userfaultfd (the filter kills it) */
 #define _GNU_SOURCE
@@ -22,6 +24,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +33,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DENY(nr, err) \
@@ -152,6 +156,11 @@ int main(int argc, char **argv) {
     if (argc < 3) return 2;
     int uffd = find_uffd();
     if (argc > 3 && !strcmp(argv[3], "closed")) syscall(SYS_close_range, 3U, ~0U, 0);
+    if (!strcmp(argv[2], "sent") && fork() == 0) {
+        usleep(300000);
+        kill(getppid(), SIGSEGV);
+        _exit(0);
+    }
     /* Before the filter: stdio's buffer. */
     setvbuf(stdout, NULL, _IONBF, 0);
     struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
@@ -206,6 +215,14 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[2], "null")) {
         *(volatile int *)16 = 1;
         printf("NOT TRAPPED\n");
+        return 0;
+    }
+    if (!strcmp(argv[2], "sent")) {
+        for (int i = 0; i < 50; i++) {
+            struct timespec ts = {0, 100000000};
+            syscall(SYS_nanosleep, &ts, NULL); /* glibc's nanosleep is clock_nanosleep */
+        }
+        printf("NOT KILLED\n");
         return 0;
     }
     if (!strcmp(argv[2], "ioctl")) {

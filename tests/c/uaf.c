@@ -16,6 +16,9 @@
  *   own-segv             the program's own SIGSEGV handler (sigaction) must run for a fault
  *                        that is not the allocator's.
  *   own-segv-signal      the same with signal().
+ *   ignored-sent         the program ignores SIGSEGV and SIGBUS and sends them to itself
+ *                        (raise): both are ignored, as without the allocator (prints
+ *                        IGNORED); then a fault still kills it (SIGSEGV).
  *   own-handler-uaf      the program has SIGSEGV/SIGBUS handlers; a use-after-free must
  *                        still be reported by the allocator.
  *   blocked-uaf          a thread that blocked every signal reads freed memory.
@@ -278,6 +281,19 @@ int main(int argc, char **argv) {
         }
         printf("HANDLED\n");
         return 0;
+    }
+    if (!strcmp(c, "ignored-sent")) {
+        signal(SIGSEGV, SIG_IGN);
+        signal(SIGBUS, SIG_IGN);
+        char *p = malloc(100);
+        free(p);
+        raise(SIGSEGV);
+        raise(SIGBUS);
+        printf("IGNORED\n");
+        fflush(stdout);
+        sink = *(volatile char *)16;
+        printf("no fault\n");
+        return 1;
     }
     if (!strcmp(c, "own-handler-uaf")) {
         struct sigaction sa;

@@ -6,6 +6,7 @@ mod common;
 // access either traps or leaves every newer object intact).
 
 use common::*;
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
 
 /// A small object, a page object smaller than a page (against a guard page in detect mode only),
@@ -158,6 +159,18 @@ fn the_programs_own_segv_handler_still_runs() {
             assert_ok(&o);
             assert!(stdout(&o).contains("HANDLED"), "{mode} {case}: {}", stdout(&o));
         }
+    }
+}
+
+/// A program that ignores SIGSEGV and SIGBUS: the signals it sends itself stay ignored, and a
+/// fault still ends it with SIGSEGV (the kernel's rule for faults), as without the library.
+#[test]
+fn ignored_signals_stay_ignored_and_faults_still_kill() {
+    for mode in ["detect", "prevent"] {
+        let o = run(mode, &["ignored-sent"]);
+        assert!(stdout(&o).contains("IGNORED"), "{mode}: {:?}\n{}\n{}", o.status, stdout(&o), stderr(&o));
+        assert!(!stdout(&o).contains("no fault"), "{mode}: {}", stdout(&o));
+        assert_eq!(o.status.signal(), Some(libc::SIGSEGV), "{mode}: {:?}\n{}", o.status, stderr(&o));
     }
 }
 

@@ -133,6 +133,12 @@ fn the_program_s_own_fault_under_the_filter_is_still_sigsegv() {
             assert!(!stderr(&o).contains("nevermore: ERROR"), "{}", stderr(&o));
         }
     }
+    // A SIGSEGV another process sends with kill() too (the handler sends it again itself).
+    for mode in ["prevent", "detect"] {
+        let o = late("prctl", "sent", &format!("mode={mode}"));
+        assert_eq!(o.status.signal(), Some(SIGSEGV), "{mode}, sent: {:?}\n{}\n{}", o.status, stdout(&o), stderr(&o));
+        assert!(!stdout(&o).contains("NOT KILLED"));
+    }
 }
 
 /// A use-after-free after the filter is in force is still reported, and the process ends the

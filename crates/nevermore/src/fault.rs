@@ -296,16 +296,12 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
             add_signal(unsafe { &mut (*(ctx as *mut libc::ucontext_t)).uc_sigmask }, sig);
             return;
         }
-        // A signal sent by kill() would not repeat: restore the default action and send it
-        // again.
-        // SAFETY: resetting a signal's action, then raising it on ourselves.
-        unsafe {
-            let mut sa: libc::sigaction = core::mem::zeroed();
-            sa.sa_sigaction = libc::SIG_DFL;
-            __sigaction(sig, &sa, ptr::null_mut());
-            libc::raise(sig);
+        // A signal sent by kill() would not repeat: ignored if the program ignores it, else
+        // die of it now.
+        if h == libc::SIG_IGN {
+            return;
         }
-        return;
+        sys::die_of(sig);
     }
     // SAFETY: calling the program's handler the way the kernel would have.
     unsafe {

@@ -36,10 +36,11 @@
 //!   the return from its SIGSEGV/SIGBUS handler, which maps again a live alias that lost its
 //!   page-table entry (the program's `madvise`, the kernel's pageout) and calls the program's
 //!   own handlers;
-//! - `getpid` (reports), and what ends the process after a report (`sys::die`):
-//!   `rt_sigaction` of SIGABRT, `rt_sigprocmask` unblocking, `tgkill` sending SIGABRT to this
-//!   process (its id when the filter was installed), so that it dies of SIGABRT, not of the
-//!   filter's action.
+//! - `getpid` (reports), and what ends the process (`sys::die_of`: SIGABRT after a report,
+//!   SIGSEGV or SIGBUS sent by `kill` to a program that left their action at the default):
+//!   `rt_sigaction` of those three signals, `rt_sigprocmask` unblocking, `tgkill` sending one
+//!   of them to this process (its id when the filter was installed), so that it dies of that
+//!   signal, not of the filter's action.
 //!
 //! What that leaves a program that was taken over (the reason such filters exist): the same
 //! calls, on the same objects. Installing pool pages into the allocator's own mirrors and
@@ -201,7 +202,8 @@ fn exemptions(out: &mut [Rule; MAX_RULES]) -> usize {
     });
     // The process id, for reports (`sys::getpid`).
     add(Rule { nr: libc::SYS_getpid as u32, conds: [None, None] });
-    // Ending the process after a report (`sys::die`): SIGABRT back to its default action and
+    // Ending the process (`sys::die_of`): SIGABRT after a report, or SIGSEGV/SIGBUS sent by
+    // `kill` with the program's action at its default, back to its default action and
     // unblocked, then sent to this process only (its id now: a child forked later does not
     // match and meets the program's filter).
     for (nr, conds) in abort_rules(sys::getpid()) {
@@ -210,13 +212,17 @@ fn exemptions(out: &mut [Rule; MAX_RULES]) -> usize {
     n
 }
 
-/// The rules that let `sys::die` end process `pid` with SIGABRT.
+/// The rules that let `sys::die_of` end process `pid` with SIGABRT (after a report), or with
+/// SIGSEGV or SIGBUS (sent by `kill` while the program's action for them is the default).
 fn abort_rules(pid: u32) -> [(u32, [Option<Cond>; 2]); 3] {
-    let abrt = libc::SIGABRT as u32;
+    let sigs = |arg| {
+        let v = [libc::SIGABRT as u32, libc::SIGSEGV as u32, libc::SIGBUS as u32, 0, 0, 0];
+        Some(Cond::In { arg, vals: v, n: 3 })
+    };
     [
-        (libc::SYS_rt_sigaction as u32, [one(0, abrt), None]),
+        (libc::SYS_rt_sigaction as u32, [sigs(0), None]),
         (libc::SYS_rt_sigprocmask as u32, [one(0, libc::SIG_UNBLOCK as u32), None]),
-        (libc::SYS_tgkill as u32, [one(0, pid), one(2, abrt)]),
+        (libc::SYS_tgkill as u32, [one(0, pid), sigs(2)]),
     ]
 }
 
@@ -596,17 +602,20 @@ mod tests {
         assert_eq!(run_at(&p, sigreturn, x86, IP, [0; 6]), KILL);
         assert_eq!(run_at(&p, sigreturn, x86, SIGRETURN + (1 << 32), [0; 6]), KILL);
         assert_eq!(run_at(&p, sigreturn, x86, PASSED as u64, [0; 6]), KILL);
-        // Ending the process after a report: SIGABRT's action reset and unblocked, SIGABRT
-        // sent to this process; no other signal, process, or way of changing the mask.
+        // Ending the process: SIGABRT's, SIGSEGV's or SIGBUS's action reset and unblocked, the
+        // signal sent to this process; no other signal, process, or way of changing the mask.
         let (abrt, pid) = (libc::SIGABRT as u64, PID as u64);
         let tgkill = libc::SYS_tgkill as u32;
         assert_eq!(run(&p, tgkill, x86, [pid, 77, abrt, 0, 0, 0]), RET_ALLOW);
         assert_eq!(run(&p, tgkill, x86, [pid + 1, 77, abrt, 0, 0, 0]), KILL);
         assert_eq!(run(&p, tgkill, x86, [pid, 77, libc::SIGKILL as u64, 0, 0, 0]), KILL);
         assert_eq!(run_at(&p, tgkill, x86, PASSED as u64, [pid, 77, abrt, 0, 0, 0]), KILL);
+        assert_eq!(run(&p, tgkill, x86, [pid, 77, libc::SIGSEGV as u64, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run(&p, tgkill, x86, [pid, 77, libc::SIGBUS as u64, 0, 0, 0]), RET_ALLOW);
         let sigaction = libc::SYS_rt_sigaction as u32;
         assert_eq!(run(&p, sigaction, x86, [abrt, 0x1000, 0, 8, 0, 0]), RET_ALLOW);
-        assert_eq!(run(&p, sigaction, x86, [libc::SIGSEGV as u64, 0x1000, 0, 8, 0, 0]), KILL);
+        assert_eq!(run(&p, sigaction, x86, [libc::SIGSEGV as u64, 0x1000, 0, 8, 0, 0]), RET_ALLOW);
+        assert_eq!(run(&p, sigaction, x86, [libc::SIGUSR1 as u64, 0x1000, 0, 8, 0, 0]), KILL);
         let sigmask = libc::SYS_rt_sigprocmask as u32;
         assert_eq!(run(&p, sigmask, x86, [libc::SIG_UNBLOCK as u64, 0x1000, 0, 8, 0, 0]), RET_ALLOW);
         assert_eq!(run(&p, sigmask, x86, [libc::SIG_BLOCK as u64, 0x1000, 0, 8, 0, 0]), KILL);

@@ -532,19 +532,26 @@ fn futex_wake_n(word: &core::sync::atomic::AtomicU32, n: usize) {
     unsafe { raw_syscall(libc::SYS_futex, [word.as_ptr() as usize, op as usize, n, 0, 0, 0]) };
 }
 
-/// Dies of SIGABRT, whatever handler or mask the program set. Raw calls from the allocator's
-/// own code, which a seccomp filter the program installed later lets through (`seccomp`):
-/// the process dies of SIGABRT there too, not of the filter's action.
+/// Dies of SIGABRT, whatever handler or mask the program set.
 pub fn die() -> ! {
+    die_of(libc::SIGABRT)
+}
+
+/// Dies of signal `sig` (SIGABRT, SIGSEGV or SIGBUS), whatever handler or mask the program
+/// set: its action reset to the default, unblocked, and sent to this thread. Raw calls from
+/// the allocator's own code, which a seccomp filter the program installed later lets through
+/// for these signals (`seccomp`): the process dies of `sig` there too, not of the filter's
+/// action.
+pub fn die_of(sig: i32) -> ! {
     let dfl = KernelSigaction { handler: 0 /* SIG_DFL */, flags: 0, restorer: 0, mask: 0 };
-    let abrt: u64 = 1 << (libc::SIGABRT - 1);
-    // SAFETY: resetting SIGABRT to its default action and unblocking it (valid records,
-    // 8-byte signal sets), then sending it to this thread; if that somehow returns, `_exit`
-    // ends the process.
+    let set: u64 = 1 << (sig - 1);
+    // SAFETY: resetting `sig` to its default action and unblocking it (valid records, 8-byte
+    // signal sets), then sending it to this thread; if that somehow returns, `_exit` ends the
+    // process.
     unsafe {
-        raw_syscall(libc::SYS_rt_sigaction, [libc::SIGABRT as usize, &dfl as *const _ as usize, 0, 8, 0, 0]);
-        raw_syscall(libc::SYS_rt_sigprocmask, [libc::SIG_UNBLOCK as usize, &abrt as *const u64 as usize, 0, 8, 0, 0]);
-        raw_syscall(libc::SYS_tgkill, [getpid() as usize, gettid() as usize, libc::SIGABRT as usize, 0, 0, 0]);
-        libc::_exit(134)
+        raw_syscall(libc::SYS_rt_sigaction, [sig as usize, &dfl as *const _ as usize, 0, 8, 0, 0]);
+        raw_syscall(libc::SYS_rt_sigprocmask, [libc::SIG_UNBLOCK as usize, &set as *const u64 as usize, 0, 8, 0, 0]);
+        raw_syscall(libc::SYS_tgkill, [getpid() as usize, gettid() as usize, sig as usize, 0, 0, 0]);
+        libc::_exit(128 + sig)
     }
 }

@@ -28,8 +28,9 @@
  *   dropped-pte          a live object's page-table entry is dropped by the program
  *                        (madvise MADV_DONTNEED): the next access must just work and see
  *                        the data (prints DATA KEPT).
- *   churn N              N random small allocations and frees (sizes 0..1500) with every
- *                        live object's contents checked: prints CHURN OK.
+ *   churn N [SLOTS [MAX]] N random small allocations and frees (sizes 0..MAX-1, 1500 by
+ *                        default) replacing random slots of a ring of SLOTS (<= 1024, the
+ *                        default), with every live object's contents checked: prints CHURN OK.
  *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
  *                        reads it. The parent prints how the child ended.
  *   ancient N [read|free] N allocations and frees (many epochs come and go); a quarter of
@@ -341,12 +342,18 @@ int main(int argc, char **argv) {
         long n = argc > 2 ? atol(argv[2]) : 100000;
         int survivors = !strcmp(c, "survivors");
         enum { SHORT = 1024, LONG = 20000 };
+        long slots = !survivors && argc > 3 ? atol(argv[3]) : SHORT;
+        long max = !survivors && argc > 4 ? atol(argv[4]) : 1500;
+        if (slots < 1 || slots > SHORT || max < 1) {
+            printf("CHURN BAD ARGUMENTS\n");
+            return 2;
+        }
         static unsigned char *ring[SHORT + LONG];
         static size_t len[SHORT + LONG];
         unsigned s = survivors ? 12345 : 99;
         for (long i = 0; i < n; i++) {
             s = s * 1103515245u + 12345u;
-            int k = (int)((s >> 8) % SHORT);
+            int k = (int)((s >> 8) % (unsigned)slots);
             if (survivors && (s >> 4) % 100 == 0) k = SHORT + (int)((s >> 8) % LONG);
             if (ring[k]) {
                 for (size_t j = 0; j < len[k]; j++)
@@ -356,7 +363,7 @@ int main(int argc, char **argv) {
                     }
                 free(ring[k]);
             }
-            len[k] = (s >> 12) % (survivors ? 1025 : 1500);
+            len[k] = (s >> 12) % (survivors ? 1025 : (unsigned)max);
             ring[k] = malloc(len[k]);
             if (!ring[k]) {
                 printf("CHURN NULL\n");

@@ -35,6 +35,10 @@
  *                                   signal stack of BYTES (SA_ONSTACK, rounded up to pages, a
  *                                   guard page below), then reads a freed
  *                                   object: in detect mode the report must still come out
+ *   hostile vmdata MB               keep MB MiB of small objects live and run a workload of
+ *                                   mixed sizes, then print "VMDATA n" (VmData of
+ *                                   /proc/self/status, KiB: the private writable memory that
+ *                                   strict overcommit accounting and RLIMIT_DATA charge)
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
@@ -116,6 +120,34 @@ static int work(long mb) {
     if (p) fail("1 TiB calloc succeeded", 0);
     /* Still works after the failures. */
     workload(4 << 20, 0);
+    return 0;
+}
+
+static long vmdata_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) fail("open /proc/self/status", errno);
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmData:", 7)) kib = atol(line + 7);
+    fclose(f);
+    if (kib < 0) fail("no VmData line", 0);
+    return kib;
+}
+
+static int vmdata(long mb) {
+    long n = (mb << 20) / 64;
+    void **keep = malloc(sizeof(void *) * (size_t)n);
+    if (!keep) fail("malloc failed", errno);
+    for (long i = 0; i < n; i++) {
+        keep[i] = malloc(48);
+        if (!keep[i]) fail("malloc failed", errno);
+        memset(keep[i], 7, 48);
+    }
+    workload(64 << 20, 0);
+    printf("VMDATA %ld\n", vmdata_kib());
+    for (long i = 0; i < n; i++) free(keep[i]);
+    free(keep);
     return 0;
 }
 
@@ -499,7 +531,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [uaf] | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [uaf] | vmdata MB | ctor\n");
         return 64;
     }
     int r;
@@ -517,6 +549,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "mprotect")) r = mprotect_case(!(argc > 2 && !strcmp(argv[2], "nohandler")));
     else if (!strcmp(argv[1], "clone") && argc > 2) r = clone_case(!strcmp(argv[2], "heap"));
     else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
+    else if (!strcmp(argv[1], "vmdata") && argc > 2) r = vmdata(atol(argv[2]));
     else return 64;
     if (r == 0) printf("OK\n");
     return r;

@@ -126,6 +126,13 @@ pub struct Mirror {
     pub serial: AtomicU64,
 }
 
+/// The mirror table, the arena's chunk table and each pool page's last epoch (`Fixed`), made
+/// writable as epochs use them (`advance`): sized for the whole arena and pool, they would
+/// otherwise be charged to the process whole (`meta::Table`).
+static MIRRORS: crate::meta::Table = crate::meta::Table::new();
+static CHUNKS: crate::meta::Table = crate::meta::Table::new();
+static LAST: crate::meta::Table = crate::meta::Table::new();
+
 /// Pool pages per 2 MiB window.
 const WINDOW_PAGES: u32 = (CHUNK >> PAGE_SHIFT) as u32;
 
@@ -289,9 +296,9 @@ pub unsafe fn init() -> bool {
     // ... and so does the mirror table.
     let table = data.map_or(table, |l| table.min(l / 16 / core::mem::size_of::<Mirror>()).max(64));
     f.max_epochs = sys::pow2_floor(table.min((len >> CHUNK_SHIFT) + 2));
-    f.mirrors = crate::meta::map(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
-    f.chunks = crate::meta::map((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
-    f.last = crate::meta::map(POOL.layout().pages as usize * 8) as *mut AtomicU64;
+    f.mirrors = MIRRORS.map(f.max_epochs * core::mem::size_of::<Mirror>()) as *mut Mirror;
+    f.chunks = CHUNKS.map((len >> CHUNK_SHIFT) * 4) as *mut AtomicU32;
+    f.last = LAST.map(POOL.layout().pages as usize * 8) as *mut AtomicU64;
     if f.mirrors.is_null() || f.chunks.is_null() || f.last.is_null() {
         return false;
     }
@@ -710,6 +717,22 @@ pub fn advance(min_pages: u32) -> Option<u32> {
         }
         b
     };
+    // The tables this epoch writes: its mirror's entry, its chunks, and the last epoch of
+    // each page it may issue.
+    let tables = MIRRORS.ensure(((e as usize & (f.max_epochs - 1)) + 1) * core::mem::size_of::<Mirror>())
+        && CHUNKS.ensure(((base + len - f.arena) >> CHUNK_SHIFT) * 4)
+        && LAST.ensure(npages * 8);
+    if !tables {
+        if !SAID_NO_MIRROR.swap(true, Ordering::Relaxed) {
+            report::say(format_args!(
+                "cannot make the alias engine's tables writable (errno {}: out of commit charge under \
+                 vm.overcommit_memory=2, RLIMIT_DATA, or vm.max_map_count?); allocations that need a new epoch \
+                 fail with ENOMEM",
+                sys::errno()
+            ));
+        }
+        return None;
+    }
     if !sys::duplicate_view(POOL.layout().base as *mut u8, base as *mut u8, len) {
         if !SAID_NO_MIRROR.swap(true, Ordering::Relaxed) {
             report::say(format_args!(

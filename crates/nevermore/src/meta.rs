@@ -22,12 +22,15 @@ fn chunk() -> usize {
 /// stays in mapped memory (`slab::page_has_live_lane`). At least the biggest slot table.
 pub const READ_SLACK: usize = 1 << 20;
 
+/// The current chunk: blocks are cut from `cur` on; the chunk is writable up to `writable`
+/// (a `Table`'s way: the rest is charged to the process only once used).
 struct Arena {
     cur: usize,
     end: usize,
+    writable: usize,
 }
 
-static ARENA: Locked<Arena> = Locked::new(Arena { cur: 0, end: 0 });
+static ARENA: Locked<Arena> = Locked::new(Arena { cur: 0, end: 0, writable: 0 });
 
 /// Returns `bytes` of zeroed memory aligned to 64, or null when the system is out of memory.
 pub fn alloc(bytes: usize) -> *mut u8 {
@@ -35,16 +38,84 @@ pub fn alloc(bytes: usize) -> *mut u8 {
     let mut a = ARENA.lock();
     if a.cur + bytes + READ_SLACK > a.end {
         let len = sys::round_up(bytes + READ_SLACK, chunk());
-        let p = map(len);
+        let p = map_with(len, sys::map_readable);
         if p.is_null() {
             return ptr::null_mut();
         }
         a.cur = p as usize;
         a.end = p as usize + len;
+        a.writable = p as usize;
     }
     let p = a.cur;
+    if p + bytes > a.writable {
+        let to = sys::round_up(p + bytes, STEP).min(a.end);
+        if !sys::make_writable(a.writable as *mut u8, to - a.writable) {
+            return ptr::null_mut();
+        }
+        a.writable = to;
+    }
     a.cur += bytes;
     p as *mut u8
+}
+
+/// A table reserved whole but charged to the process only as far as it is used: mapped
+/// readable (entries never written read as zeroes, from no memory) and made writable from its
+/// start, a `STEP` at a time, as its owner asks (`ensure`). Under strict overcommit accounting
+/// (`vm.overcommit_memory=2`, which PostgreSQL's documentation recommends) and under
+/// `RLIMIT_DATA`, a private writable mapping counts whole however little of it is touched:
+/// writable tables sized for a 64 GiB pool charged every process 2.2 GiB, and a few such
+/// processes used the system's commit limit up (fork and malloc then fail everywhere).
+pub struct Table {
+    base: AtomicUsize,
+    len: AtomicUsize,
+    /// Bytes from the start that are writable.
+    ready: AtomicUsize,
+}
+
+/// Tables are made writable this much at a time (a system call each; the writable part grows
+/// as one mapping).
+const STEP: usize = 256 << 10;
+
+impl Table {
+    pub const fn new() -> Table {
+        Table { base: AtomicUsize::new(0), len: AtomicUsize::new(0), ready: AtomicUsize::new(0) }
+    }
+
+    /// Maps the table, `len` bytes, none of them writable yet; null on failure.
+    pub fn map(&self, len: usize) -> *mut u8 {
+        let p = map_with(len, sys::map_readable);
+        self.base.store(p as usize, Ordering::Relaxed);
+        self.len.store(if p.is_null() { 0 } else { sys::round_up(len, sys::PAGE) }, Ordering::Relaxed);
+        self.ready.store(0, Ordering::Release);
+        p
+    }
+
+    /// Makes the table's first `bytes` bytes writable (at least); false when the system
+    /// refuses, or `bytes` is beyond the table. Owners call it before writing past what they
+    /// asked for last; two callers at once only make the same range writable twice.
+    #[inline]
+    pub fn ensure(&self, bytes: usize) -> bool {
+        bytes <= self.ready.load(Ordering::Acquire) || self.grow(bytes)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&self, bytes: usize) -> bool {
+        let (base, len) = (self.base.load(Ordering::Relaxed), self.len.load(Ordering::Relaxed));
+        let ready = self.ready.load(Ordering::Acquire);
+        if bytes <= ready {
+            return true;
+        }
+        if base == 0 || bytes > len {
+            return false;
+        }
+        let to = sys::round_up(bytes, STEP).min(len);
+        if !sys::make_writable((base + ready) as *mut u8, to - ready) {
+            return false;
+        }
+        self.ready.fetch_max(to, Ordering::Release);
+        true
+    }
 }
 
 /// Most metadata mappings remembered for `range_from`; later ones are not (a sweep then reads
@@ -57,7 +128,12 @@ static NRANGES: AtomicUsize = AtomicUsize::new(0);
 /// the range: metadata never holds pointers the program uses, so a sweep skips it (`sweep`).
 /// Returns null on failure.
 pub fn map(len: usize) -> *mut u8 {
-    let p = sys::map_meta(len);
+    map_with(len, sys::map_meta)
+}
+
+/// `map` with the mapping made by `how`.
+fn map_with(len: usize, how: fn(usize) -> *mut u8) -> *mut u8 {
+    let p = how(len);
     if !p.is_null() {
         let k = NRANGES.fetch_add(1, Ordering::AcqRel);
         if k < MAX_RANGES {

@@ -199,6 +199,11 @@ pub enum InitError {
     Map,
 }
 
+/// The descriptor table and the page map, reserved for every pool page and made writable as
+/// descriptors and pages come into use (`meta::Table`): `new_desc`, `take_run`, `extend_run`.
+static SPANS: crate::meta::Table = crate::meta::Table::new();
+static PAGEMAP: crate::meta::Table = crate::meta::Table::new();
+
 /// Most pages in use at once (`Pool::set_cap`).
 static CAP_PAGES: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -233,8 +238,8 @@ impl Pool {
             let pages = bytes >> PAGE_SHIFT;
             if sys::ftruncate(fd, bytes) {
                 let base = sys::map_shared(ptr::null_mut(), bytes, fd, 0);
-                let spans = crate::meta::map(pages * core::mem::size_of::<Span>());
-                let pagemap = crate::meta::map(pages * 4);
+                let spans = SPANS.map(pages * core::mem::size_of::<Span>());
+                let pagemap = PAGEMAP.map(pages * 4);
                 if !base.is_null() && !spans.is_null() && !pagemap.is_null() {
                     // SAFETY: single-threaded initialisation (caller's contract).
                     let l = unsafe { self.layout.get_mut() };
@@ -370,7 +375,7 @@ impl Pool {
         }
         let end = self.span(idx).start + self.span(idx).npages;
         let next = if end == st.bump {
-            if more > self.layout().pages - st.bump {
+            if more > self.layout().pages - st.bump || !PAGEMAP.ensure((st.bump + more) as usize * 4) {
                 return false;
             }
             None
@@ -450,7 +455,7 @@ impl Pool {
             }
         }
         // Fresh pages.
-        if n > self.layout().pages - st.bump {
+        if n > self.layout().pages - st.bump || !PAGEMAP.ensure((st.bump + n) as usize * 4) {
             return None;
         }
         let idx = self.new_desc(st)?;
@@ -772,7 +777,9 @@ impl Pool {
             st.free_desc = self.span(idx).next;
             return Some(idx);
         }
-        if st.desc_bump >= self.layout().pages {
+        if st.desc_bump >= self.layout().pages
+            || !SPANS.ensure((st.desc_bump as usize + 1) * core::mem::size_of::<Span>())
+        {
             return None;
         }
         let idx = st.desc_bump;

@@ -1075,9 +1075,12 @@ mod cfi {
 
 const TABLE_BITS: u32 = 17;
 const TABLE_LEN: usize = 1 << TABLE_BITS;
-/// Words of stack records (header + PCs): 32 MiB, committed as used; under `RLIMIT_DATA`, which
-/// counts the mapping whole, at most an eighth of the limit.
+/// Words of stack records (header + PCs): 32 MiB, made writable as used (`STORE`); under
+/// `RLIMIT_DATA` at most an eighth of the limit.
 const STORE_WORDS: usize = 1 << 22;
+
+/// The depot's store, charged to the process as it fills (`meta::Table`).
+static STORE: crate::meta::Table = crate::meta::Table::new();
 
 pub struct Depot {
     table: AtomicPtr<AtomicU32>,
@@ -1109,7 +1112,7 @@ fn hash(frames: &[usize]) -> u64 {
 impl Depot {
     fn init(&self) {
         let words = crate::sys::data_limit().map_or(STORE_WORDS, |l| (l / 8 / 8).min(STORE_WORDS));
-        let store = crate::meta::map(words * 8) as *mut u64;
+        let store = STORE.map(words * 8) as *mut u64;
         let table = crate::meta::map(TABLE_LEN * 4) as *mut AtomicU32;
         if store.is_null() || table.is_null() {
             return;
@@ -1141,7 +1144,7 @@ impl Depot {
                 if mine == 0 {
                     let need = frames.len() + 1;
                     let at = self.cursor.fetch_add(need, Ordering::Relaxed);
-                    if at + need > self.words.load(Ordering::Relaxed) {
+                    if at + need > self.words.load(Ordering::Relaxed) || !STORE.ensure((at + need) * 8) {
                         break;
                     }
                     // SAFETY: words at..at+need are ours (reserved above) inside the store.

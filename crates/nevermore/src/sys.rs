@@ -186,6 +186,21 @@ pub fn map_meta(len: usize) -> *mut u8 {
     map_anon(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE)
 }
 
+/// Maps `len` bytes of private memory that reads as zeroes but cannot be written until
+/// `make_writable` says so: room for a table that is used from its start. It is not charged
+/// to the process (strict overcommit accounting, `RLIMIT_DATA`) until made writable. Null on
+/// failure.
+pub fn map_readable(len: usize) -> *mut u8 {
+    map_anon(ptr::null_mut(), len, libc::PROT_READ)
+}
+
+/// Makes `[addr, addr+len)` of a `map_readable` mapping writable (its contents stay); false
+/// when the system refuses (out of commit charge or over `RLIMIT_DATA`).
+pub fn make_writable(addr: *mut u8, len: usize) -> bool {
+    // SAFETY: the range lies in a mapping of this allocator's own; its contents are kept.
+    unsafe { libc::mprotect(addr as *mut c_void, len, libc::PROT_READ | libc::PROT_WRITE) == 0 }
+}
+
 /// Set while the program has every future mapping locked (`mlockall(MCL_FUTURE)`, see
 /// `api::mlockall`): the pool's views are then unlocked as they are made.
 pub static FUTURE_LOCKED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);

@@ -30,6 +30,9 @@ pub struct Options {
     /// Address space reserved for one-time aliases, in MiB (default 32 TiB). When it is used
     /// up, addresses of retired epochs are reused (degrade mode, counted in the stats).
     pub alias_space_mib: usize,
+    /// Address space large objects take fresh addresses from, in MiB (default 32 TiB). Past
+    /// it, the addresses of large objects freed long ago are reused (`large::take_va`).
+    pub large_space_mib: usize,
     /// Reports as one JSON object per line (`report_format=json`) instead of text.
     pub json: bool,
     /// Detect mode: record allocation and free stacks (`stacks=0` turns it off).
@@ -80,6 +83,7 @@ impl Options {
         stacks: true,
         guard_all: false,
         alias_space_mib: 32 << 20,
+        large_space_mib: 32 << 20,
         dirty_decay_ms: 10_000,
         sweep: true,
         sweep_share: 33,
@@ -96,7 +100,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +193,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                     expected: "a size in MiB from 16 to 67108864",
                 })?;
                 o.alias_space_mib = n as usize;
+            }
+            b"large_space" => {
+                let n = parse_uint(value).filter(|&n| (16..=(64 << 20)).contains(&n)).ok_or(ParseError::BadValue {
+                    key,
+                    value,
+                    expected: "a size in MiB from 16 to 67108864",
+                })?;
+                o.large_space_mib = n as usize;
             }
             b"dirty_decay" => {
                 let n = parse_uint(value).filter(|&n| n <= 3_600_000).ok_or(ParseError::BadValue {
@@ -316,6 +328,10 @@ mod tests {
         assert_eq!(parse(b"alias_space=64").unwrap().alias_space_mib, 64);
         assert!(matches!(parse(b"alias_space=8"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"alias_space=lots"), Err(ParseError::BadValue { .. })));
+        assert_eq!(Options::DEFAULT.large_space_mib, 32 << 20);
+        assert_eq!(parse(b"large_space=256").unwrap().large_space_mib, 256);
+        assert!(matches!(parse(b"large_space=15"), Err(ParseError::BadValue { key: b"large_space", .. })));
+        assert!(matches!(parse(b"large_space=67108865"), Err(ParseError::BadValue { key: b"large_space", .. })));
         assert!(matches!(parse(b"exitcode=256"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"exitcode=-1"), Err(ParseError::BadValue { .. })));
         assert_eq!(parse(b"stats"), Err(ParseError::MissingValue(b"stats")));

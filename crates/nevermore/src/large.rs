@@ -17,7 +17,19 @@
 //! last view is freed, the block is *swept*: one `MADV_DONTNEED` over it frees the page tables
 //! that its (now no-access) views left behind (unmapping a view cannot free a page table that a
 //! neighbouring reservation still covers), and the table page holding its entries is dropped.
-//! A swept block answers every lookup with a tombstone.
+//! A swept block answers every lookup with a tombstone. Once every block of a leaf (a gigabyte
+//! of addresses) is swept, the leaf is *retired*: its top-level entry is tagged and the leaf is
+//! replaced by memory that reads as zeroes and is not charged to the process, so that the
+//! table's private writable memory (`VmData`, what strict overcommit accounting charges) does
+//! not grow with the addresses used (it did by 1 MiB per GiB).
+//!
+//! Fresh addresses come from regions of at most 1 TiB, up to `large_space` (32 TiB, at most a
+//! quarter of an address-space limit) in all. Past it, the cursor goes back to the oldest
+//! region and takes only swept blocks there, skipping those where a view still lives: the
+//! addresses of objects freed a `large_space` of allocations ago are handed out again, so a
+//! dangling pointer that old could reach a new object (said once, counted in the stats).
+//! Without it, a program that allocates large objects for long enough used the address space
+//! up (under a 4 GiB `ulimit -v`, after 8 364 objects of 300 000 bytes: malloc failed).
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -37,8 +49,11 @@ const TOP_ENTRIES: usize = 1 << (47 - LEAF_SHIFT);
 const BLOCK_SHIFT: usize = PAGE_SHIFT + PAGE_SHIFT - 2;
 const BLOCK: usize = 1 << BLOCK_SHIFT;
 const BLOCKS_PER_LEAF: usize = 1 << (LEAF_SHIFT - BLOCK_SHIFT);
-/// Bytes of a leaf: its entries, then one state word per block.
-const LEAF_BYTES: usize = LEAF_ENTRIES * 4 + BLOCKS_PER_LEAF * 4;
+/// Bytes of a leaf: its entries, then one state word per block and the count of its swept
+/// blocks.
+const LEAF_BYTES: usize = LEAF_ENTRIES * 4 + (BLOCKS_PER_LEAF + 1) * 4;
+/// Low bit of a top-level entry whose leaf was retired.
+const RETIRED: usize = 1;
 /// Block state: the arena's cursor has passed it (no new view will overlap it).
 const PASSED: u32 = 1 << 30;
 /// Block state: swept (every view in it freed, its page tables and table page dropped).
@@ -47,12 +62,35 @@ const VIEWS: u32 = PASSED - 1;
 
 static TOP: AtomicPtr<AtomicPtr<AtomicU32>> = AtomicPtr::new(ptr::null_mut());
 
+/// Most regions kept (for reuse); past them, only regions kept are reused.
+const MAX_REGIONS: usize = 64;
+/// Largest region reserved at once (a bigger request gets a region of its size).
+const MAX_REGION: usize = 1 << 40;
+
 struct Arena {
+    /// The cursor: views are placed from here on, up to `end`, the end of its region.
     next: usize,
     end: usize,
+    /// The regions reserved, block-aligned, as (start, end); the first `nregions` are used.
+    regions: [(usize, usize); MAX_REGIONS],
+    nregions: usize,
+    /// Bytes reserved for regions.
+    reserved: usize,
+    /// The region to go back to when `large_space` is used up (the oldest not gone back to).
+    wrap: usize,
+    /// The cursor is in a region used before: it takes only swept blocks (`fit`).
+    reusing: bool,
 }
 
-static ARENA: Locked<Arena> = Locked::new(Arena { next: 0, end: 0 });
+static ARENA: Locked<Arena> = Locked::new(Arena {
+    next: 0,
+    end: 0,
+    regions: [(0, 0); MAX_REGIONS],
+    nregions: 0,
+    reserved: 0,
+    wrap: 0,
+    reusing: false,
+});
 
 /// Live views. Each is a mapping, and splits the arena's reservation in two: two of the
 /// process's mappings (`vm.max_map_count`, 65 530 by default), which the mirrors and the
@@ -97,33 +135,61 @@ pub fn views_scarce() -> bool {
     LIVE_VIEWS.load(Ordering::Relaxed) >= VIEW_BUDGET.load(Ordering::Relaxed)
 }
 
-fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
+/// A leaf of the table.
+enum Leaf {
+    Absent,
+    /// Every block of its gigabyte was swept: it reads as zeroes (`retire`).
+    Retired,
+    Live(*mut AtomicU32),
+}
+
+/// The top-level entry for `addr`.
+fn top_entry(addr: usize) -> Option<&'static AtomicPtr<AtomicU32>> {
     let top = TOP.load(Ordering::Acquire);
     let hi = addr >> LEAF_SHIFT;
     if top.is_null() || hi >= TOP_ENTRIES {
         return None;
     }
     // SAFETY: `hi` < TOP_ENTRIES, the size of the top level.
-    let entry = unsafe { &*top.add(hi) };
-    let mut leaf = entry.load(Ordering::Acquire);
-    if leaf.is_null() {
-        if !create {
-            return None;
-        }
-        let fresh = crate::meta::map(LEAF_BYTES) as *mut AtomicU32;
-        if fresh.is_null() {
-            return None;
-        }
-        match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => leaf = fresh,
-            Err(other) => {
-                crate::meta::unmap(fresh as *mut u8, LEAF_BYTES);
-                leaf = other;
+    Some(unsafe { &*top.add(hi) })
+}
+
+/// The leaf for `addr`, made if `create` and absent (never for a retired one).
+fn leaf(addr: usize, create: bool) -> Leaf {
+    let Some(entry) = top_entry(addr) else { return Leaf::Absent };
+    let leaf = entry.load(Ordering::Acquire);
+    if leaf as usize & RETIRED != 0 {
+        return Leaf::Retired;
+    }
+    if !leaf.is_null() {
+        return Leaf::Live(leaf);
+    }
+    if !create {
+        return Leaf::Absent;
+    }
+    let fresh = crate::meta::map(LEAF_BYTES) as *mut AtomicU32;
+    if fresh.is_null() {
+        return Leaf::Absent;
+    }
+    match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => Leaf::Live(fresh),
+        Err(other) => {
+            crate::meta::unmap(fresh as *mut u8, LEAF_BYTES);
+            if other as usize & RETIRED != 0 {
+                Leaf::Retired
+            } else {
+                Leaf::Live(other)
             }
         }
     }
-    // SAFETY: the index is below LEAF_ENTRIES.
-    Some(unsafe { &*leaf.add((addr >> PAGE_SHIFT) & (LEAF_ENTRIES - 1)) })
+}
+
+fn slot(addr: usize, create: bool) -> Option<&'static AtomicU32> {
+    match leaf(addr, create) {
+        // SAFETY: the index is below LEAF_ENTRIES.
+        Leaf::Live(l) => Some(unsafe { &*l.add((addr >> PAGE_SHIFT) & (LEAF_ENTRIES - 1)) }),
+        Leaf::Absent | Leaf::Retired => None,
+    }
 }
 
 /// The state word of the block holding `addr` (its leaf created if `create`).
@@ -134,9 +200,55 @@ fn block(addr: usize, create: bool) -> Option<&'static AtomicU32> {
     Some(unsafe { &*first.add(LEAF_ENTRIES + b) })
 }
 
-/// Whether the block holding `addr` was swept.
+/// The count of swept blocks of the leaf holding `addr`.
+fn swept_blocks(addr: usize) -> Option<&'static AtomicU32> {
+    let first = slot(addr & !(LEAF_ENTRIES * PAGE - 1), false)? as *const AtomicU32;
+    // SAFETY: the count follows the state words (see LEAF_BYTES).
+    Some(unsafe { &*first.add(LEAF_ENTRIES + BLOCKS_PER_LEAF) })
+}
+
+/// Whether the block holding `addr` was swept (or its whole leaf retired).
 fn swept(addr: usize) -> bool {
+    // The tag is read again after the state word: a reader that found the leaf before it was
+    // retired may read its state as zero (the leaf reads as zeroes once retired), but then
+    // finds the tag, which was set before.
     block(addr, false).is_some_and(|b| b.load(Ordering::Acquire) & SWEPT != 0)
+        || matches!(leaf(addr, false), Leaf::Retired)
+}
+
+/// Every block of the leaf holding `addr` was swept: the leaf's entries are all dropped, and its
+/// state words say only that. The leaf is given back, replaced by a mapping that reads as zeroes
+/// and is not charged to the process; lookups find the tag instead (arena lock held).
+#[cold]
+fn retire(addr: usize) {
+    let Some(entry) = top_entry(addr) else { return };
+    let leaf = entry.load(Ordering::Acquire);
+    if leaf.is_null() || leaf as usize & RETIRED != 0 {
+        return;
+    }
+    entry.store((leaf as usize | RETIRED) as *mut AtomicU32, Ordering::Release);
+    // Should this fail, the leaf stays as it is, writable, and the tag answers for it all the
+    // same.
+    sys::replace_readable(leaf as *mut u8, LEAF_BYTES);
+    stats::add(&stats::LARGE_LEAVES_RETIRED, 1);
+}
+
+/// Makes the retired leaf holding `addr` writable again, every block of it swept, for the
+/// cursor that comes back to its addresses (arena lock held). False when the system refuses.
+#[cold]
+fn revive(addr: usize) -> bool {
+    let Some(entry) = top_entry(addr) else { return false };
+    let leaf = (entry.load(Ordering::Acquire) as usize & !RETIRED) as *mut AtomicU32;
+    if leaf.is_null() || !sys::make_writable(leaf as *mut u8, sys::round_up(LEAF_BYTES, PAGE)) {
+        return false;
+    }
+    for b in 0..=BLOCKS_PER_LEAF {
+        let v = if b < BLOCKS_PER_LEAF { PASSED | SWEPT } else { BLOCKS_PER_LEAF as u32 };
+        // SAFETY: the state words and the count follow the leaf's entries (see LEAF_BYTES).
+        unsafe { (*leaf.add(LEAF_ENTRIES + b)).store(v, Ordering::Relaxed) };
+    }
+    entry.store(leaf, Ordering::Release);
+    true
 }
 
 /// Every block start in `[from, to)`.
@@ -155,6 +267,9 @@ fn sweep(b: usize, state: &AtomicU32) {
         sys::advise(first as *const AtomicU32 as *mut u8, PAGE, libc::MADV_DONTNEED);
     }
     stats::add(&stats::LARGE_BLOCKS_SWEPT, 1);
+    if swept_blocks(b).is_some_and(|n| n.fetch_add(1, Ordering::AcqRel) + 1 == BLOCKS_PER_LEAF as u32) {
+        retire(b);
+    }
 }
 
 /// The table entry for an object starting at `addr`: a descriptor, a tombstone, or 0.
@@ -166,45 +281,149 @@ pub fn lookup(addr: usize) -> u32 {
     }
 }
 
-/// Takes `len` bytes of fresh address space aligned to `align`, preceded by a guard page.
+/// Takes `len` bytes of address space aligned to `align`, preceded and followed by a guard
+/// page: fresh, or once `large_space` is used up, given back long ago (see the module's doc).
 fn take_va(len: usize, align: usize) -> Option<usize> {
     let mut a = ARENA.lock();
+    // Regions gone back to in this call: each is tried once.
+    let mut tries = 0;
     loop {
-        let start = sys::round_up(a.next + PAGE, align);
-        if a.next != 0 && start.checked_add(len + PAGE).is_some_and(|e| e <= a.end) {
-            // The view overlaps these blocks: count it before they can be passed.
-            for b in blocks(start, start + len) {
-                block(b, true)?.fetch_add(1, Ordering::AcqRel);
+        if a.next != 0 {
+            if let Some(start) = fit(&mut a, len, align) {
+                // The view overlaps these blocks: count it before they can be passed.
+                for b in blocks(start, start + len) {
+                    block(b, true)?.fetch_add(1, Ordering::AcqRel);
+                }
+                pass(a.next, start + len);
+                a.next = start + len;
+                return Some(start);
             }
-            pass(a.next, start + len);
-            a.next = start + len;
-            return Some(start);
-        }
-        // The rest of this reservation will never be used.
-        let (next, end) = (a.next, a.end);
-        if next != 0 {
+            // The rest of this region is not used this time round.
+            let (next, end) = (a.next, a.end);
             pass(next, end);
         }
-        // A new region: 1 TiB, less when the address space is limited, more for huge requests.
+        // A new region: 1 TiB at most, and half of `large_space` (an eighth of an address-space
+        // limit: taking all that is left would starve the alias arena's mirrors and the
+        // program), more for huge requests.
         let need = len.checked_add(align)?.checked_add(2 * PAGE + 2 * BLOCK)?;
-        // Under an address-space limit, an eighth of it: taking all that is left would starve
-        // the alias arena's mirrors and the program.
-        let region = sys::as_limit().map_or(1usize << 40, |l| sys::pow2_floor(l / 8));
-        let mut size = region.max(sys::round_up(need, 1 << 21));
-        loop {
-            let p = sys::reserve(size);
-            if !p.is_null() {
-                // Whole blocks only, so that sweeping a block never touches anything else.
-                a.next = sys::round_up(p as usize, BLOCK);
-                a.end = (p as usize + size) & !(BLOCK - 1);
-                break;
-            }
-            if size / 2 < need {
+        let space = space();
+        let size = (space / 2).min(MAX_REGION).max(sys::round_up(need, 1 << 21));
+        let within = a.reserved.saturating_add(size) <= space;
+        if (within && fresh_region(&mut a, size, need))
+            || (tries < a.nregions && go_back(&mut a, &mut tries))
+            || (!within && fresh_region(&mut a, size, need))
+        {
+            continue;
+        }
+        return None;
+    }
+}
+
+/// The address space large objects take fresh addresses from: `large_space`, and at most a
+/// quarter of an address-space limit.
+fn space() -> usize {
+    let want = crate::options().large_space_mib.saturating_mul(1 << 20);
+    sys::as_limit().map_or(want, |l| want.min(sys::pow2_floor(l / 4)))
+}
+
+/// Reserves a region of `size` bytes (less, down to `need`, while the kernel refuses) and puts
+/// the cursor at its start (arena lock held).
+fn fresh_region(a: &mut Arena, mut size: usize, need: usize) -> bool {
+    if a.nregions == MAX_REGIONS {
+        return false;
+    }
+    loop {
+        let p = sys::reserve(size);
+        if !p.is_null() {
+            // Whole blocks only, so that sweeping a block never touches anything else.
+            a.next = sys::round_up(p as usize, BLOCK);
+            a.end = (p as usize + size) & !(BLOCK - 1);
+            a.reusing = false;
+            let n = a.nregions;
+            a.regions[n] = (a.next, a.end);
+            a.nregions += 1;
+            a.reserved += size;
+            return true;
+        }
+        if size / 2 < need {
+            return false;
+        }
+        size /= 2;
+    }
+}
+
+/// Puts the cursor back at the start of the oldest region not gone back to since the others
+/// were, to take its swept blocks again (arena lock held).
+#[cold]
+fn go_back(a: &mut Arena, tries: &mut usize) -> bool {
+    let k = a.wrap % a.nregions;
+    a.wrap = k + 1;
+    *tries += 1;
+    (a.next, a.end) = a.regions[k];
+    a.reusing = true;
+    if stats::LARGE_VA_REUSED.fetch_add(1, Ordering::Relaxed) == 0 {
+        crate::report::say(format_args!(
+            "the address space for large objects ({} MiB) is used up: reusing the addresses of large objects freed \
+             long ago (use-after-free protection of large objects is weaker from now on; see large_space)",
+            space() >> 20
+        ));
+    }
+    true
+}
+
+/// Where a view of `len` bytes aligned to `align` goes from the cursor on, with a guard page
+/// before and after it, if the region holds it. In a region gone back to, the view and its
+/// guards take only blocks swept since the last time round (or taken this time round): the
+/// cursor skips any block where a view still lives (arena lock held).
+fn fit(a: &mut Arena, len: usize, align: usize) -> Option<usize> {
+    loop {
+        let start = sys::round_up(a.next.checked_add(PAGE)?, align);
+        let end = start.checked_add(len)?.checked_add(PAGE)?;
+        if end > a.end {
+            return None;
+        }
+        if !a.reusing {
+            return Some(start);
+        }
+        if let Some(live) = blocks(a.next, end).find(|&b| !reusable(b)) {
+            let from = a.next;
+            a.next = live + BLOCK;
+            pass(from, a.next);
+            continue;
+        }
+        for b in blocks(a.next, end) {
+            if !claim(b) {
                 return None;
             }
-            size /= 2;
+        }
+        return Some(start);
+    }
+}
+
+/// Whether the block at `b`, in a region gone back to, holds no view from before: swept, or
+/// not passed since the cursor came back (arena lock held).
+fn reusable(b: usize) -> bool {
+    block(b, false).is_none_or(|s| {
+        let v = s.load(Ordering::Acquire);
+        v & SWEPT != 0 || v & PASSED == 0
+    })
+}
+
+/// Makes the reusable block at `b` take views again: a swept block starts over (its entries
+/// were dropped when it was swept, its leaf is revived if it was retired). False when its
+/// leaf cannot be made or revived (arena lock held).
+fn claim(b: usize) -> bool {
+    if matches!(leaf(b, false), Leaf::Retired) && !revive(b) {
+        return false;
+    }
+    let Some(state) = block(b, true) else { return false };
+    if state.load(Ordering::Acquire) & SWEPT != 0 {
+        state.store(0, Ordering::Release);
+        if let Some(n) = swept_blocks(b) {
+            n.fetch_sub(1, Ordering::AcqRel);
         }
     }
+    true
 }
 
 /// The cursor moved from `from` to `to`: blocks wholly below `to` are passed, and swept at once
@@ -245,7 +464,8 @@ fn room_for(len: usize) -> usize {
 /// last view taken and the arena's region holds them (with the guard page after).
 fn extend_va(end: usize, extra: usize) -> bool {
     let mut a = ARENA.lock();
-    if a.next != end || end.checked_add(extra + PAGE).is_none_or(|e| e > a.end) {
+    // In a region gone back to, the blocks after the cursor may hold live views.
+    if a.reusing || a.next != end || end.checked_add(extra + PAGE).is_none_or(|e| e > a.end) {
         return false;
     }
     // Count the view in the blocks it reaches now (those it overlapped already counted it),

@@ -25,6 +25,10 @@ pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_AS_PAGES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_BLOCKS_SWEPT: AtomicU64 = AtomicU64::new(0);
+/// Tables of a gigabyte of large-object addresses given back once every block in it was swept.
+pub static LARGE_LEAVES_RETIRED: AtomicU64 = AtomicU64::new(0);
+/// Times the large-object cursor went back to a region used before (`large_space` used up).
+pub static LARGE_VA_REUSED: AtomicU64 = AtomicU64::new(0);
 pub static FORKS: AtomicU64 = AtomicU64::new(0);
 pub static FORK_COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static THREADS: AtomicU64 = AtomicU64::new(0);
@@ -120,10 +124,12 @@ pub fn print() {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept); {} page objects instead, for want of mappings",
+        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept, {} tables of 1 GiB retired, {} regions reused); {} page objects instead, for want of mappings",
         get(&LARGE_OBJECTS),
         get(&LARGE_VA_BYTES) / 1024,
         get(&LARGE_BLOCKS_SWEPT),
+        get(&LARGE_LEAVES_RETIRED),
+        get(&LARGE_VA_REUSED),
         get(&LARGE_AS_PAGES)
     );
     let _ = writeln!(

@@ -194,6 +194,13 @@ pub fn map_readable(len: usize) -> *mut u8 {
     map_anon(ptr::null_mut(), len, libc::PROT_READ)
 }
 
+/// Replaces `[addr, addr+len)` of a mapping of this allocator's own by memory that reads as
+/// zeroes, as `map_readable` maps it: no longer charged to the process. Readers of the old
+/// contents see zeroes from then on. False on failure (the old mapping stays).
+pub fn replace_readable(addr: *mut u8, len: usize) -> bool {
+    !map_anon(addr, len, libc::PROT_READ).is_null()
+}
+
 /// Makes `[addr, addr+len)` of a `map_readable` mapping writable (its contents stay); false
 /// when the system refuses (out of commit charge or over `RLIMIT_DATA`).
 pub fn make_writable(addr: *mut u8, len: usize) -> bool {

@@ -149,17 +149,7 @@ fn large_objects_under_an_address_space_limit() {
             .env("NEVERMORE_OPTIONS", format!("mode={mode}"));
         let o = wait_with_deadline(cmd, 120, "large_churn reuse under prlimit --as=1GiB");
         assert_ok(&o);
-        let out = stdout(&o);
-        assert!(out.contains("PINNED OK") && out.contains("\nOK"), "{mode}:\n{out}\n{}", stderr(&o));
-        assert!(!out.contains("CORRUPT"), "{mode}:\n{out}");
-        let first: i64 = out
-            .lines()
-            .find_map(|l| l.strip_prefix("FIRST_REUSE "))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{mode}: no FIRST_REUSE line:\n{out}"));
-        let before = (256 - 16) * 1024 / 264;
-        assert!(first >= before, "{mode}: an address came back at allocation {first}, before {before}:\n{out}");
-        assert!(stderr(&o).contains("the address space for large objects (256 MiB) is used up"), "{}", stderr(&o));
+        assert_large_reuse(&o, mode, 256);
     }
 }
 

@@ -186,22 +186,8 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 })?;
                 o.exitcode = Some(n as u8);
             }
-            b"alias_space" => {
-                let n = parse_uint(value).filter(|&n| (16..=(64 << 20)).contains(&n)).ok_or(ParseError::BadValue {
-                    key,
-                    value,
-                    expected: "a size in MiB from 16 to 67108864",
-                })?;
-                o.alias_space_mib = n as usize;
-            }
-            b"large_space" => {
-                let n = parse_uint(value).filter(|&n| (16..=(64 << 20)).contains(&n)).ok_or(ParseError::BadValue {
-                    key,
-                    value,
-                    expected: "a size in MiB from 16 to 67108864",
-                })?;
-                o.large_space_mib = n as usize;
-            }
+            b"alias_space" => o.alias_space_mib = parse_space(key, value)?,
+            b"large_space" => o.large_space_mib = parse_space(key, value)?,
             b"dirty_decay" => {
                 let n = parse_uint(value).filter(|&n| n <= 3_600_000).ok_or(ParseError::BadValue {
                     key,
@@ -251,6 +237,15 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
         });
     }
     Ok(o)
+}
+
+/// An address-space size in MiB (`alias_space`, `large_space`): 16 MiB to 64 TiB.
+fn parse_space(key: &'static [u8], value: &'static [u8]) -> Result<usize, ParseError<'static>> {
+    parse_uint(value).filter(|&n| (16..=(64 << 20)).contains(&n)).map(|n| n as usize).ok_or(ParseError::BadValue {
+        key,
+        value,
+        expected: "a size in MiB from 16 to 67108864",
+    })
 }
 
 fn parse_bool(key: &'static [u8], value: &'static [u8]) -> Result<bool, ParseError<'static>> {

@@ -257,3 +257,24 @@ pub fn counters(text: &str, what: &str) -> Vec<u64> {
 pub fn counter(text: &str, what: &str) -> u64 {
     *counters(text, what).first().unwrap_or_else(|| panic!("no number on the `{what}` line in:\n{text}"))
 }
+
+/// Checks the output of `tests/c/large_churn.c reuse ...` run with `space_mib` of address space
+/// for large objects: the objects that lived throughout kept their contents, no object was
+/// overwritten, addresses were handed out again, but none before that space less four blocks
+/// of 4 MiB was used (objects of 256 KiB take 264 KiB with their canary and guard page), and
+/// the library said so once.
+pub fn assert_large_reuse(o: &Output, what: &str, space_mib: i64) {
+    let (out, err) = (stdout(o), stderr(o));
+    assert!(out.contains("PINNED OK") && out.contains("\nOK"), "{what}:\n{out}\n{err}");
+    assert!(!out.contains("CORRUPT"), "{what}:\n{out}");
+    let first: i64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("FIRST_REUSE "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: no FIRST_REUSE line:\n{out}"));
+    assert!(first >= 0, "{what}: no address was handed out again; stderr:\n{err}");
+    let before = (space_mib - 16) * 1024 / 264;
+    assert!(first >= before, "{what}: an address came back at allocation {first}, before {before}:\n{out}");
+    let said = format!("the address space for large objects ({space_mib} MiB) is used up");
+    assert_eq!(err.matches(&said).count(), 1, "{what}:\n{err}");
+}

@@ -18,6 +18,21 @@ pub struct Site {
 #[derive(Default)]
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,
+    /// Per module: the size of each symbol that has one, by its address.
+    sizes: HashMap<String, HashMap<u64, u64>>,
+}
+
+/// The sizes of `module`'s symbols (static and dynamic) that have one, by address.
+fn symbol_sizes(module: &str) -> HashMap<u64, u64> {
+    use object::{Object, ObjectSymbol};
+    let mut sizes = HashMap::new();
+    let Ok(data) = std::fs::read(module) else { return sizes };
+    let Ok(file) = object::File::parse(&*data) else { return sizes };
+    for s in file.symbols().chain(file.dynamic_symbols()).filter(|s| s.size() > 0) {
+        let n = sizes.entry(s.address()).or_insert(0);
+        *n = s.size().max(*n);
+    }
+    sizes
 }
 
 impl Symbolizer {
@@ -38,7 +53,14 @@ impl Symbolizer {
             }
         }
         if out.iter().all(|s| s.function.is_none()) {
-            if let Some(name) = l.find_symbol(offset) {
+            // The nearest symbol below, unless the offset lies past its end: a library stripped
+            // of its static symbols (libc) has only its exported ones, and the nearest of those
+            // to a local function (`__strlen_avx2`) is another function altogether.
+            let symbol = l.find_symbol_info(offset).filter(|sym| {
+                let sizes = self.sizes.entry(module.to_string()).or_insert_with(|| symbol_sizes(module));
+                sizes.get(&sym.address()).is_none_or(|&n| offset < sym.address().saturating_add(n))
+            });
+            if let Some(name) = symbol.map(|sym| sym.name()) {
                 let name = addr2line::demangle_auto(name.into(), None).into_owned();
                 match out.first_mut() {
                     Some(s) => s.function = Some(name),
@@ -168,6 +190,54 @@ pub fn parse_frame_line(line: &str) -> Option<(&str, &str, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The C library this test runs with, from its own mappings.
+    fn libc_path() -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
+            .expect("no C library mapped")
+            .to_string()
+    }
+
+    /// An offset just past the end of an exported function of libc, before the next exported
+    /// symbol: there the nearest symbol below is not the function at that offset. Its name is
+    /// not given to a frame there (it was: `__nss_database_lookup` for `__strlen_avx2`).
+    #[test]
+    fn a_frame_past_the_nearest_symbol_s_end_does_not_take_its_name() {
+        use object::{Object, ObjectSymbol, SymbolKind};
+        let libc = libc_path();
+        let data = std::fs::read(&libc).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let mut funcs: Vec<(u64, u64, String)> = file
+            .dynamic_symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+            .map(|s| (s.address(), s.size(), s.name().unwrap_or("").to_string()))
+            .collect();
+        funcs.sort();
+        let all: Vec<(u64, u64)> =
+            file.symbols().chain(file.dynamic_symbols()).map(|s| (s.address(), s.size())).collect();
+        let (probe, name) = funcs
+            .windows(2)
+            .map(|w| (w[0].0 + w[0].1 + 16, &w[0].2, w[1].0))
+            .find(|&(p, _, next)| p < next && all.iter().all(|&(a, n)| !(a <= p && p < a + n.max(1))))
+            .map(|(p, name, _)| (p, name.clone()))
+            .expect("no gap between libc's exported functions");
+        let mut sym = Symbolizer::new();
+        let sites = sym.sites(&libc, probe);
+        assert!(
+            sites.iter().all(|s| s.function.as_deref() != Some(name.as_str())),
+            "{probe:#x} in {libc} named after {name}, which ends before it"
+        );
+        // A frame inside that function keeps its name.
+        let inside = funcs.iter().find(|f| f.2 == name).unwrap().0 + 1;
+        let sites = sym.sites(&libc, inside);
+        assert!(
+            sites.iter().any(|s| s.function.as_deref().is_some_and(|f| f.contains(name.as_str()))),
+            "{inside:#x}: {sites:?}"
+        );
+    }
 
     #[test]
     fn frame_lines_parse() {

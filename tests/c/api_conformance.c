@@ -6,6 +6,7 @@
  * program exits 1; on success it prints `OK`.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -632,6 +633,30 @@ static void sec_misc(void) {
     CHECK(freed.uordblks < after.uordblks, "mallinfo2().uordblks did not drop after freeing 4 MiB: %zu -> %zu",
           after.uordblks, freed.uordblks);
 
+    /* malloc_info: glibc's XML, whose last "system current" (the whole process's) counts the
+     * 4 MiB still live; options other than 0 are refused. */
+    for (int i = 0; i < NB; i++)
+        blk[i] = malloc(sz(BS));
+    FILE *xml = tmpfile();
+    CHECK(xml && malloc_info(0, xml) == 0, "malloc_info(0) failed");
+    CHECK(xml && malloc_info(1, xml) == EINVAL, "malloc_info(1) did not return EINVAL");
+    if (xml) {
+        static char text[1 << 16];
+        rewind(xml);
+        size_t n = fread(text, 1, sizeof text - 1, xml);
+        text[n] = 0;
+        fclose(xml);
+        const char *cur = NULL;
+        for (const char *c = text; (c = strstr(c, "<system type=\"current\" size=\"")); c++)
+            cur = c;
+        size_t current = cur ? strtoull(cur + strlen("<system type=\"current\" size=\""), NULL, 10) : 0;
+        CHECK(!strncmp(text, "<malloc version=\"1\">", strlen("<malloc version=\"1\">")) && strstr(text, "</malloc>"), "malloc_info wrote: %.200s",
+              text);
+        CHECK(current >= (size_t)NB * BS, "malloc_info: system current %zu with %d KiB live", current, NB * BS / 1024);
+    }
+    for (int i = 0; i < NB; i++)
+        free(blk[i]);
+
     int t = malloc_trim(0);
     CHECK(t == 0 || t == 1, "malloc_trim(0) returned %d", t);
     t = malloc_trim(1 << 20);
@@ -974,6 +999,81 @@ static void sec_syscall(void) {
     CHECK(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0, "prctl(PR_GET_SECCOMP) is not 0 without a filter");
 }
 
+/* glibc's internal names of its allocator functions, which some programs call directly. */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+extern void __libc_free(void *);
+
+/* glibc's internal names share one heap with malloc and free, in both directions; C23's
+ * free_sized and free_aligned_sized (looked up at run time: this libc may predate them, the
+ * allocator under test must have them) take the sizes the objects were allocated with. */
+static void sec_names(void) {
+    static const size_t sizes[] = {0, 1, 24, 100, 1000, 4096, 5000, 70000, 1 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sz(sizes[i]);
+        unsigned char *p = __libc_malloc(n);
+        CHECK(p != NULL && is_aligned(p, 16), "__libc_malloc(%zu) = %p", n, (void *)p);
+        fill(p, n, 1);
+        p = realloc(p, n + 10);
+        CHECK(p != NULL && verify(p, n, 1) == n, "realloc of __libc_malloc(%zu) lost contents", n);
+        free(p);
+
+        p = malloc(n);
+        fill(p, n, 2);
+        p = __libc_realloc(p, n * 2 + 1);
+        CHECK(p != NULL && verify(p, n, 2) == n, "__libc_realloc of malloc(%zu) lost contents", n);
+        __libc_free(p);
+
+        p = __libc_calloc(n, 1);
+        CHECK(p != NULL, "__libc_calloc(%zu, 1) = NULL", n);
+        for (size_t k = 0; p && k < n; k++)
+            if (p[k]) {
+                CHECK(0, "__libc_calloc(%zu, 1) byte %zu is %u", n, k, p[k]);
+                break;
+            }
+        free(p);
+
+        void *q = __libc_memalign(256, n);
+        CHECK(q != NULL && is_aligned(q, 256), "__libc_memalign(256, %zu) = %p", n, q);
+        free(q);
+        q = __libc_valloc(n);
+        CHECK(q != NULL && is_aligned(q, 4096), "__libc_valloc(%zu) = %p", n, q);
+        __libc_free(q);
+        q = __libc_pvalloc(n);
+        CHECK(q != NULL && is_aligned(q, 4096) && malloc_usable_size(q) >= ((n + 4095) & ~(size_t)4095),
+              "__libc_pvalloc(%zu) = %p (usable %zu)", n, q, q ? malloc_usable_size(q) : 0);
+        free(q);
+    }
+    __libc_free(NULL);
+
+    void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+    void (*fas)(void *, size_t, size_t) = (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
+    int ours = pool_kib() >= 0;
+    CHECK(!ours || (fs && fas), "free_sized %p, free_aligned_sized %p: missing", (void *)fs, (void *)fas);
+    if (!fs || !fas)
+        return; /* this libc has neither, and the program runs without the allocator */
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sz(sizes[i]);
+        fs(malloc(n), n);
+        fs(calloc(sz(3), n), 3 * n);
+        if (n) { /* realloc(p, 0) frees */
+            void *p = malloc(sz(n / 2 + 1));
+            p = realloc(p, n);
+            CHECK(p != NULL, "realloc to %zu = NULL", n);
+            fs(p, n);
+        }
+        fas(aligned_alloc(64, n), 64, n);
+        fas(aligned_alloc(8192, n), 8192, n);
+    }
+    fs(NULL, 0);
+    fs(NULL, 100);
+    fas(NULL, 64, 100);
+}
+
 struct section {
     const char *name;
     void (*fn)(void);
@@ -984,7 +1084,7 @@ static const struct section sections[] = {
     {"align", sec_align},     {"usable", sec_usable},         {"usable-write", sec_usable_write},
     {"misc", sec_misc},       {"random", sec_random},         {"errno", sec_errno},
     {"big", sec_big},         {"grow", sec_grow},             {"shrink", sec_shrink},
-    {"syscall", sec_syscall},
+    {"syscall", sec_syscall}, {"names", sec_names},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 

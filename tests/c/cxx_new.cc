@@ -397,6 +397,16 @@ static int aligned_near_max() {
     return 0;
 }
 
+/* A base class without a virtual destructor: deleting a Derived through it gives the sized
+ * operator delete the base's size. */
+struct Base {
+    long a;
+    ~Base() { a = 0; }
+};
+struct Derived : Base {
+    long more[4];
+};
+
 static int misuse(const char *what) {
     if (!std::strcmp(what, "double-delete")) {
         int *p = new int(5);
@@ -416,6 +426,15 @@ static int misuse(const char *what) {
         volatile char *q = static_cast<char *>(launder_ptr(p));
         q[100] = static_cast<char>(~q[100]);
         delete[] p;
+    } else if (!std::strcmp(what, "delete-through-base")) {
+        Base *b = static_cast<Base *>(launder_ptr(new Derived()));
+        delete b;
+    } else if (!std::strcmp(what, "delete-array-wrong-size")) {
+        void *p = ::operator new[](300000);
+        ::operator delete[](launder_ptr(p), 200000);
+    } else if (!std::strcmp(what, "delete-aligned-wrong-size")) {
+        void *p = ::operator new(sz(100), std::align_val_t(64));
+        ::operator delete(launder_ptr(p), 96, std::align_val_t(64));
     } else if (!std::strcmp(what, "delete-interior")) {
         char *p = new char[100];
         ::operator delete[](launder_ptr(p + 16));

@@ -7,6 +7,7 @@
  * the edge of each block, and must exit 0 printing OK.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -511,6 +512,40 @@ static void ovf_write_aligned_small(void) {
     free((void *)p);
 }
 
+/* C23's sized frees, looked up at run time: this libc's headers may not declare them, and the
+ * library under test exports them. */
+static void (*sized_free(void))(void *, size_t) {
+    void (*f)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+    if (!f) {
+        fprintf(stderr, "FAIL: no free_sized\n");
+        exit(1);
+    }
+    return f;
+}
+/* free_sized with a size other than the one allocated: a small, a page and a large object. */
+static void fs_wrong_small(void) {
+    sized_free()(launder(filled(100)), sz(64));
+}
+static void fs_wrong_pages(void) {
+    sized_free()(launder(filled(8192)), sz(8191));
+}
+static void fs_wrong_large(void) {
+    sized_free()(launder(filled(1 << 20)), sz(1 << 19));
+}
+/* calloc(n, m) is freed with the product; another factor's size is wrong. */
+static void fs_wrong_calloc(void) {
+    sized_free()(launder(calloc(sz(10), 12)), sz(12));
+}
+/* free_aligned_sized told the alignment as the size. */
+static void fas_wrong(void) {
+    void (*f)(void *, size_t, size_t) = (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
+    if (!f) {
+        fprintf(stderr, "FAIL: no free_aligned_sized\n");
+        exit(1);
+    }
+    f(launder(aligned_alloc(64, sz(256))), 64, sz(64));
+}
+
 #define CASE_OVF(n) {"overflow-free-" #n, overflow_free_##n}, {"overflow-realloc-" #n, overflow_realloc_##n},
 
 static const struct misuse_case cases[] = {
@@ -570,6 +605,11 @@ static const struct misuse_case cases[] = {
     {"overflow-read-small", ovf_read_small},
     {"overflow-write-small", ovf_write_small},
     {"overflow-write-aligned-small", ovf_write_aligned_small},
+    {"free-sized-wrong-small", fs_wrong_small},
+    {"free-sized-wrong-pages", fs_wrong_pages},
+    {"free-sized-wrong-large", fs_wrong_large},
+    {"free-sized-wrong-calloc", fs_wrong_calloc},
+    {"free-aligned-sized-wrong", fas_wrong},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

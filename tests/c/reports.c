@@ -46,6 +46,14 @@ NOINLINE static void free_inside(struct record *r) {
     sink = 3;
 }
 
+NOINLINE static void drop_half(struct record *r) {
+    void (*free_sized)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+    if (!free_sized)
+        abort();
+    free_sized(r, sizeof *r / 2); /* AT:size-mismatch */
+    sink = 4;
+}
+
 NOINLINE static void ask_size_inside(struct record *r) {
     sink = (long)malloc_usable_size((char *)r + 8); /* AT:invalid-pointer */
 }
@@ -128,6 +136,8 @@ int main(int argc, char **argv) {
         drop_again(r);
     } else if (!strcmp(c, "invalid-free")) {
         free_inside(make_record());
+    } else if (!strcmp(c, "size-mismatch")) {
+        drop_half(make_record());
     } else if (!strcmp(c, "invalid-pointer")) {
         ask_size_inside(make_record());
     } else if (!strcmp(c, "overflow")) {

@@ -141,6 +141,18 @@ fn shrinking_buffers_give_their_memory_back() {
     }
 }
 
+/// `__libc_malloc` and the other internal names glibc exports give and take the same objects
+/// as `malloc` and `free` (mixed both ways, in both modes), and C23's `free_sized` and
+/// `free_aligned_sized` accept the sizes objects were allocated with (a product for `calloc`,
+/// the new size after `realloc`, 0 for `malloc(0)`); wrong sizes: `misuse::sized_free_of_the_wrong_size`.
+#[test]
+fn glibc_names_and_sized_frees() {
+    for mode in ["mode=prevent", "mode=detect"] {
+        let o = run_preloaded(bin(), &["names"], &[("NEVERMORE_OPTIONS", mode)]);
+        assert_clean(&o);
+    }
+}
+
 /// The same program run without the library passes too (so a failure above is the allocator's).
 #[test]
 fn program_passes_under_glibc() {

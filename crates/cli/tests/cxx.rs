@@ -50,6 +50,32 @@ fn delete_after_overflow() {
     assert_report(&run_preloaded(bin(), &["delete-overflow"], &[]), "heap-buffer-overflow");
 }
 
+/// A sized `operator delete` given another size than the object's is a `size-mismatch` naming
+/// both sizes, in both modes: deletion through a base class without a virtual destructor
+/// (8 bytes given for an object of 40), and explicit sized array and aligned deletes. Correct
+/// sizes pass: `operators_and_containers`.
+#[test]
+fn sized_delete_of_the_wrong_size() {
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}");
+        for (case, size, given) in [
+            ("delete-through-base", 40, 8),
+            ("delete-array-wrong-size", 300000, 200000),
+            ("delete-aligned-wrong-size", 100, 96),
+        ] {
+            let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", &opts)]);
+            let err = stderr(&o);
+            assert_report(&o, "size-mismatch");
+            assert!(
+                err.contains("operator delete of 0x")
+                    && err.contains(&format!(" of {size} bytes; the address is at offset 0"))
+                    && err.contains(&format!("size given: {given} bytes")),
+                "{case} ({mode}):\n{err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn delete_of_interior_pointer() {
     assert_report(&run_preloaded(bin(), &["delete-interior"], &[]), "invalid-free");

@@ -119,6 +119,37 @@ fn guard_all_puts_small_objects_against_a_guard_page() {
     }
 }
 
+/// C23 `free_sized`/`free_aligned_sized` with a size other than the object's: (case, call,
+/// object size, size given).
+const SIZED_FREE_CASES: &[(&str, &str, usize, usize)] = &[
+    ("free-sized-wrong-small", "free_sized", 100, 64),
+    ("free-sized-wrong-pages", "free_sized", 8192, 8191),
+    ("free-sized-wrong-large", "free_sized", 1 << 20, 1 << 19),
+    ("free-sized-wrong-calloc", "free_sized", 120, 12),
+    ("free-aligned-sized-wrong", "free_aligned_sized", 256, 64),
+];
+
+/// A sized free whose size is not the object's is reported as `size-mismatch`, naming the
+/// call, the object's size and the size given, in both modes (the right sizes, and the
+/// product for `calloc`, pass: `api::glibc_names_and_sized_frees`).
+#[test]
+fn sized_free_of_the_wrong_size() {
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}");
+        for &(case, call, size, given) in SIZED_FREE_CASES {
+            let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", &opts)]);
+            let err = stderr(&o);
+            assert_report(&o, "size-mismatch");
+            assert!(
+                err.contains(&format!("{call} of 0x"))
+                    && err.contains(&format!(" of {size} bytes; the address is at offset 0 from its start"))
+                    && err.contains(&format!("size given: {given} bytes")),
+                "{case} ({mode}): report does not name the call and both sizes:\n{err}"
+            );
+        }
+    }
+}
+
 /// Every case listed by the program has a test here (and vice versa), so no case goes unchecked.
 #[test]
 fn every_case_is_tested() {
@@ -128,6 +159,7 @@ fn every_case_is_tested() {
     let mut tested: Vec<&str> = CASES.to_vec();
     tested.push("none");
     tested.extend(GUARD_ALL_CASES.iter().map(|(c, _)| *c));
+    tested.extend(SIZED_FREE_CASES.iter().map(|(c, ..)| *c));
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");
     }

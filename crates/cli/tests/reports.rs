@@ -101,6 +101,13 @@ const CASES: &[Case] = &[
         alloc: Some(("make_record", "make")),
     },
     Case {
+        arg: "size-mismatch",
+        kind: "size-mismatch",
+        access: ("drop_half", "size-mismatch"),
+        free: None,
+        alloc: Some(("make_record", "make")),
+    },
+    Case {
         arg: "invalid-pointer",
         kind: "invalid-pointer",
         access: ("ask_size_inside", "invalid-pointer"),
@@ -349,6 +356,7 @@ fn json_reports_parse_and_follow_the_schema() {
         ("uaf", "heap-use-after-free", "touch_record"),
         ("double-free", "double-free", "drop_again"),
         ("wild", "wild-access", "touch_wild"),
+        ("size-mismatch", "size-mismatch", "drop_half"),
     ] {
         for bin in bins() {
             let o = run_detect(bin, &[case], &["--json"]);
@@ -364,7 +372,12 @@ fn json_reports_parse_and_follow_the_schema() {
             assert_eq!(r["exit_status"], 23);
             assert_eq!(r["stack"][0]["function"], func, "{r:#}");
             assert!(r["stack"][0]["file"].as_str().unwrap().ends_with("reports.c"));
-            if case != "wild" {
+            assert_eq!(r["claimed_size"], if case == "size-mismatch" { Value::from(24) } else { Value::Null }, "{r:#}");
+            if case == "size-mismatch" {
+                assert_eq!(r["object"]["size"], 48, "{r:#}");
+                assert_eq!(r["allocated"]["stack"][0]["function"], "make_record", "{r:#}");
+                assert!(r["freed"].is_null(), "{r:#}");
+            } else if case != "wild" {
                 assert_eq!(r["allocated"]["stack"][0]["function"], "make_record", "{r:#}");
                 assert_eq!(r["allocated"]["stack"][0]["line"], line_of("make"));
                 assert_eq!(r["freed"]["stack"][0]["function"], "drop_record", "{r:#}");

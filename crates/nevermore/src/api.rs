@@ -223,6 +223,52 @@ pub extern "C" fn mallinfo() -> Mallinfo {
     }
 }
 
+/// glibc's `malloc_info`: the figures of `mallinfo2` in glibc's XML layout (one heap), written
+/// to `stream`. Options other than 0 are refused with EINVAL, as glibc does.
+///
+/// # Safety
+/// `stream` must be a valid `FILE *` open for writing (C contract of `malloc_info`).
+#[no_mangle]
+pub unsafe extern "C" fn malloc_info(options: c_int, stream: *mut libc::FILE) -> c_int {
+    if options != 0 {
+        return libc::EINVAL;
+    }
+    use core::fmt::Write;
+    let m = mallinfo2();
+    let peak = {
+        let scope = crate::reentry::Scope::enter();
+        if scope.nested() || !crate::ensure_init() {
+            0
+        } else {
+            crate::pool::POOL.stats().0.peak_pages_in_use as usize * PAGE
+        }
+    };
+    let (cur, free, used) = (m.arena, m.fordblks, m.uordblks);
+    let mut b = crate::report::Buf::<2048>::new();
+    let totals = |b: &mut crate::report::Buf<2048>, mmap: bool| {
+        let _ = writeln!(b, "<total type=\"fast\" count=\"0\" size=\"0\"/>");
+        let _ = writeln!(b, "<total type=\"rest\" count=\"{}\" size=\"{free}\"/>", (free > 0) as u8);
+        if mmap {
+            let _ = writeln!(b, "<total type=\"mmap\" count=\"0\" size=\"0\"/>");
+        }
+        let _ =
+            write!(b, "<system type=\"current\" size=\"{cur}\"/>\n<system type=\"max\" size=\"{}\"/>\n", peak.max(cur));
+        let _ = write!(b, "<aspace type=\"total\" size=\"{cur}\"/>\n<aspace type=\"mprotect\" size=\"{cur}\"/>\n");
+    };
+    let _ = write!(b, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n</sizes>\n");
+    totals(&mut b, false);
+    let _ = writeln!(b, "</heap>");
+    totals(&mut b, true);
+    let _ = write!(b, "<!-- nevermore: {used} bytes in use -->\n</malloc>\n");
+    let bytes = b.as_bytes();
+    // SAFETY: `bytes` is valid for its length; `stream` is guaranteed by the caller. Nothing of
+    // the allocator is held here, so stdio may allocate its buffer through it.
+    if unsafe { libc::fwrite(bytes.as_ptr() as *const c_void, 1, bytes.len(), stream) } != bytes.len() {
+        return -1;
+    }
+    0
+}
+
 /// glibc's `malloc_stats`: prints the allocator's counters.
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
@@ -258,6 +304,7 @@ extern "C" fn new_failed(size: usize) -> ! {
         op: "operator new",
         what: "the request cannot be satisfied and std::bad_alloc cannot be thrown",
         object: None,
+        claimed: None,
     })
 }
 
@@ -367,7 +414,7 @@ new_aligned_nothrow!(_ZnwmSt11align_val_tRKSt9nothrow_t, _ZnamSt11align_val_tRKS
 
 macro_rules! delete {
     ($($name:ident ( $($arg:ident : $ty:ty),* )),* $(,)?) => {$(
-        /// An `operator delete` variant; size and alignment hints are not needed.
+        /// An unsized `operator delete` variant (the alignment and `nothrow` are not needed).
         #[no_mangle]
         pub extern "C" fn $name(p: *mut c_void $(, $arg: $ty)*) {
             $(let _ = $arg;)*
@@ -379,17 +426,101 @@ macro_rules! delete {
 delete!(
     _ZdlPv(),
     _ZdaPv(),
-    _ZdlPvm(size: usize),
-    _ZdaPvm(size: usize),
     _ZdlPvSt11align_val_t(align: usize),
     _ZdaPvSt11align_val_t(align: usize),
-    _ZdlPvmSt11align_val_t(size: usize, align: usize),
-    _ZdaPvmSt11align_val_t(size: usize, align: usize),
     _ZdlPvRKSt9nothrow_t(nt: *const c_void),
     _ZdaPvRKSt9nothrow_t(nt: *const c_void),
     _ZdlPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
     _ZdaPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
 );
+
+/// `free` told the object's size, leaving `errno` alone.
+#[inline]
+fn free_sized_keep_errno(p: *mut c_void, size: usize, op: &'static str) {
+    let saved = sys::errno();
+    heap::free_sized(p as *mut u8, size, op);
+    sys::set_errno(saved);
+}
+
+macro_rules! delete_sized {
+    ($($name:ident ( $($arg:ident : $ty:ty),* )),* $(,)?) => {$(
+        /// A sized `operator delete` variant: the size must be the one given to `operator new`
+        /// (C++14 [expr.delete]); another is reported as `size-mismatch`, as a deletion through
+        /// a base class without a virtual destructor, or of the wrong type, would give.
+        #[no_mangle]
+        pub extern "C" fn $name(p: *mut c_void, size: usize $(, $arg: $ty)*) {
+            $(let _ = $arg;)*
+            free_sized_keep_errno(p, size, "operator delete")
+        }
+    )*};
+}
+
+delete_sized!(
+    _ZdlPvm(),
+    _ZdaPvm(),
+    _ZdlPvmSt11align_val_t(align: usize),
+    _ZdaPvmSt11align_val_t(align: usize),
+);
+
+// ---- C23 and glibc's internal names ---------------------------------------------------------
+
+/// C23 `free_sized`: `size` must be the size the object was allocated with (for `calloc`, the
+/// product); another is reported as `size-mismatch`.
+#[no_mangle]
+pub extern "C" fn free_sized(p: *mut c_void, size: usize) {
+    free_sized_keep_errno(p, size, "free_sized")
+}
+
+/// C23 `free_aligned_sized`, for objects from `aligned_alloc`: as `free_sized`.
+#[no_mangle]
+pub extern "C" fn free_aligned_sized(p: *mut c_void, align: usize, size: usize) {
+    let _ = align;
+    free_sized_keep_errno(p, size, "free_aligned_sized")
+}
+
+// glibc exports its allocator under these names as well, and some programs call them directly
+// (wrappers that define `malloc` themselves and forward to `__libc_malloc`). Left to glibc,
+// they would hand out, or free, memory of another heap than the one `free` and `malloc` use.
+
+#[no_mangle]
+pub extern "C" fn __libc_malloc(size: usize) -> *mut c_void {
+    malloc(size)
+}
+
+#[no_mangle]
+pub extern "C" fn __libc_free(p: *mut c_void) {
+    free_keep_errno(p, "free")
+}
+
+#[no_mangle]
+pub extern "C" fn __libc_calloc(n: usize, size: usize) -> *mut c_void {
+    calloc(n, size)
+}
+
+#[no_mangle]
+pub extern "C" fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    realloc(p, size)
+}
+
+#[no_mangle]
+pub extern "C" fn __libc_memalign(align: usize, size: usize) -> *mut c_void {
+    memalign(align, size)
+}
+
+#[no_mangle]
+pub extern "C" fn __libc_valloc(size: usize) -> *mut c_void {
+    valloc(size)
+}
+
+#[no_mangle]
+pub extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
+    pvalloc(size)
+}
+
+#[no_mangle]
+pub extern "C" fn __libc_mallinfo() -> Mallinfo {
+    mallinfo()
+}
 
 // ---- signals ----------------------------------------------------------------------------
 //

@@ -132,7 +132,7 @@ fn access(write: Option<bool>) -> &'static str {
 /// "again" there would find it mapped and retry the access for ever.)
 fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Regs>) -> bool {
     let op = access(write);
-    let rep = |kind, what, object| Report { kind, addr, op, what, object };
+    let rep = |kind, what, object| Report { kind, addr, op, what, object, claimed: None };
     let Some((e, page)) = alias::decode(addr) else {
         if alias::once_mirrored(addr) {
             report::fatal_at(regs, rep(Kind::HeapUseAfterFree, alias::FORGOTTEN, None));
@@ -252,6 +252,7 @@ fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
             op,
             what: "the large object at this address was freed",
             object: crate::history::find(addr).map(|h| Object { start: h.start, size: h.size }),
+            claimed: None,
         }),
         large::Owner::Live { idx } => {
             let s = POOL.span(idx);
@@ -272,6 +273,7 @@ fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
                 op,
                 what,
                 object: Some(Object { start: s.addr, size }),
+                claimed: None,
             })
         }
     }

@@ -443,7 +443,7 @@ fn small_live(idx: u32, s: &pool::Span, e: u32, j: u32, pos: u32) -> Option<(Obj
 /// report describing why `p` is not acceptable. `bad` is the kind used for pointers that are
 /// not (or no longer) objects: `invalid-free` for free/realloc, `invalid-pointer` for queries.
 pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Report> {
-    let rep = |kind, what, object| Report { kind, addr: p, op, what, object };
+    let rep = |kind, what, object| Report { kind, addr: p, op, what, object, claimed: None };
     // A stale alias: freed if its page was issued in that epoch, else never handed out.
     let stale = |e, page, freed_what| match alias::was_issued(e, page) {
         Some(false) => rep(bad, "the address was never returned by an allocation", None),
@@ -554,6 +554,30 @@ pub fn check_canary(p: usize, size: usize, op: &'static str) {
     }
 }
 
+/// Reports a `size-mismatch` and dies if the caller claimed a size (`claimed`) other than the
+/// object's own (`size`, what it was allocated with).
+#[inline(always)]
+pub fn check_claim(p: usize, size: usize, claimed: Option<usize>, op: &'static str) {
+    if let Some(c) = claimed {
+        if c != size {
+            size_mismatch(p, size, c, op);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn size_mismatch(p: usize, size: usize, claimed: usize, op: &'static str) -> ! {
+    report::fatal(Report {
+        kind: Kind::SizeMismatch,
+        addr: p,
+        op,
+        what: "the size given is not the size the object was allocated with",
+        object: Some(Object { start: p, size }),
+        claimed: Some(claimed),
+    })
+}
+
 #[cold]
 #[inline(never)]
 fn overflowed(p: usize, size: usize, op: &'static str) -> ! {
@@ -570,6 +594,7 @@ fn overflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
         op,
         what: "the canary after the object was overwritten (a write past its end)",
         object: Some(Object { start: p, size }),
+        claimed: None,
     })
 }
 
@@ -605,14 +630,27 @@ fn note_free(obj: Obj) {
 
 /// `free` (and every `operator delete`); `op` names the call in reports.
 pub fn free(p: *mut u8, op: &'static str) {
+    free_claiming(p, None, op)
+}
+
+/// `free` told the object's size by the caller (sized `operator delete`, C23 `free_sized`):
+/// a size other than the one the object was allocated with is reported (`size-mismatch`).
+pub fn free_sized(p: *mut u8, size: usize, op: &'static str) {
+    free_claiming(p, Some(size), op)
+}
+
+#[inline(always)]
+fn free_claiming(p: *mut u8, claimed: Option<usize>, op: &'static str) {
     if p.is_null() {
         return;
     }
     let scope = Scope::enter();
     if scope.nested() {
-        free_nested(p as usize, op)
+        if let Some((obj, size)) = free_begin(p as usize, claimed, op) {
+            reentry::defer(p as usize, obj, size);
+        }
     } else {
-        free_in(p as usize, op)
+        free_in_claiming(p as usize, claimed, op)
     }
 }
 
@@ -624,6 +662,11 @@ fn reentrant_object(p: usize) -> bool {
 
 #[inline(always)]
 fn free_in(p: usize, op: &'static str) {
+    free_in_claiming(p, None, op)
+}
+
+#[inline(always)]
+fn free_in_claiming(p: usize, claimed: Option<usize>, op: &'static str) {
     if !crate::ensure_init() {
         return;
     }
@@ -633,18 +676,19 @@ fn free_in(p: usize, op: &'static str) {
     match lookup(p) {
         Some((obj, size)) => {
             check_canary(p, size, op);
+            check_claim(p, size, claimed, op);
             kill_checked(obj, p, size, op);
             finish_free(p, obj, size);
         }
-        None => free_other(p, op),
+        None => free_other(p, claimed, op),
     }
 }
 
 /// `free` of anything but a live slab slot: page and large objects, re-entrant arena
 /// objects, or a report.
 #[inline(never)]
-fn free_other(p: usize, op: &'static str) {
-    if let Some((obj, size)) = begin_other(p, op) {
+fn free_other(p: usize, claimed: Option<usize>, op: &'static str) {
+    if let Some((obj, size)) = begin_other(p, claimed, op) {
         finish_free(p, obj, size);
     }
 }
@@ -652,7 +696,7 @@ fn free_other(p: usize, op: &'static str) {
 /// `free` called while this thread is already inside the allocator (a signal handler): checks
 /// and kills the object now, and leaves the rest to the outermost call (see `reentry`).
 fn free_nested(p: usize, op: &'static str) {
-    if let Some((obj, size)) = free_begin(p, op) {
+    if let Some((obj, size)) = free_begin(p, None, op) {
         reentry::defer(p, obj, size);
     }
 }
@@ -660,27 +704,29 @@ fn free_nested(p: usize, op: &'static str) {
 /// The first half of a free, which takes no lock: checks `p` and marks its object dead (or
 /// frees a re-entrant arena object entirely, returning None).
 #[inline(always)]
-fn free_begin(p: usize, op: &'static str) -> Option<(Obj, usize)> {
+fn free_begin(p: usize, claimed: Option<usize>, op: &'static str) -> Option<(Obj, usize)> {
     if !crate::ensure_init() {
         return None;
     }
     match lookup(p) {
         Some((obj, size)) => {
             check_canary(p, size, op);
+            check_claim(p, size, claimed, op);
             kill_checked(obj, p, size, op);
             Some((obj, size))
         }
-        None => begin_other(p, op),
+        None => begin_other(p, claimed, op),
     }
 }
 
 /// `free_begin` for a pointer that is not a live slab slot (`lookup` found none).
-fn begin_other(p: usize, op: &'static str) -> Option<(Obj, usize)> {
+fn begin_other(p: usize, claimed: Option<usize>, op: &'static str) -> Option<(Obj, usize)> {
     if reentrant_object(p) {
-        reentry::free(p, op);
+        reentry::free(p, claimed, op);
         return None;
     }
     let (obj, size) = checked_other(p, op);
+    check_claim(p, size, claimed, op);
     kill_checked(obj, p, size, op);
     Some((obj, size))
 }
@@ -709,6 +755,7 @@ pub fn racing_free(p: usize, size: usize, op: &'static str) -> ! {
         op,
         what: "the object was freed by another thread at the same time",
         object: Some(Object { start: p, size }),
+        claimed: None,
     })
 }
 

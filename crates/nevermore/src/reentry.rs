@@ -310,7 +310,7 @@ fn lookup(p: usize) -> (&'static AtomicU64, u64) {
 /// Resolves `p` (in the arena) to the size of the live object starting there.
 pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<usize, Report> {
     let (_, e) = lookup(p);
-    let rep = |kind, what, object| Report { kind, addr: p, op, what, object };
+    let rep = |kind, what, object| Report { kind, addr: p, op, what, object, claimed: None };
     let at_start = e != 0 && entry_off(e) == p & (PAGE - 1);
     match e & 3 {
         LIVE if at_start => Ok(entry_size(e)),
@@ -326,8 +326,9 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<usize, Report> {
 
 /// Frees the arena object at `p`; reports and dies if `p` is not a live object's start or its
 /// canary was overwritten.
-pub fn free(p: usize, op: &'static str) {
+pub fn free(p: usize, claimed: Option<usize>, op: &'static str) {
     let size = crate::heap::live_size(p, op);
+    crate::heap::check_claim(p, size, claimed, op);
     let (w, e) = lookup(p);
     if w.compare_exchange(e, (e & !3) | FREED, Ordering::AcqRel, Ordering::Acquire).is_err() {
         crate::heap::racing_free(p, size, op);
@@ -369,7 +370,7 @@ pub fn object_around(addr: usize) -> Option<(usize, usize, u64)> {
 
 /// A fault at `addr` in the arena, as a report.
 pub fn fault(addr: usize, op: &'static str) -> Report {
-    let rep = |kind, what, object| Report { kind, addr, op, what, object };
+    let rep = |kind, what, object| Report { kind, addr, op, what, object, claimed: None };
     match object_around(addr) {
         Some((start, size, FREED)) => rep(Kind::HeapUseAfterFree, "the object was freed", Some(Object { start, size })),
         Some((start, size, _)) if addr >= start + size => rep(
@@ -429,7 +430,7 @@ mod tests {
             assert!(unsafe { guard::intact(p, size) });
             assert!(!page_mapped(sys::round_up(p + size + CANARY, PAGE)));
             assert_eq!(object_around(p + size / 2), Some((p, size, LIVE)));
-            free(p, "free");
+            free(p, None, "free");
             assert!(!page_mapped(p), "freed pages stay accessible");
             assert_eq!(resolve(p, "free", Kind::InvalidFree).unwrap_err().kind, Kind::DoubleFree);
             assert_eq!(fault(p, "READ").kind, Kind::HeapUseAfterFree);
@@ -445,7 +446,7 @@ mod tests {
         assert_eq!(fault(sys::round_up(p + 300 + CANARY, PAGE), "WRITE").kind, Kind::HeapBufferOverflow);
         let x = 0u64;
         assert!(!owns(&x as *const u64 as usize));
-        free(p, "free");
+        free(p, None, "free");
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub enum Kind {
     HeapUseAfterFree,
     WildAccess,
     OutOfMemory,
+    SizeMismatch,
 }
 
 impl Kind {
@@ -45,6 +46,7 @@ impl Kind {
             Kind::HeapUseAfterFree => "heap-use-after-free",
             Kind::WildAccess => "wild-access",
             Kind::OutOfMemory => "out-of-memory",
+            Kind::SizeMismatch => "size-mismatch",
         }
     }
 }
@@ -66,6 +68,9 @@ pub struct Report {
     /// One phrase saying what is wrong.
     pub what: &'static str,
     pub object: Option<Object>,
+    /// The size the caller said the object has (sized `operator delete`, `free_sized`), when
+    /// that is what is wrong.
+    pub claimed: Option<usize>,
 }
 
 /// A fixed-capacity text buffer; output past its end is dropped.
@@ -255,6 +260,9 @@ pub fn format_with(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
             r.addr.wrapping_sub(o.start) as isize
         );
     }
+    if let Some(c) = r.claimed {
+        let _ = writeln!(b, "=={pid}==   size given: {c} bytes");
+    }
     if !st.here.is_empty() {
         text_frames(b, pid, st.here.iter().copied(), st.exact_first);
     }
@@ -302,6 +310,14 @@ pub fn format_json(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
         }
         None => {
             let _ = write!(b, "null");
+        }
+    }
+    match r.claimed {
+        Some(c) => {
+            let _ = write!(b, ",\"claimed_size\":{c}");
+        }
+        None => {
+            let _ = write!(b, ",\"claimed_size\":null");
         }
     }
     let _ = write!(b, ",\"stack\":");
@@ -633,6 +649,7 @@ mod tests {
             op: "free",
             what: "the canary after the object was overwritten",
             object: Some(Object { start: 0x1000, size: 24 }),
+            claimed: None,
         };
         format(&mut b, &r, 42, 43, None);
         let s = core::str::from_utf8(b.as_bytes()).unwrap();

@@ -153,6 +153,47 @@ fn glibc_names_and_sized_frees() {
     }
 }
 
+/// The library exports the interface docs/usage.md lists ("What the library replaces"), and
+/// nothing more: a stray export takes the place of the program's own symbol of that name (a
+/// personality routine exported by mistake made Rust programs abort at their first panic,
+/// `real_programs::rust_panics_unwind`).
+#[test]
+fn exports_are_the_documented_interface() {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(lib_path()).expect("read the library");
+    let file = object::File::parse(&*data).expect("parse the library");
+    let mut exported: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_definition() && s.is_global())
+        .map(|s| s.name().unwrap().to_string())
+        .collect();
+    exported.sort();
+    exported.dedup();
+    let mut want: Vec<&str> = EXPORTS.split_whitespace().collect();
+    want.sort();
+    assert_eq!(exported, want, "exported symbols differ from the documented interface");
+    let usage = std::fs::read_to_string(repo_root().join("docs/usage.md")).unwrap();
+    for name in want.iter().filter(|n| !n.starts_with("_Z")) {
+        assert!(usage.contains(&format!("`{name}`")), "`{name}` is exported but docs/usage.md does not name it");
+    }
+}
+
+/// glibc's allocation functions, their internal names, C23's sized frees, the C++ operators,
+/// and the C library calls the allocator wraps.
+const EXPORTS: &str = "
+    malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
+    cfree malloc_usable_size malloc_trim mallopt mallinfo mallinfo2 malloc_stats malloc_info
+    __libc_malloc __libc_free __libc_calloc __libc_realloc __libc_memalign __libc_valloc
+    __libc_pvalloc __libc_mallinfo free_sized free_aligned_sized
+    _Znwm _Znam _ZnwmSt11align_val_t _ZnamSt11align_val_t _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t
+    _ZnwmSt11align_val_tRKSt9nothrow_t _ZnamSt11align_val_tRKSt9nothrow_t
+    _ZdlPv _ZdaPv _ZdlPvm _ZdaPvm _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t
+    _ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t
+    _ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t
+    sigaction signal sigprocmask pthread_sigmask clone syscall prctl mlockall munlockall
+    getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64
+";
+
 /// The same program run without the library passes too (so a failure above is the allocator's).
 #[test]
 fn program_passes_under_glibc() {

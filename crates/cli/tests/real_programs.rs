@@ -845,3 +845,104 @@ fn cpython_regression_tests() {
 fn cpython_regression_tests_detect_mode() {
     cpython_regression_tests_in("detect");
 }
+
+/// The Rust toolchain's own compiler (not rustup's proxy), which takes its standard library,
+/// unwinding included, from shared libraries, and the directory of the target's libraries
+/// (the shared standard library among them).
+fn real_rustc() -> (PathBuf, PathBuf) {
+    let rustc = require("rustc", "rustc");
+    let print = |what: &str| {
+        let o = Command::new(&rustc).args(["--print", what]).env_remove("LD_PRELOAD").output().expect("run rustc");
+        assert_ok(&o);
+        PathBuf::from(stdout(&o).trim())
+    };
+    let real = print("sysroot").join("bin/rustc");
+    assert!(real.is_file(), "no {}", real.display());
+    (real, print("target-libdir"))
+}
+
+const RUST_TYPE_ERROR: &str = "fn main() {\n    let x: u32 = \"text\";\n    println!(\"{x}\");\n}\n";
+
+/// A Rust program linked to the shared standard library (`-C prefer-dynamic`): its panics
+/// unwind through the personality routine of `libstd-*.so`.
+const RUST_UNWINDS: &str = r#"
+fn main() {
+    let caught = std::panic::catch_unwind(|| {
+        let v: Vec<u64> = (0..10).collect();
+        v[std::env::args().count() + 20]
+    });
+    let joined = std::thread::spawn(|| -> u64 { panic!("in a thread") }).join();
+    let sum: u64 = (0..100_000u64).map(|i| i * i % 7).sum();
+    println!("caught {} joined {} sum {sum}", caught.is_err(), joined.is_err());
+}
+"#;
+
+/// Panics that unwind work under the library: rustc, which reports a compile error by
+/// unwinding to its driver (`librustc_driver.so` holds its unwinding's personality routine),
+/// exits with status 1 and the error, as without the library; and a program built against the
+/// shared standard library catches a panic and joins a panicked thread. (The library once
+/// exported a personality routine of its own, which took the place of theirs: both aborted
+/// with "failed to initiate panic".)
+fn rust_panics_unwind_in(mode: &str) {
+    let (rustc, libdir) = real_rustc();
+    let dir = scratch(&format!("rustc-{mode}"));
+    let bad = dir.join("bad.rs");
+    std::fs::write(&bad, RUST_TYPE_ERROR).unwrap();
+    let out = dir.join("bad");
+    let args = ["--edition", "2021", "-o", out.to_str().unwrap(), bad.to_str().unwrap()];
+    // rustc runs as the tests' own user, not through `program`: a toolchain installed by
+    // rustup lives in a home directory that `nobody` cannot enter.
+    let rustc_under = |args: &[&str]| {
+        Command::new(&rustc)
+            .args(args)
+            .env("LD_PRELOAD", lib_path())
+            .env("NEVERMORE_OPTIONS", format!("mode={mode}"))
+            .output()
+            .expect("run rustc")
+    };
+    let plain = Command::new(&rustc).args(args).env_remove("LD_PRELOAD").output().expect("run rustc");
+    assert_eq!(plain.status.code(), Some(1), "rustc without the library: {}", stderr(&plain));
+    let o = rustc_under(&args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{mode}: rustc on a type error: {:?}\n{err}", o.status);
+    assert!(err.contains("error[E0308]: mismatched types"), "{mode}: {err}");
+    assert!(!err.contains("panic") && !err.contains("nevermore:"), "{mode}: {err}");
+
+    let good = dir.join("unwinds.rs");
+    std::fs::write(&good, RUST_UNWINDS).unwrap();
+    let exe = dir.join("unwinds");
+    let o = rustc_under(&[
+        "--edition",
+        "2021",
+        "-C",
+        "prefer-dynamic",
+        "-o",
+        exe.to_str().unwrap(),
+        good.to_str().unwrap(),
+    ]);
+    assert_ok_preloaded(&o);
+    // The shared standard library, next to the program (where `nobody` can read it too).
+    for e in std::fs::read_dir(&libdir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if name.starts_with("libstd-") && name.ends_with(".so") {
+            std::fs::copy(&p, dir.join(&name)).unwrap();
+        }
+    }
+    let env = [("LD_LIBRARY_PATH", dir.to_str().unwrap())];
+    let plain = run_plain(&exe, &[], &env);
+    let under = run_mode(mode, &exe, &[], &env);
+    assert_ok_preloaded(&under);
+    assert_same_output(&under, &plain, "a program on the shared standard library");
+    assert!(stdout(&under).starts_with("caught true joined true sum "), "{mode}: {}", stdout(&under));
+}
+
+#[test]
+fn rust_panics_unwind() {
+    rust_panics_unwind_in("prevent");
+}
+
+#[test]
+fn rust_panics_unwind_detect_mode() {
+    rust_panics_unwind_in("detect");
+}

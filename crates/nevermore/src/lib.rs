@@ -276,11 +276,24 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
     sys::die()
 }
 
-/// `core` is prebuilt with unwinding tables that name this personality routine; with
-/// `panic = "abort"` no unwind ever reaches a Rust frame, so it is never called.
+// `core` is prebuilt with unwinding tables that name a personality routine,
+// `rust_eh_personality`, which a `no_std` library must define. It is defined here with hidden
+// visibility: exported, it would take the place of the real one in Rust programs that get
+// theirs from a shared library (rustc's `librustc_driver.so`, programs built with
+// `-C prefer-dynamic`), and their panics, which unwind, would abort instead. With
+// `panic = "abort"` no unwind ever starts in this library's code; should a foreign exception
+// pass through one of its frames, the routine answers "continue unwinding"
+// (`_URC_CONTINUE_UNWIND`): they have nothing to clean up.
 #[cfg(not(any(test, feature = "embed")))]
-#[no_mangle]
-pub extern "C" fn rust_eh_personality() {}
+core::arch::global_asm!(
+    ".globl rust_eh_personality",
+    ".hidden rust_eh_personality",
+    ".type rust_eh_personality, @function",
+    "rust_eh_personality:",
+    "mov eax, 8",
+    "ret",
+    ".size rust_eh_personality, . - rust_eh_personality",
+);
 
 /// Serialises unit tests that use the process-wide pool.
 #[cfg(test)]

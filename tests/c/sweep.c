@@ -62,6 +62,12 @@
  *              "heap-held-sleeping": the same while a second thread sleeps, so that sweeps
  *              hold it and the holder task reads its share of the heap (or none, with
  *              sweep_helper=0).
+ *   chained    allocates 400000 objects of 64 bytes and keeps every fourth; the one after each
+ *              kept object is freed, and a dangling pointer to it kept in a global array,
+ *              while its stale contents hold the only pointer to the next object, freed too.
+ *              Then 200000 new objects are allocated (and freed): none may be placed where a
+ *              pointer read through a kept dangling pointer leads (prints CHAINED NEVER REUSED,
+ *              or CHAINED REUSED, exit 1); other freed slots are reused in place (IN PLACE n).
  *   unpinned   allocates 40000 objects of 64 bytes and keeps them all (every group whole),
  *              then for 200 ms allocates and frees 64-byte objects at once: no group holds a
  *              dead slot beside a live one for long, so checks find nothing worth a sweep.
@@ -667,8 +673,60 @@ static int heap_held(int dropped) {
     return bad;
 }
 
+/* --- chained --- */
+/* volatile: written and never read, the array would be optimized away. */
+static void *volatile chain_dangling[HELD_N / 4];
+
+/* Dangling pointers that lead to other freed objects: every fourth object is kept (it pins
+ * its group); the one after it is freed but the program keeps a dangling pointer to it (in a
+ * global array), and its stale contents hold the only pointer to the next one, also freed. A
+ * read through the kept dangling pointer (not trapped: the group stays mapped for the kept
+ * object) yields that second pointer, so the second object's slot must not be reused either. */
+static int chained(void) {
+    size_t nchained = 0, nfree = 0;
+    for (int i = 0; i < HELD_N; i++) {
+        held_objs[i] = malloc(SIZE);
+        memset(held_objs[i], 0x11, SIZE);
+    }
+    for (int i = 0; i < HELD_N; i += 4) {
+        *(void **)held_objs[i + 1] = held_objs[i + 2];
+        held_hidden[nchained++] = HIDE(held_objs[i + 2]);
+        chain_dangling[i / 4] = held_objs[i + 1];
+    }
+    for (int i = 0; i < HELD_N; i++) {
+        if (i % 4 == 3)
+            held_freed[nfree++] = HIDE(held_objs[i]);
+        if (i % 4 != 0)
+            free(held_objs[i]);
+    }
+    for (int i = 0; i < HELD_N; i++)
+        if (i % 4 != 0)
+            held_objs[i] = NULL;
+    qsort(held_freed, nfree, sizeof held_freed[0], cmp);
+    qsort(held_hidden, nchained, sizeof held_hidden[0], cmp);
+    static unsigned char *live[LIVE_NEW];
+    long in_place = 0;
+    int bad = 0;
+    for (long i = 0; i < NEW; i++) {
+        uintptr_t h = HIDE(replace_live(live, i));
+        if (bsearch(&h, held_hidden, nchained, sizeof h, cmp)) {
+            if (!bad)
+                printf("CHAINED REUSED\n");
+            bad = 1;
+        }
+        if (bsearch(&h, held_freed, nfree, sizeof h, cmp))
+            in_place++;
+    }
+    if (!bad)
+        printf("CHAINED NEVER REUSED\n");
+    printf("IN PLACE %ld\n", in_place);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
+    if (!strcmp(mode, "chained"))
+        return chained();
     if (!strncmp(mode, "heap-held", 9)) {
         pthread_t t;
         if (strstr(mode, "sleeping") && pthread_create(&t, NULL, sleeper, NULL) != 0)

@@ -9,10 +9,12 @@
 //! A *sweep* gives such slots back. It looks at every word the program can reach — the
 //! registers, every readable mapping (stacks, globals, thread-local storage, other allocators'
 //! memory, the re-entrant arena) and every live object of the heap — and notes each dead slot
-//! of a pinned lane that some word points into (its start, its inside or its canary). Every
-//! other dead slot of a pinned lane is handed out again, under the same alias page, which
-//! stays mapped for the survivor. A dangling pointer still never reaches a newer object: the
-//! only pointers that could are those the scan proved absent, and a program cannot make a new
+//! of a pinned lane that some word points into (its start, its inside or its canary). What
+//! such a dead slot still holds is read as well (`chase`): a dangling pointer can read it, its
+//! lane being mapped. Every other dead slot of a pinned lane is handed out again, under the
+//! same alias page, which stays mapped for the survivor. A dangling pointer still never
+//! reaches a newer object: the only pointers that could are those the scan proved absent,
+//! directly or behind other dangling pointers, and a program cannot make a new
 //! pointer to a freed slot other than by copying one of them (or by arithmetic out of another
 //! object, outside what C allows). This is the sweeping of MarkUs and MineSweeper, applied only
 //! to dead slots that one-time aliases cannot recover.
@@ -76,6 +78,8 @@ use crate::{alias, cache, maps, meta, stats, stop};
 
 /// Set in the size-table entry of a dead slot that some word points into, during a sweep.
 pub const REACHED: u16 = 0x4000;
+/// Set beside `REACHED` once the dead slot's own contents were scanned (`chase`).
+const CHASED: u16 = 0x2000;
 
 /// Slabs in use before the first sweep is considered.
 const FIRST: u64 = 64;
@@ -411,6 +415,7 @@ fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
         stats::add(&HELPER_BYTES, by_helper);
         scanned += by_helper;
     }
+    ok = ok && chase(b, &mut scanned);
     let (slots, bytes) = finish(ok);
     stats::add(&RECLAIMED_SLOTS, slots);
     stats::add(&RECLAIMED_BYTES, bytes);
@@ -544,7 +549,8 @@ fn guard_cursors() {
             let e = unsafe { &*entry };
             let v = e.load(Ordering::Relaxed);
             if dead(v) {
-                e.store(v | REACHED, Ordering::Relaxed);
+                // Never handed out under this lane's alias: nothing can read what it holds.
+                e.store(v | REACHED | CHASED, Ordering::Relaxed);
             }
             at += c.size as usize;
             // SAFETY: as above (one past the lane's last entry is never dereferenced).
@@ -575,8 +581,12 @@ fn mark(w: usize) {
     let v = entry.load(Ordering::Relaxed);
     if dead(v) && v & REACHED == 0 {
         entry.store(v | REACHED, Ordering::Relaxed);
+        NEWLY_REACHED.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// Dead slots marked so far (`chase` looks again only when its pass marked more).
+static NEWLY_REACHED: AtomicU64 = AtomicU64::new(0);
 
 /// Marks what every aligned word of `bytes` points to. (Also called by `stop`'s holder task
 /// with the held threads' registers: it touches no thread-local state.)
@@ -878,6 +888,52 @@ fn prefetch(addr: usize) {
     unsafe { core::arch::x86_64::_mm_prefetch(addr as *const i8, core::arch::x86_64::_MM_HINT_T0) };
 }
 
+/// Scans what the reached dead slots hold, and then what the dead slots reached from those
+/// hold, until no new one is reached. A dangling pointer to a dead slot of a lane that is
+/// still mapped (pinned by a survivor, or waiting for its revocation) can read the slot's old
+/// contents: a pointer found there is as good as one in the program's memory, and the slot it
+/// points to must stay unused too (without this, `tests/c/sweep.c chained` got a new object at
+/// an address read through a dangling pointer). Slots are read from the pool's file, a page at
+/// a time, never through their aliases (a lane waiting for revocation has no live alias for
+/// the fault handler to map again). False if the file cannot be read: then nothing may be
+/// reclaimed.
+fn chase(b: &mut Buffers, scanned: &mut u64) -> bool {
+    let l = POOL.layout();
+    if sys::file_id(l.fd) != Some(l.file) {
+        return false;
+    }
+    loop {
+        let before = NEWLY_REACHED.load(Ordering::Relaxed);
+        let (mut found, mut ok) = (false, true);
+        // The pool page whose contents `b.data` holds.
+        let mut cached = usize::MAX;
+        for_each_issued_slot(|ci, idx, _, entry, i| {
+            let v = entry.load(Ordering::Relaxed);
+            if !ok || !dead(v) || v & REACHED == 0 || v & CHASED != 0 {
+                return;
+            }
+            entry.store(v | CHASED, Ordering::Relaxed);
+            found = true;
+            let c = &CLASSES[ci];
+            let (j, pos) = (i % c.pages, i / c.pages);
+            let page = POOL.span(idx).start as usize + j as usize;
+            if page != cached {
+                if sys::pread(l.fd, &mut b.data[..PAGE], page << PAGE_SHIFT) != Some(PAGE) {
+                    ok = false;
+                    return;
+                }
+                cached = page;
+            }
+            let at = (pos * c.size) as usize;
+            scan_words(&b.data[at..at + c.size as usize]);
+            *scanned += c.size as u64;
+        });
+        if !ok || !found || NEWLY_REACHED.load(Ordering::Relaxed) == before {
+            return ok;
+        }
+    }
+}
+
 /// Clears every mark; when the scan completed (`reclaim`), hands every unmarked dead slot of a
 /// pinned lane back to its class. Returns (slots, bytes) reclaimed.
 fn finish(reclaim: bool) -> (u64, u64) {
@@ -889,7 +945,7 @@ fn finish(reclaim: bool) -> (u64, u64) {
             return;
         }
         if v & REACHED != 0 {
-            entry.store(v & !REACHED, Ordering::Relaxed);
+            entry.store(v & !(REACHED | CHASED), Ordering::Relaxed);
         } else if reclaim
             && l.live.load(Ordering::Relaxed) > 0
             && pinned_age(now, l)

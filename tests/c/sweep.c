@@ -68,6 +68,9 @@
  *              Then 200000 new objects are allocated (and freed): none may be placed where a
  *              pointer read through a kept dangling pointer leads (prints CHAINED NEVER REUSED,
  *              or CHAINED REUSED, exit 1); other freed slots are reused in place (IN PLACE n).
+ *   chained-page  the same, but the freed objects holding the pointers are page objects
+ *              (4096 bytes), fewer than a revocation batch, and the program only allocates
+ *              afterwards: sweeps find them freed but not yet revoked, still readable.
  *   unpinned   allocates 40000 objects of 64 bytes and keeps them all (every group whole),
  *              then for 200 ms allocates and frees 64-byte objects at once: no group holds a
  *              dead slot beside a live one for long, so checks find nothing worth a sweep.
@@ -723,10 +726,72 @@ static int chained(void) {
     return bad;
 }
 
+/* --- chained-page --- */
+#define PER_PAGE (4096 / sizeof(void *))
+#define HOLDER_PAGES ((HELD_N / 4 + PER_PAGE - 1) / PER_PAGE)
+static void *volatile page_dangling[HOLDER_PAGES];
+
+/* As `chained`, but the freed objects that hold the pointers are page objects (4096 bytes,
+ * which have alias pages of their own): freed, they wait for their batch's revocation (fewer
+ * than a batch), and until then dangling pointers read them. The program then only allocates
+ * (no free adds to the batch), so the sweeps that run meanwhile find them still mapped. */
+static int chained_page(void) {
+    size_t nheld = 0, nfree = 0;
+    for (int i = 0; i < HELD_N; i++) {
+        held_objs[i] = malloc(SIZE);
+        memset(held_objs[i], 0x11, SIZE);
+    }
+    void **pages[HOLDER_PAGES];
+    for (size_t k = 0; k < HOLDER_PAGES; k++) {
+        pages[k] = malloc(4096);
+        memset(pages[k], 0, 4096);
+    }
+    for (int i = 0; i < HELD_N; i++) {
+        if (i % 4 == 0)
+            continue;
+        if (i % 4 == 1) {
+            pages[nheld / PER_PAGE][nheld % PER_PAGE] = held_objs[i];
+            held_hidden[nheld++] = HIDE(held_objs[i]);
+        } else {
+            held_freed[nfree++] = HIDE(held_objs[i]);
+        }
+        free(held_objs[i]);
+        held_objs[i] = NULL;
+    }
+    for (size_t k = 0; k < HOLDER_PAGES; k++) {
+        page_dangling[k] = pages[k];
+        free(pages[k]);
+        pages[k] = NULL;
+    }
+    qsort(held_freed, nfree, sizeof held_freed[0], cmp);
+    qsort(held_hidden, nheld, sizeof held_hidden[0], cmp);
+    static unsigned char *fresh[NEW];
+    long in_place = 0;
+    int bad = 0;
+    for (long i = 0; i < NEW; i++) {
+        fresh[i] = malloc(SIZE);
+        memset(fresh[i], 0x5a, SIZE);
+        uintptr_t h = HIDE(fresh[i]);
+        if (bsearch(&h, held_hidden, nheld, sizeof h, cmp)) {
+            if (!bad)
+                printf("CHAINED REUSED\n");
+            bad = 1;
+        }
+        if (bsearch(&h, held_freed, nfree, sizeof h, cmp))
+            in_place++;
+    }
+    if (!bad)
+        printf("CHAINED NEVER REUSED\n");
+    printf("IN PLACE %ld\n", in_place);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
     if (!strcmp(mode, "chained"))
         return chained();
+    if (!strcmp(mode, "chained-page"))
+        return chained_page();
     if (!strncmp(mode, "heap-held", 9)) {
         pthread_t t;
         if (strstr(mode, "sleeping") && pthread_create(&t, NULL, sleeper, NULL) != 0)

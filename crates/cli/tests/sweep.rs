@@ -119,19 +119,25 @@ fn pages_a_helper_task_finds_unmapped_are_mapped_again() {
 /// A dangling pointer can read the old contents of the dead slot it points to (its group stays
 /// mapped for a live neighbour): 100 000 such pointers in a global, each to a freed object
 /// whose contents hold the only pointer to another freed object. Neither slot comes back,
-/// with or without a helper task; other freed slots do. (Before sweeps read the contents of
-/// the dead slots they found pointed to, the second ones came back: `CHAINED REUSED`.)
+/// with or without a helper task; other freed slots do. The same when the freed objects that
+/// hold the pointers are page objects not yet revoked (`chained-page`). (Before sweeps read
+/// what reached dead slots and unrevoked page objects hold, the second ones came back:
+/// `CHAINED REUSED`.)
 #[test]
 fn pointers_left_in_freed_objects_keep_their_slots_too() {
     let _serial = one_at_a_time();
-    for options in ["mode=prevent:stats=1", "mode=prevent:stats=1:sweep_helper=0"] {
-        let o = run("chained", options);
+    for (case, options) in [
+        ("chained", "mode=prevent:stats=1"),
+        ("chained", "mode=prevent:stats=1:sweep_helper=0"),
+        ("chained-page", "mode=prevent:stats=1"),
+    ] {
+        let o = run(case, options);
         assert_ok(&o);
         let out = stdout(&o);
-        assert!(out.contains("CHAINED NEVER REUSED"), "{options}: {out}\n{}", stderr(&o));
-        assert!(in_place(&o) > 10_000, "{options}: {out}\n{}", stderr(&o));
+        assert!(out.contains("CHAINED NEVER REUSED"), "{case} {options}: {out}\n{}", stderr(&o));
+        assert!(in_place(&o) > 10_000, "{case} {options}: {out}\n{}", stderr(&o));
         let s = sweeps(&o);
-        assert!(s[0] >= 1 && s[3] == 0, "{options}: {}", stderr(&o));
+        assert!(s[0] >= 1 && s[3] == 0, "{case} {options}: {}", stderr(&o));
     }
 }
 

@@ -31,6 +31,12 @@
  *   churn N [SLOTS [MAX]] N random small allocations and frees (sizes 0..MAX-1, 1500 by
  *                        default) replacing random slots of a ring of SLOTS (<= 1024, the
  *                        default), with every live object's contents checked: prints CHURN OK.
+ *   recycle N            N allocations and frees as `churn` (objects checked); early on, 64
+ *                        objects are freed while the program keeps pointers to them (a global
+ *                        array), and 64 more are freed and forgotten (their addresses kept only
+ *                        xored). No later object may cover a kept object's bytes: prints KEPT
+ *                        NEVER REUSED or KEPT REUSED n, and DROPPED REUSED n (objects over the
+ *                        forgotten ones' bytes); exit 1 on corruption only.
  *   fork-uaf SIZE        free an object (detect mode revokes it at once), fork; the child
  *                        reads it. The parent prints how the child ended.
  *   ancient N [read|free] N allocations and frees (many epochs come and go); a quarter of
@@ -372,6 +378,60 @@ int main(int argc, char **argv) {
             memset(ring[k], k + len[k], len[k]);
         }
         printf("CHURN OK\n");
+        return 0;
+    }
+    if (!strcmp(c, "recycle")) {
+        long n = argc > 2 ? atol(argv[2]) : 1000000;
+        enum { RING = 1024, KEEP = 64, OBJ = 48 };
+        static unsigned char *ring[RING];
+        static size_t len[RING];
+        static void *volatile kept[KEEP];
+        static uintptr_t kept_at[KEEP], dropped_at[KEEP];
+        int nkept = 0, ndropped = 0;
+        long reused_kept = 0, reused_dropped = 0;
+        unsigned s = 4242;
+        for (long i = 0; i < n; i++) {
+            /* Past the first epochs (which the program's early objects keep), a freed object
+             * now and then, either remembered or forgotten. */
+            if (i >= n / 16 && i < n / 4 && i % ((n / 4 - n / 16) / (2 * KEEP)) == 0 && ndropped < KEEP) {
+                void *o = malloc(OBJ);
+                memset(o, 1, OBJ);
+                free(o);
+                if (nkept <= ndropped) {
+                    kept_at[nkept] = (uintptr_t)o;
+                    kept[nkept++] = o;
+                } else {
+                    dropped_at[ndropped++] = (uintptr_t)o ^ 0x5a5a5a5a5aull;
+                }
+            }
+            s = s * 1103515245u + 12345u;
+            int k = (int)((s >> 8) % RING);
+            if (ring[k]) {
+                for (size_t j = 0; j < len[k]; j++)
+                    if (ring[k][j] != (unsigned char)(k + len[k])) {
+                        printf("RECYCLE CORRUPTED\n");
+                        return 1;
+                    }
+                free(ring[k]);
+            }
+            len[k] = (s >> 12) % 1500;
+            ring[k] = malloc(len[k]);
+            if (!ring[k]) {
+                printf("RECYCLE NULL\n");
+                return 1;
+            }
+            memset(ring[k], k + len[k], len[k]);
+            /* A new object over the bytes of a kept (or a forgotten) freed object. */
+            uintptr_t a = (uintptr_t)ring[k], e = a + (len[k] ? len[k] : 1);
+            for (int j = 0; j < nkept; j++)
+                reused_kept += a < kept_at[j] + OBJ && kept_at[j] < e;
+            for (int j = 0; j < ndropped; j++) {
+                uintptr_t d = dropped_at[j] ^ 0x5a5a5a5a5aull;
+                reused_dropped += a < d + OBJ && d < e;
+            }
+        }
+        printf(reused_kept ? "KEPT REUSED %ld\n" : "KEPT NEVER REUSED\n", reused_kept);
+        printf("DROPPED REUSED %ld\n", reused_dropped);
         return 0;
     }
     if (!strcmp(c, "fork-uaf")) {

@@ -692,8 +692,13 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     let npages = (sys::round_up(want << PAGE_SHIFT, CHUNK) >> PAGE_SHIFT).min(POOL.layout().pages as usize);
     let len = npages << PAGE_SHIFT;
     let fresh = st.cursor + len <= f.arena + f.arena_len;
+    let recycled = if fresh { None } else { proven_range(&mut st, len) };
     let base = if fresh {
         st.cursor
+    } else if let Some(b) = recycled {
+        unreclaim(&mut st, b, len);
+        RECYCLED.fetch_add(1, Ordering::Relaxed);
+        b
     } else {
         // Degrade mode: the arena is used up. Reuse the range of mirrors that were retired
         // (every alias in them revoked): a dangling pointer into such a range could reach
@@ -708,6 +713,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
             }
             return None;
         };
+        unprove(b, len);
         if DEGRADED.fetch_add(1, Ordering::Relaxed) == 0 {
             report::say(format_args!(
                 "the one-time address space ({} MiB) is used up: reusing addresses of retired epochs \
@@ -766,6 +772,7 @@ pub fn advance(min_pages: u32) -> Option<u32> {
         unsafe { (*f.chunks.add(((base - f.arena) >> CHUNK_SHIFT) + c)).store(e + 1, Ordering::Release) };
     }
     if fresh {
+        unprove(base, len);
         st.cursor += len;
         ARENA_USED.store(st.cursor - f.arena, Ordering::Relaxed);
     }
@@ -1337,6 +1344,181 @@ fn bucket(bytes: usize) -> usize {
     k
 }
 
+// ---- Recycling retired ranges a sweep proved unreferenced ----------------------------------
+//
+// Once the arena's fresh addresses run low, a sweep (prevent mode, `sweep` module) also notes
+// which 2 MiB chunks of a window of the arena some scanned word points into. A chunk that was
+// retired at the time (every alias in it revoked, or never used) and that no word points into
+// holds no address the program still has: it cannot make one except by copying one it has,
+// and the scan proved there is none (with the limits documented for sweeps). New epochs then
+// take such *proven* chunks before falling back to degrade mode, which reuses retired chunks
+// without a proof. A chunk's proof is dropped when any mirror takes it.
+
+/// Chunks in a proof window (1 TiB of arena).
+const PROOF_CHUNKS: usize = 1 << 19;
+const PROOF_WORDS: usize = PROOF_CHUNKS / 64;
+/// The window of the proof being gathered by a sweep (0: none).
+static PROOF_BASE: AtomicUsize = AtomicUsize::new(0);
+/// Chunks of that window some scanned word points into.
+static TOUCHED: [AtomicU64; PROOF_WORDS] = [const { AtomicU64::new(0) }; PROOF_WORDS];
+/// Chunks of the window at `PROVEN_BASE` that a complete sweep proved unreferenced.
+static PROVEN: [AtomicU64; PROOF_WORDS] = [const { AtomicU64::new(0) }; PROOF_WORDS];
+static PROVEN_BASE: AtomicUsize = AtomicUsize::new(0);
+/// Bytes of proven chunks not taken yet (an estimate: it only decides when to prove again).
+static PROVEN_LEFT: AtomicUsize = AtomicUsize::new(0);
+/// Epochs placed in proven chunks, and sweeps that completed a proof.
+pub static RECYCLED: AtomicU64 = AtomicU64::new(0);
+pub static PROOFS: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes of arena a proof window covers.
+fn proof_window() -> usize {
+    (PROOF_CHUNKS << CHUNK_SHIFT).min(fixed().arena_len)
+}
+
+/// Whether the next sweep should gather a proof: fresh addresses are down to an eighth of the
+/// arena and less than half a window is proven and not taken. Cheap: two loads.
+pub fn proof_wanted() -> bool {
+    let f = fixed();
+    f.arena_len != 0
+        && f.arena_len - ARENA_USED.load(Ordering::Relaxed) < f.arena_len / 8
+        && PROVEN_LEFT.load(Ordering::Relaxed) < proof_window() / 2
+}
+
+/// A sweep begins (every other thread held still, or none): if a proof is wanted, starts one
+/// over the window from where degrade mode's search goes on (`State::wrap`).
+pub fn proof_begin() {
+    if !proof_wanted() {
+        return;
+    }
+    let f = fixed();
+    let wrap = STATE.lock().wrap;
+    // A whole window: one that would run past the arena's end starts earlier instead (the
+    // search goes round it).
+    let base = (f.arena + ((wrap.saturating_sub(f.arena) >> CHUNK_SHIFT) << CHUNK_SHIFT))
+        .min(f.arena + f.arena_len - proof_window());
+    TOUCHED.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+    PROOF_BASE.store(base, Ordering::Release);
+}
+
+/// The proof's window, for the scan: (base, bytes), base 0 when none is being gathered.
+#[inline]
+pub fn proof_scope() -> (usize, usize) {
+    let base = PROOF_BASE.load(Ordering::Acquire);
+    if base == 0 {
+        return (0, 0);
+    }
+    let f = fixed();
+    (base, proof_window().min(f.arena + f.arena_len - base))
+}
+
+/// Notes that a scanned word points `off` bytes into the proof's window.
+#[inline]
+pub fn proof_touch(off: usize) {
+    let c = off >> CHUNK_SHIFT;
+    TOUCHED[c / 64].fetch_or(1 << (c % 64), Ordering::Relaxed);
+}
+
+/// The sweep is over; `complete`: it read everything, so its proof holds.
+pub fn proof_end(complete: bool) {
+    let base = PROOF_BASE.swap(0, Ordering::AcqRel);
+    if base == 0 || !complete {
+        return;
+    }
+    let f = fixed();
+    let st = STATE.lock();
+    let first = (base - f.arena) >> CHUNK_SHIFT;
+    let n = (proof_window().min(f.arena + f.arena_len - base)) >> CHUNK_SHIFT;
+    let mut proven = 0;
+    for k in 0..PROOF_WORDS {
+        let mut bits = 0u64;
+        for b in 0..64 {
+            let i = k * 64 + b;
+            if i < n && chunk_retired(first + i) && TOUCHED[k].load(Ordering::Relaxed) & (1 << b) == 0 {
+                bits |= 1 << b;
+                proven += 1;
+            }
+        }
+        PROVEN[k].store(bits, Ordering::Relaxed);
+    }
+    PROVEN_BASE.store(base, Ordering::Relaxed);
+    PROVEN_LEFT.store(proven << CHUNK_SHIFT, Ordering::Relaxed);
+    PROOFS.fetch_add(1, Ordering::Relaxed);
+    drop(st);
+}
+
+/// Drops the proofs of the chunks of `[base, base + len)`: a mirror takes them.
+fn unprove(base: usize, len: usize) {
+    let pb = PROVEN_BASE.load(Ordering::Relaxed);
+    if pb == 0 {
+        return;
+    }
+    let window = proof_window();
+    let mut a = base.max(pb);
+    while a < (base + len).min(pb + window) {
+        let c = (a - pb) >> CHUNK_SHIFT;
+        PROVEN[c / 64].fetch_and(!(1 << (c % 64)), Ordering::Relaxed);
+        a += CHUNK;
+    }
+}
+
+/// A range of `len` bytes of proven chunks, still retired, searched from where the last search
+/// stopped round the proven window; takes it (its proofs dropped, the search goes on after
+/// it). None: the window has no such run left (a new proof is then wanted).
+fn proven_range(st: &mut State, len: usize) -> Option<usize> {
+    let f = fixed();
+    let pb = PROVEN_BASE.load(Ordering::Relaxed);
+    let need = len >> CHUNK_SHIFT;
+    if pb == 0 || need == 0 {
+        return None;
+    }
+    let n = proof_window().min(f.arena + f.arena_len - pb) >> CHUNK_SHIFT;
+    let from = if st.wrap >= pb { (st.wrap - pb).div_ceil(CHUNK) } else { 0 };
+    let first = (pb - f.arena) >> CHUNK_SHIFT;
+    let mut run = 0;
+    // From where the last search stopped to the window's end, then from its start.
+    for i in (from.min(n)..n).chain(0..from.min(n)) {
+        if i == 0 {
+            run = 0;
+        }
+        let proven = PROVEN[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0;
+        if proven && chunk_retired(first + i) {
+            run += 1;
+            if run == need {
+                let base = pb + ((i + 1 - need) << CHUNK_SHIFT);
+                st.wrap = base + len;
+                unprove(base, len);
+                let _ = PROVEN_LEFT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_sub(len)));
+                return Some(base);
+            }
+        } else {
+            run = 0;
+        }
+    }
+    PROVEN_LEFT.store(0, Ordering::Relaxed);
+    if pb + (n << CHUNK_SHIFT) >= f.arena + f.arena_len {
+        // The window reached the arena's end: the next proof starts over at its start.
+        st.wrap = f.arena;
+    }
+    None
+}
+
+/// A recycled range's GiBs may have had their tables freed (`reclaim_tables`): forget that,
+/// so that they are freed again once this mirror retires too.
+fn unreclaim(st: &mut State, base: usize, len: usize) {
+    const GIB: usize = 1 << 30;
+    if st.reclaimed.is_null() {
+        return;
+    }
+    let lo = sys::round_up(fixed().arena, GIB);
+    let mut b = (base & !(GIB - 1)).max(lo);
+    while b < base + len {
+        let k = (b - lo) / GIB;
+        // SAFETY: one bit per GiB of the arena; `b` lies inside it.
+        unsafe { *st.reclaimed.add(k / 64) &= !(1 << (k % 64)) };
+        b += GIB;
+    }
+}
+
 /// Degrade mode: a range of `len` bytes of the arena whose chunks belong to no mirror or only
 /// to retired ones, searched round-robin from where the last search stopped.
 fn reusable_range(st: &mut State, len: usize) -> Option<usize> {
@@ -1465,6 +1647,12 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
         g(&DEGRADED),
         ARENA_USED.load(Ordering::Relaxed) >> 20,
         fixed().arena_len >> 20
+    );
+    let _ = writeln!(
+        b,
+        "=={pid}==   recycled           {} epochs placed in retired addresses a sweep proved unreferenced, {} proofs",
+        g(&RECYCLED),
+        g(&PROOFS)
     );
 }
 

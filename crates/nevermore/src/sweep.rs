@@ -110,6 +110,10 @@ const MIN_GAP_NS: u64 = 5_000_000;
 fn max_live() -> u64 {
     (crate::options().sweep_max_live_mib as u64) << 20
 }
+/// How much bigger than `sweep_max_live` a heap may be for a sweep that proves retired
+/// address ranges unreferenced (`alias::proof_wanted`): such a sweep comes once per window of
+/// the arena taken, hours apart in a busy server, so a longer pause is worth it.
+const PROOF_LIVE_FACTOR: u64 = 16;
 /// While the heap is too big, how often a refill looks again whether it shrank: a program's
 /// live heap often swells for a phase and shrinks again (a big temporary structure built and
 /// dropped), leaving its survivors' groups pinned; waiting for the heap to double or for a
@@ -158,12 +162,16 @@ pub static IDLE_CENSUSES: AtomicU64 = AtomicU64::new(0);
 pub static IDLE_CENSUS_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Called by every refill (a thread's cache of a class ran empty): runs a sweep if one is
-/// due. Cheap when none is (two loads, then a clock read once the heap has
-/// `FIRST` slabs in use).
+/// due. Cheap when none is (a few loads, then a clock read once the heap has `FIRST` slabs
+/// in use or a proof of retired address ranges is wanted).
 #[inline]
 pub fn maybe() {
     let live = stats::get(&stats::SLABS_CREATED).wrapping_sub(stats::get(&stats::SLABS_RELEASED));
-    if live >= NEXT_AT.load(Ordering::Relaxed) && sys::now_ns() >= NOT_BEFORE.load(Ordering::Relaxed) {
+    let next = NEXT_AT.load(Ordering::Relaxed);
+    // A proof of retired address ranges is wanted whatever the heap's size (not when sweeps
+    // are off for good: `NEXT_AT` is then the maximum).
+    let due = live >= next || (next != u64::MAX && alias::proof_wanted());
+    if due && sys::now_ns() >= NOT_BEFORE.load(Ordering::Relaxed) {
         consider();
     }
 }
@@ -187,7 +195,11 @@ fn consider() {
     }
     let old = block_signals();
     let live_bytes = cache::totals().live_bytes();
-    if live_bytes > max_live() {
+    // A sweep that proves retired address ranges unreferenced (`alias::proof_wanted`) comes
+    // once per window of the arena taken (hours apart in a busy server): it runs even when
+    // few dead slots are pinned, and with a heap up to `PROOF_LIVE_FACTOR` times bigger.
+    let proof = alias::proof_wanted();
+    if live_bytes > max_live().saturating_mul(if proof { PROOF_LIVE_FACTOR } else { 1 }) {
         // Look again soon, without reading any file: the heap may shrink back within this
         // phase of the program.
         if !TOO_BIG.swap(true, Ordering::Relaxed) {
@@ -230,10 +242,10 @@ fn consider() {
         NEXT_AT.store(FIRST, Ordering::Relaxed);
         let outcome = match b.as_mut() {
             None => Outcome::GaveUp,
-            Some(b) if single => sweep_alone(b, live_bytes),
+            Some(b) if single => sweep_alone(b, live_bytes, proof),
             // A first census while the threads run (an estimate): holding them costs each a
             // pause, which a sweep not worth its scan would waste.
-            Some(_) if !worth(live_bytes) => Outcome::NotWorth,
+            Some(_) if !proof && !worth(live_bytes) => Outcome::NotWorth,
             Some(b) => match stop::others(HOLDER_SCAN) {
                 Ok(held) => {
                     // The census ran just before the threads were held, and what `drain`
@@ -296,6 +308,7 @@ fn paced(outcome: Outcome, spent: u64) -> u64 {
 /// child's.
 pub fn fork_child() {
     BUSY.store(false, Ordering::Relaxed);
+    alias::proof_end(false);
 }
 
 /// Blocks every signal but the synchronous faults; returns the old mask.
@@ -365,9 +378,9 @@ const HOLDER_SCAN: stop::Scan = stop::Scan { words: scan_words, share: helper_sh
 /// The sweep of a process with one thread, `live` bytes of live objects in its heap: the
 /// census, then the sweep, with a helper task reading a share of the heap beside this
 /// thread where it may run on another processor (`sweep_helper`).
-fn sweep_alone(b: &mut Buffers, live: u64) -> Outcome {
+fn sweep_alone(b: &mut Buffers, live: u64, proof: bool) -> Outcome {
     drain();
-    if !worth(live) {
+    if !proof && !worth(live) {
         return Outcome::NotWorth;
     }
     // Without a helper (it could not be started) the sweep reads everything itself.
@@ -388,6 +401,7 @@ fn helper_wanted() -> bool {
 /// allocator (or none: `stop::helper`), which reads a share of the heap meanwhile.
 fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
     guard_cursors();
+    alias::proof_begin();
     // Descriptors are handed out from 1; a holder that holds threads takes a share only if it
     // may help (`stop::helper` was started only if so).
     HOLDER_HELPS.store(held.is_some_and(|h| h.threads == 0) || helper_wanted(), Ordering::Relaxed);
@@ -416,6 +430,7 @@ fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
         scanned += by_helper;
     }
     ok = ok && chase(b, &mut scanned);
+    alias::proof_end(ok);
     let (slots, bytes) = finish(ok);
     stats::add(&RECLAIMED_SLOTS, slots);
     stats::add(&RECLAIMED_BYTES, bytes);
@@ -592,9 +607,13 @@ static NEWLY_REACHED: AtomicU64 = AtomicU64::new(0);
 /// with the held threads' registers: it touches no thread-local state.)
 fn scan_words(bytes: &[u8]) {
     let (arena, len) = alias::arena_range();
+    let (proof, window) = alias::proof_scope();
     for w in bytes.chunks_exact(8) {
         let w = usize::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
         if w.wrapping_sub(arena) < len {
+            if w.wrapping_sub(proof) < window {
+                alias::proof_touch(w - proof);
+            }
             mark(w);
         }
     }

@@ -616,6 +616,37 @@ static unsigned char *replace_live(unsigned char **live, long i) {
 static void *held_objs[HELD_N];
 static uintptr_t held_hidden[HELD_N / 4], held_freed[HELD_N / 2];
 
+/* The new objects' phase after a held-pointer setup: NEW objects of SIZE, each either
+ * replacing one of LIVE_NEW live ones or (`keep_all`) all kept; prints "<what> REUSED" once if
+ * one lands on an address of `held_hidden` (else "<what> NEVER REUSED" at the end) and
+ * returns 1 then; counts in `*in_place` those landing on `held_freed`. */
+static int new_objects(const char *what, size_t nheld, size_t nfree, int keep_all, long *in_place) {
+    static unsigned char *live[LIVE_NEW];
+    static unsigned char *all[NEW];
+    int bad = 0;
+    *in_place = 0;
+    for (long i = 0; i < NEW; i++) {
+        unsigned char *p;
+        if (keep_all) {
+            p = all[i] = malloc(SIZE);
+            memset(p, 0x5a, SIZE);
+        } else {
+            p = replace_live(live, i);
+        }
+        uintptr_t h = HIDE(p);
+        if (bsearch(&h, held_hidden, nheld, sizeof h, cmp)) {
+            if (!bad)
+                printf("%s REUSED\n", what);
+            bad = 1;
+        }
+        if (bsearch(&h, held_freed, nfree, sizeof h, cmp))
+            (*in_place)++;
+    }
+    if (!bad)
+        printf("%s NEVER REUSED\n", what);
+    return bad;
+}
+
 static int heap_held(int dropped) {
     size_t nheld = 0, nfree = 0;
     for (int i = 0; i < HELD_N; i++) {
@@ -649,19 +680,8 @@ static int heap_held(int dropped) {
             held_objs[i] = NULL;
     qsort(held_freed, nfree, sizeof held_freed[0], cmp);
     qsort(held_hidden, nheld, sizeof held_hidden[0], cmp);
-    static unsigned char *live[LIVE_NEW];
-    long in_place = 0;
-    int bad = 0;
-    for (long i = 0; i < NEW; i++) {
-        uintptr_t h = HIDE(replace_live(live, i));
-        if (bsearch(&h, held_hidden, nheld, sizeof h, cmp)) {
-            if (!bad)
-                printf("HELD REUSED\n");
-            bad = 1;
-        }
-        if (bsearch(&h, held_freed, nfree, sizeof h, cmp))
-            in_place++;
-    }
+    long in_place;
+    int bad = new_objects("HELD", nheld, nfree, 0, &in_place);
     /* The kept objects still hold what they held. */
     for (int i = 0, k = 0; i < HELD_N; i += 4, k++) {
         uintptr_t h = HIDE(*(void **)held_objs[i]);
@@ -670,8 +690,6 @@ static int heap_held(int dropped) {
             return 1;
         }
     }
-    if (!bad)
-        printf("HELD NEVER REUSED\n");
     printf("IN PLACE %ld\n", in_place);
     return bad;
 }
@@ -707,21 +725,8 @@ static int chained(void) {
             held_objs[i] = NULL;
     qsort(held_freed, nfree, sizeof held_freed[0], cmp);
     qsort(held_hidden, nchained, sizeof held_hidden[0], cmp);
-    static unsigned char *live[LIVE_NEW];
-    long in_place = 0;
-    int bad = 0;
-    for (long i = 0; i < NEW; i++) {
-        uintptr_t h = HIDE(replace_live(live, i));
-        if (bsearch(&h, held_hidden, nchained, sizeof h, cmp)) {
-            if (!bad)
-                printf("CHAINED REUSED\n");
-            bad = 1;
-        }
-        if (bsearch(&h, held_freed, nfree, sizeof h, cmp))
-            in_place++;
-    }
-    if (!bad)
-        printf("CHAINED NEVER REUSED\n");
+    long in_place;
+    int bad = new_objects("CHAINED", nchained, nfree, 0, &in_place);
     printf("IN PLACE %ld\n", in_place);
     return bad;
 }
@@ -765,23 +770,8 @@ static int chained_page(void) {
     }
     qsort(held_freed, nfree, sizeof held_freed[0], cmp);
     qsort(held_hidden, nheld, sizeof held_hidden[0], cmp);
-    static unsigned char *fresh[NEW];
-    long in_place = 0;
-    int bad = 0;
-    for (long i = 0; i < NEW; i++) {
-        fresh[i] = malloc(SIZE);
-        memset(fresh[i], 0x5a, SIZE);
-        uintptr_t h = HIDE(fresh[i]);
-        if (bsearch(&h, held_hidden, nheld, sizeof h, cmp)) {
-            if (!bad)
-                printf("CHAINED REUSED\n");
-            bad = 1;
-        }
-        if (bsearch(&h, held_freed, nfree, sizeof h, cmp))
-            in_place++;
-    }
-    if (!bad)
-        printf("CHAINED NEVER REUSED\n");
+    long in_place;
+    int bad = new_objects("CHAINED", nheld, nfree, 1, &in_place);
     printf("IN PLACE %ld\n", in_place);
     return bad;
 }

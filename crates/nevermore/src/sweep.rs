@@ -415,7 +415,7 @@ fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
     if ok {
         PROGRAM_BYTES.store(scanned, Ordering::Relaxed);
         scan_share(&mut scanned);
-        ok = scan_large(b, &mut scanned) && scan_unrevoked_pages(b, &mut scanned);
+        ok = scan_through_file(b, &mut scanned);
     }
     if !ok {
         // The holder takes no more.
@@ -824,48 +824,30 @@ fn scan_share(scanned: &mut u64) {
     }
 }
 
-/// Scans the live large objects through the pool's descriptor (their pages may be holes,
-/// which a read through a view would fill), unless the program closed or replaced it.
-fn scan_large(b: &mut Buffers, scanned: &mut u64) -> bool {
+/// Scans, through the pool's descriptor, the live large objects (their pages may be holes,
+/// which a read through a view would fill) and the page objects that were freed but whose
+/// aliases are not revoked yet (their batch has not been revoked): a dangling pointer still
+/// reads those, so what they hold counts as what the program holds (without this,
+/// `tests/c/sweep.c chained-page` got new objects where pointers read through such a page
+/// object led); whole runs. False if the program closed or replaced the descriptor.
+fn scan_through_file(b: &mut Buffers, scanned: &mut u64) -> bool {
     let l = POOL.layout();
     let fd_ok = sys::file_id(l.fd) == Some(l.file);
     // SAFETY: as in `for_each_issued_slot`.
     let ndesc = unsafe { POOL.desc_count() };
     for idx in 1..ndesc {
         let s = POOL.span(idx);
-        if s.kind != pool::LARGE {
-            continue;
-        }
         let size = s.size.load(Ordering::Relaxed);
-        if size & pool::DEAD_BIT != 0 || s.addr == 0 {
+        let dead = size & pool::DEAD_BIT != 0;
+        if s.addr == 0 {
             continue;
         }
-        if !fd_ok {
-            return false;
-        }
-        let off = ((s.start as usize) << PAGE_SHIFT) + (s.addr - s.view);
-        if !scan_file(b, l.fd, off, size, scanned) {
-            return false;
-        }
-    }
-    true
-}
-
-/// Scans the page objects that were freed but whose aliases are not revoked yet (their batch
-/// has not been revoked): a dangling pointer still reads them, so what they hold counts as
-/// what the program holds (without this, `tests/c/sweep.c chained-page` got new objects where
-/// pointers read through such a page object led). Read from the pool's file, whole runs.
-fn scan_unrevoked_pages(b: &mut Buffers, scanned: &mut u64) -> bool {
-    let l = POOL.layout();
-    let fd_ok = sys::file_id(l.fd) == Some(l.file);
-    // SAFETY: as in `for_each_issued_slot`.
-    let ndesc = unsafe { POOL.desc_count() };
-    for idx in 1..ndesc {
-        let s = POOL.span(idx);
-        if s.kind != pool::PAGES || s.size.load(Ordering::Relaxed) & pool::DEAD_BIT == 0 || s.addr == 0 {
-            continue;
-        }
-        if !fd_ok || !scan_file(b, l.fd, (s.start as usize) << PAGE_SHIFT, (s.npages as usize) << PAGE_SHIFT, scanned) {
+        let (off, len) = match s.kind {
+            pool::LARGE if !dead => (((s.start as usize) << PAGE_SHIFT) + (s.addr - s.view), size),
+            pool::PAGES if dead => ((s.start as usize) << PAGE_SHIFT, (s.npages as usize) << PAGE_SHIFT),
+            _ => continue,
+        };
+        if !fd_ok || !scan_file(b, l.fd, off, len, scanned) {
             return false;
         }
     }

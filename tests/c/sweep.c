@@ -616,11 +616,14 @@ static unsigned char *replace_live(unsigned char **live, long i) {
 static void *held_objs[HELD_N];
 static uintptr_t held_hidden[HELD_N / 4], held_freed[HELD_N / 2];
 
-/* The new objects' phase after a held-pointer setup: NEW objects of SIZE, each either
+/* The new objects' phase after a held-pointer setup (`held_hidden` and `held_freed` are
+ * sorted first): NEW objects of SIZE, each either
  * replacing one of LIVE_NEW live ones or (`keep_all`) all kept; prints "<what> REUSED" once if
  * one lands on an address of `held_hidden` (else "<what> NEVER REUSED" at the end) and
  * returns 1 then; counts in `*in_place` those landing on `held_freed`. */
 static int new_objects(const char *what, size_t nheld, size_t nfree, int keep_all, long *in_place) {
+    qsort(held_freed, nfree, sizeof held_freed[0], cmp);
+    qsort(held_hidden, nheld, sizeof held_hidden[0], cmp);
     static unsigned char *live[LIVE_NEW];
     static unsigned char *all[NEW];
     int bad = 0;
@@ -647,12 +650,17 @@ static int new_objects(const char *what, size_t nheld, size_t nfree, int keep_al
     return bad;
 }
 
-static int heap_held(int dropped) {
-    size_t nheld = 0, nfree = 0;
+/* HELD_N objects of SIZE, filled with 0x11, in `held_objs`. */
+static void allocate_held(void) {
     for (int i = 0; i < HELD_N; i++) {
         held_objs[i] = malloc(SIZE);
         memset(held_objs[i], 0x11, SIZE);
     }
+}
+
+static int heap_held(int dropped) {
+    size_t nheld = 0, nfree = 0;
+    allocate_held();
     for (int i = 0; i < HELD_N; i += 4) {
         /* The kept object holds the only pointer to the next one, which is freed below. */
         *(void **)held_objs[i] = held_objs[i + 1];
@@ -678,8 +686,6 @@ static int heap_held(int dropped) {
     for (int i = 0; i < HELD_N; i++)
         if (i % 4 != 0)
             held_objs[i] = NULL;
-    qsort(held_freed, nfree, sizeof held_freed[0], cmp);
-    qsort(held_hidden, nheld, sizeof held_hidden[0], cmp);
     long in_place;
     int bad = new_objects("HELD", nheld, nfree, 0, &in_place);
     /* The kept objects still hold what they held. */
@@ -705,10 +711,7 @@ static void *volatile chain_dangling[HELD_N / 4];
  * object) yields that second pointer, so the second object's slot must not be reused either. */
 static int chained(void) {
     size_t nchained = 0, nfree = 0;
-    for (int i = 0; i < HELD_N; i++) {
-        held_objs[i] = malloc(SIZE);
-        memset(held_objs[i], 0x11, SIZE);
-    }
+    allocate_held();
     for (int i = 0; i < HELD_N; i += 4) {
         *(void **)held_objs[i + 1] = held_objs[i + 2];
         held_hidden[nchained++] = HIDE(held_objs[i + 2]);
@@ -723,8 +726,6 @@ static int chained(void) {
     for (int i = 0; i < HELD_N; i++)
         if (i % 4 != 0)
             held_objs[i] = NULL;
-    qsort(held_freed, nfree, sizeof held_freed[0], cmp);
-    qsort(held_hidden, nchained, sizeof held_hidden[0], cmp);
     long in_place;
     int bad = new_objects("CHAINED", nchained, nfree, 0, &in_place);
     printf("IN PLACE %ld\n", in_place);
@@ -742,10 +743,7 @@ static void *volatile page_dangling[HOLDER_PAGES];
  * (no free adds to the batch), so the sweeps that run meanwhile find them still mapped. */
 static int chained_page(void) {
     size_t nheld = 0, nfree = 0;
-    for (int i = 0; i < HELD_N; i++) {
-        held_objs[i] = malloc(SIZE);
-        memset(held_objs[i], 0x11, SIZE);
-    }
+    allocate_held();
     void **pages[HOLDER_PAGES];
     for (size_t k = 0; k < HOLDER_PAGES; k++) {
         pages[k] = malloc(4096);
@@ -768,8 +766,6 @@ static int chained_page(void) {
         free(pages[k]);
         pages[k] = NULL;
     }
-    qsort(held_freed, nfree, sizeof held_freed[0], cmp);
-    qsort(held_hidden, nheld, sizeof held_hidden[0], cmp);
     long in_place;
     int bad = new_objects("CHAINED", nheld, nfree, 1, &in_place);
     printf("IN PLACE %ld\n", in_place);

@@ -1509,11 +1509,13 @@ fn unreclaim(st: &mut State, base: usize, len: usize) {
     if st.reclaimed.is_null() {
         return;
     }
-    let lo = sys::round_up(fixed().arena, GIB);
+    let f = fixed();
+    let lo = sys::round_up(f.arena, GIB);
     let mut b = (base & !(GIB - 1)).max(lo);
-    while b < base + len {
+    // Whole GiBs of the arena only, as `reclaim_tables` counts them.
+    while b < base + len && b + GIB <= f.arena + f.arena_len {
         let k = (b - lo) / GIB;
-        // SAFETY: one bit per GiB of the arena; `b` lies inside it.
+        // SAFETY: one bit per whole GiB of the arena; `b` starts one.
         unsafe { *st.reclaimed.add(k / 64) &= !(1 << (k % 64)) };
         b += GIB;
     }

@@ -946,3 +946,77 @@ fn rust_panics_unwind() {
 fn rust_panics_unwind_detect_mode() {
     rust_panics_unwind_in("detect");
 }
+
+/// A Java program: null pointers caught as exceptions (the JVM's implicit null checks are
+/// SIGSEGV handlers, which the library must chain to), a stack overflow caught (guard pages,
+/// SIGSEGV on the thread's stack), and a pool of 8 threads filling and clearing hash maps.
+const JAVA_PROGRAM: &str = r#"
+import java.util.*;
+import java.util.concurrent.*;
+public class Churn {
+    static int touch(Object o) { return o.hashCode(); }
+    static int deep(int n) { return deep(n + 1) + 1; }
+    public static void main(String[] a) throws Exception {
+        int caught = 0;
+        for (int i = 0; i < 100000; i++) {
+            try { touch(i % 2 == 0 ? null : "x"); } catch (NullPointerException e) { caught++; }
+        }
+        int overflowed = 0;
+        try { deep(0); } catch (StackOverflowError e) { overflowed = 1; }
+        ExecutorService pool = Executors.newFixedThreadPool(8);
+        List<Future<Long>> parts = new ArrayList<>();
+        for (int t = 0; t < 16; t++) {
+            final int k = t;
+            parts.add(pool.submit(() -> {
+                Map<Integer, String> m = new HashMap<>();
+                long s = 0;
+                for (int i = 0; i < 200000; i++) {
+                    m.put(i, "v" + i);
+                    if (m.size() > 1000) m.clear();
+                    s += i ^ k;
+                }
+                return s;
+            }));
+        }
+        long total = 0;
+        for (Future<Long> f : parts) total += f.get();
+        pool.shutdown();
+        System.out.println("npe " + caught + " overflow " + overflowed + " total " + total);
+    }
+}
+"#;
+
+/// The JVM under the library (its own heap is not malloc's, but its threads, JIT compilers
+/// and class loading are): the program's output matches the plain run and the values
+/// computed here, in both modes.
+fn java_in(mode: &str) {
+    let javac = require("javac", "openjdk-17-jdk-headless");
+    let java = require("java", "openjdk-17-jdk-headless");
+    let dir = scratch(&format!("java-{mode}"));
+    let src = dir.join("Churn.java");
+    std::fs::write(&src, JAVA_PROGRAM).unwrap();
+    let o = run_plain(&javac, &["-d", dir.to_str().unwrap(), src.to_str().unwrap()], &[]);
+    assert_ok(&o);
+    let args = ["-XX:-UsePerfData", "-cp", dir.to_str().unwrap(), "Churn"];
+    let total: u64 = (0..16u64).map(|k| (0..200_000u64).map(|i| i ^ k).sum::<u64>()).sum();
+    let want = format!("npe 50000 overflow 1 total {total}\n");
+    let plain = run_plain(&java, &args, &[]);
+    assert_eq!(stdout(&plain), want, "java without the library: {}", stderr(&plain));
+    let opts = format!("mode={mode}:stats=1");
+    let under = run_preloaded(&java, &args, &[("NEVERMORE_OPTIONS", opts.as_str())]);
+    assert_ok_preloaded(&under);
+    assert_eq!(stdout(&under), want, "{mode}: {}", stderr(&under));
+    let err = stderr(&under);
+    assert!(!err.contains("nevermore: ERROR"), "{mode}: {err}");
+    assert!(counter(&err, "allocations") > 1000, "{mode}: the library served few allocations:\n{err}");
+}
+
+#[test]
+fn java_exceptions_threads_and_jit() {
+    java_in("prevent");
+}
+
+#[test]
+fn java_exceptions_threads_and_jit_detect_mode() {
+    java_in("detect");
+}

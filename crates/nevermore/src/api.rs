@@ -180,17 +180,35 @@ pub struct Mallinfo {
     pub keepcost: c_int,
 }
 
-#[no_mangle]
-pub extern "C" fn mallinfo2() -> Mallinfo2 {
+/// What `mallinfo2` and `malloc_info` report: bytes in use by objects, bytes of pool pages
+/// held (in use or dirty and free), and the peak of pool pages in use, in bytes. None inside a
+/// signal handler that interrupted the allocator (they take locks) or before initialisation.
+struct Figures {
+    in_use: usize,
+    arena: usize,
+    peak: usize,
+}
+
+fn figures() -> Option<Figures> {
     let scope = crate::reentry::Scope::enter();
     if scope.nested() || !crate::ensure_init() {
-        // SAFETY: all-zero is a valid value of this plain struct.
-        return unsafe { core::mem::zeroed() };
+        return None;
     }
     let t = crate::cache::totals();
     let (ps, _, dirty) = crate::pool::POOL.stats();
-    let in_use = t.alloc_bytes.saturating_sub(t.free_bytes) as usize;
-    let arena = (ps.pages_in_use as usize + dirty as usize) * PAGE;
+    Some(Figures {
+        in_use: t.alloc_bytes.saturating_sub(t.free_bytes) as usize,
+        arena: (ps.pages_in_use as usize + dirty as usize) * PAGE,
+        peak: ps.peak_pages_in_use as usize * PAGE,
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn mallinfo2() -> Mallinfo2 {
+    let Some(Figures { in_use, arena, .. }) = figures() else {
+        // SAFETY: all-zero is a valid value of this plain struct.
+        return unsafe { core::mem::zeroed() };
+    };
     Mallinfo2 {
         arena,
         ordblks: 1,
@@ -223,8 +241,8 @@ pub extern "C" fn mallinfo() -> Mallinfo {
     }
 }
 
-/// glibc's `malloc_info`: the figures of `mallinfo2` in glibc's XML layout (one heap), written
-/// to `stream`. Options other than 0 are refused with EINVAL, as glibc does.
+/// glibc's `malloc_info`: the figures of `mallinfo2` and the peak in glibc's XML layout (one
+/// heap), written to `stream`. Options other than 0 are refused with EINVAL, as glibc does.
 ///
 /// # Safety
 /// `stream` must be a valid `FILE *` open for writing (C contract of `malloc_info`).
@@ -234,16 +252,9 @@ pub unsafe extern "C" fn malloc_info(options: c_int, stream: *mut libc::FILE) ->
         return libc::EINVAL;
     }
     use core::fmt::Write;
-    let m = mallinfo2();
-    let peak = {
-        let scope = crate::reentry::Scope::enter();
-        if scope.nested() || !crate::ensure_init() {
-            0
-        } else {
-            crate::pool::POOL.stats().0.peak_pages_in_use as usize * PAGE
-        }
-    };
-    let (cur, free, used) = (m.arena, m.fordblks, m.uordblks);
+    let f = figures().unwrap_or(Figures { in_use: 0, arena: 0, peak: 0 });
+    let (cur, used, peak) = (f.arena, f.in_use, f.peak);
+    let free = cur.saturating_sub(used);
     let mut b = crate::report::Buf::<2048>::new();
     let totals = |b: &mut crate::report::Buf<2048>, mmap: bool| {
         let _ = writeln!(b, "<total type=\"fast\" count=\"0\" size=\"0\"/>");

@@ -646,9 +646,7 @@ fn free_claiming(p: *mut u8, claimed: Option<usize>, op: &'static str) {
     }
     let scope = Scope::enter();
     if scope.nested() {
-        if let Some((obj, size)) = free_begin(p as usize, claimed, op) {
-            reentry::defer(p as usize, obj, size);
-        }
+        free_nested_claiming(p as usize, claimed, op)
     } else {
         free_in_claiming(p as usize, claimed, op)
     }
@@ -696,7 +694,11 @@ fn free_other(p: usize, claimed: Option<usize>, op: &'static str) {
 /// `free` called while this thread is already inside the allocator (a signal handler): checks
 /// and kills the object now, and leaves the rest to the outermost call (see `reentry`).
 fn free_nested(p: usize, op: &'static str) {
-    if let Some((obj, size)) = free_begin(p, None, op) {
+    free_nested_claiming(p, None, op)
+}
+
+fn free_nested_claiming(p: usize, claimed: Option<usize>, op: &'static str) {
+    if let Some((obj, size)) = free_begin(p, claimed, op) {
         reentry::defer(p, obj, size);
     }
 }

@@ -402,6 +402,7 @@ fn helper_wanted() -> bool {
 fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
     guard_cursors();
     alias::proof_begin();
+    let marks = NEWLY_REACHED.load(Ordering::Relaxed);
     // Descriptors are handed out from 1; a holder that holds threads takes a share only if it
     // may help (`stop::helper` was started only if so).
     HOLDER_HELPS.store(held.is_some_and(|h| h.threads == 0) || helper_wanted(), Ordering::Relaxed);
@@ -429,7 +430,7 @@ fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
         stats::add(&HELPER_BYTES, by_helper);
         scanned += by_helper;
     }
-    ok = ok && chase(b, &mut scanned);
+    ok = ok && chase(b, &mut scanned, marks);
     alias::proof_end(ok);
     let (slots, bytes) = finish(ok);
     stats::add(&RECLAIMED_SLOTS, slots);
@@ -600,7 +601,7 @@ fn mark(w: usize) {
     }
 }
 
-/// Dead slots marked so far (`chase` looks again only when its pass marked more).
+/// Dead slots marked so far (`chase` reads only when marks were added since it last looked).
 static NEWLY_REACHED: AtomicU64 = AtomicU64::new(0);
 
 /// Marks what every aligned word of `bytes` points to. (Also called by `stop`'s holder task
@@ -911,7 +912,8 @@ fn prefetch(addr: usize) {
 }
 
 /// Scans what the reached dead slots hold, and then what the dead slots reached from those
-/// hold, until no new one is reached. A dangling pointer to a dead slot of a lane that is
+/// hold, until no new one is reached (`since`: the count of `NEWLY_REACHED` before the scan;
+/// nothing to do if it has not moved). A dangling pointer to a dead slot of a lane that is
 /// still mapped (pinned by a survivor, or waiting for its revocation) can read the slot's old
 /// contents: a pointer found there is as good as one in the program's memory, and the slot it
 /// points to must stay unused too (without this, `tests/c/sweep.c chained` got a new object at
@@ -919,14 +921,18 @@ fn prefetch(addr: usize) {
 /// a time, never through their aliases (a lane waiting for revocation has no live alias for
 /// the fault handler to map again). False if the file cannot be read: then nothing may be
 /// reclaimed.
-fn chase(b: &mut Buffers, scanned: &mut u64) -> bool {
+fn chase(b: &mut Buffers, scanned: &mut u64, mut since: u64) -> bool {
     let l = POOL.layout();
-    if sys::file_id(l.fd) != Some(l.file) {
-        return false;
-    }
     loop {
-        let before = NEWLY_REACHED.load(Ordering::Relaxed);
-        let (mut found, mut ok) = (false, true);
+        let now = NEWLY_REACHED.load(Ordering::Relaxed);
+        if now == since {
+            return true;
+        }
+        since = now;
+        if sys::file_id(l.fd) != Some(l.file) {
+            return false;
+        }
+        let mut ok = true;
         // The pool page whose contents `b.data` holds.
         let mut cached = usize::MAX;
         for_each_issued_slot(|ci, idx, _, entry, i| {
@@ -935,7 +941,6 @@ fn chase(b: &mut Buffers, scanned: &mut u64) -> bool {
                 return;
             }
             entry.store(v | CHASED, Ordering::Relaxed);
-            found = true;
             let c = &CLASSES[ci];
             let (j, pos) = (i % c.pages, i / c.pages);
             let page = POOL.span(idx).start as usize + j as usize;
@@ -950,8 +955,8 @@ fn chase(b: &mut Buffers, scanned: &mut u64) -> bool {
             scan_words(&b.data[at..at + c.size as usize]);
             *scanned += c.size as u64;
         });
-        if !ok || !found || NEWLY_REACHED.load(Ordering::Relaxed) == before {
-            return ok;
+        if !ok {
+            return false;
         }
     }
 }

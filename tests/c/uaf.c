@@ -160,6 +160,28 @@ static void light_load(long ms) {
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
 }
 
+/* Slot k of a ring of objects: checks the object there (filled with k + its length), frees
+ * it, and puts a new one of n bytes in its place, filled the same way. Prints "<what>
+ * CORRUPTED" or "<what> NULL" and returns 1 when something is wrong. */
+static int ring_replace(const char *what, unsigned char **ring, size_t *len, int k, size_t n) {
+    if (ring[k]) {
+        for (size_t j = 0; j < len[k]; j++)
+            if (ring[k][j] != (unsigned char)(k + len[k])) {
+                printf("%s CORRUPTED\n", what);
+                return 1;
+            }
+        free(ring[k]);
+    }
+    len[k] = n;
+    ring[k] = malloc(n);
+    if (!ring[k]) {
+        printf("%s NULL\n", what);
+        return 1;
+    }
+    memset(ring[k], (int)(k + n), n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *c = argv[1];
@@ -361,21 +383,8 @@ int main(int argc, char **argv) {
             s = s * 1103515245u + 12345u;
             int k = (int)((s >> 8) % (unsigned)slots);
             if (survivors && (s >> 4) % 100 == 0) k = SHORT + (int)((s >> 8) % LONG);
-            if (ring[k]) {
-                for (size_t j = 0; j < len[k]; j++)
-                    if (ring[k][j] != (unsigned char)(k + len[k])) {
-                        printf("CHURN CORRUPTED\n");
-                        return 1;
-                    }
-                free(ring[k]);
-            }
-            len[k] = (s >> 12) % (survivors ? 1025 : (unsigned)max);
-            ring[k] = malloc(len[k]);
-            if (!ring[k]) {
-                printf("CHURN NULL\n");
+            if (ring_replace("CHURN", ring, len, k, (s >> 12) % (survivors ? 1025 : (unsigned)max)))
                 return 1;
-            }
-            memset(ring[k], k + len[k], len[k]);
         }
         printf("CHURN OK\n");
         return 0;
@@ -406,21 +415,8 @@ int main(int argc, char **argv) {
             }
             s = s * 1103515245u + 12345u;
             int k = (int)((s >> 8) % RING);
-            if (ring[k]) {
-                for (size_t j = 0; j < len[k]; j++)
-                    if (ring[k][j] != (unsigned char)(k + len[k])) {
-                        printf("RECYCLE CORRUPTED\n");
-                        return 1;
-                    }
-                free(ring[k]);
-            }
-            len[k] = (s >> 12) % 1500;
-            ring[k] = malloc(len[k]);
-            if (!ring[k]) {
-                printf("RECYCLE NULL\n");
+            if (ring_replace("RECYCLE", ring, len, k, (s >> 12) % 1500))
                 return 1;
-            }
-            memset(ring[k], k + len[k], len[k]);
             /* A new object over the bytes of a kept (or a forgotten) freed object. */
             uintptr_t a = (uintptr_t)ring[k], e = a + (len[k] ? len[k] : 1);
             for (int j = 0; j < nkept; j++)

@@ -4,7 +4,11 @@
 // Usage: cxx_new              runs the conformance checks, prints OK
 //        cxx_new aligned-near-max   aligned new of sizes just below SIZE_MAX (see below)
 //        cxx_new <misuse>     double-delete | double-delete-array | double-delete-aligned |
-//                             delete-overflow | delete-interior (must be reported and aborted)
+//                             delete-overflow | delete-interior | the sized deletes of
+//                             the wrong size below | the mismatched pairs below: new-free |
+//                             new-array-delete | malloc-delete | new-delete-array |
+//                             new-realloc | big-new-array-free | aligned-new-array-delete
+//                             (must be reported and aborted; mismatched pairs in detect mode)
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -435,6 +439,27 @@ static int misuse(const char *what) {
     } else if (!std::strcmp(what, "delete-aligned-wrong-size")) {
         void *p = ::operator new(sz(100), std::align_val_t(64));
         ::operator delete(launder_ptr(p), 96, std::align_val_t(64));
+    } else if (!std::strcmp(what, "new-free")) {
+        int *p = new int(7);
+        std::free(launder_ptr(p));
+    } else if (!std::strcmp(what, "new-array-delete")) {
+        char *p = new char[sz(64)];
+        delete static_cast<char *>(launder_ptr(p));
+    } else if (!std::strcmp(what, "malloc-delete")) {
+        void *p = std::malloc(sz(40));
+        delete static_cast<long *>(launder_ptr(p));
+    } else if (!std::strcmp(what, "new-delete-array")) {
+        long *p = new long(3);
+        delete[] static_cast<long *>(launder_ptr(p));
+    } else if (!std::strcmp(what, "new-realloc")) {
+        long *p = new long(3);
+        sink_ptr = std::realloc(launder_ptr(p), sz(100));
+    } else if (!std::strcmp(what, "big-new-array-free")) {
+        char *p = new char[sz(300000)];
+        std::free(launder_ptr(p));
+    } else if (!std::strcmp(what, "aligned-new-array-delete")) {
+        Page *p = new Page[2];
+        ::operator delete(launder_ptr(p), std::align_val_t(alignof(Page)));
     } else if (!std::strcmp(what, "delete-interior")) {
         char *p = new char[100];
         ::operator delete[](launder_ptr(p + 16));

@@ -54,6 +54,25 @@ NOINLINE static void drop_half(struct record *r) {
     sink = 4;
 }
 
+/* An array from operator new[], deleted by the scalar operator delete (both called by their
+   mangled names: this is C). */
+NOINLINE static struct record *new_records(void) {
+    void *(*op_new_array)(unsigned long) = (void *(*)(unsigned long))dlsym(RTLD_DEFAULT, "_Znam");
+    if (!op_new_array)
+        abort();
+    struct record *r = op_new_array(sizeof *r); /* AT:make-new-array */
+    sink = 6;
+    return r;
+}
+
+NOINLINE static void delete_record(struct record *r) {
+    void (*op_delete)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdlPv");
+    if (!op_delete)
+        abort();
+    op_delete(r); /* AT:alloc-dealloc-mismatch */
+    sink = 7;
+}
+
 NOINLINE static void ask_size_inside(struct record *r) {
     sink = (long)malloc_usable_size((char *)r + 8); /* AT:invalid-pointer */
 }
@@ -138,6 +157,8 @@ int main(int argc, char **argv) {
         free_inside(make_record());
     } else if (!strcmp(c, "size-mismatch")) {
         drop_half(make_record());
+    } else if (!strcmp(c, "alloc-dealloc-mismatch")) {
+        delete_record(new_records());
     } else if (!strcmp(c, "invalid-pointer")) {
         ask_size_inside(make_record());
     } else if (!strcmp(c, "overflow")) {

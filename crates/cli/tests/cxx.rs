@@ -66,12 +66,82 @@ fn sized_delete_of_the_wrong_size() {
             let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", &opts)]);
             let err = stderr(&o);
             assert_report(&o, "size-mismatch");
+            let op = if case.contains("array") { "operator delete[]" } else { "operator delete" };
             assert!(
-                err.contains("operator delete of 0x")
+                err.contains(&format!("{op} of 0x"))
                     && err.contains(&format!(" of {size} bytes; the address is at offset 0"))
                     && err.contains(&format!("size given: {given} bytes")),
                 "{case} ({mode}):\n{err}"
             );
+        }
+    }
+}
+
+/// An object freed by another family's function than the one that allocated it is an
+/// `alloc-dealloc-mismatch` in detect mode, naming the call, the allocating function and the
+/// object, and reported before the sized delete's size is checked: by default `new[]` against
+/// `delete` and `new` against `delete[]` (small and over-aligned); with
+/// `alloc_dealloc_mismatch=2` also `new` against `free` and `realloc`, `malloc` against
+/// `delete`, small and large. Prevent mode does not check the family (the free goes ahead, or a
+/// sized delete reports the size it was given), nor does detect mode with
+/// `alloc_dealloc_mismatch=0` or without stacks, which keep the family. Matching pairs pass:
+/// `operators_and_containers`; the C functions against the C++ operators pass at the default
+/// level (a module with its own static C++ runtime mixes them: `rust_panics_unwind`).
+#[test]
+fn mismatched_allocation_and_deallocation() {
+    // (case, the call, what allocated the object, its size, the level that reports it,
+    // whether the call is a sized delete given another size)
+    for (case, call, allocated_by, size, level, wrong_size) in [
+        ("new-array-delete", "operator delete", "operator new[], to be freed by operator delete[]", 64, 1, true),
+        ("new-delete-array", "operator delete[]", "operator new, to be freed by operator delete", 8, 1, false),
+        (
+            "aligned-new-array-delete",
+            "operator delete",
+            "operator new[], to be freed by operator delete[]",
+            8192,
+            1,
+            false,
+        ),
+        ("new-free", "free", "operator new, to be freed by operator delete", 4, 2, false),
+        ("malloc-delete", "operator delete", "malloc (or calloc, realloc, ...), to be freed by free", 40, 2, true),
+        ("new-realloc", "realloc", "operator new, to be freed by operator delete", 8, 2, false),
+        ("big-new-array-free", "free", "operator new[], to be freed by operator delete[]", 300000, 2, false),
+    ] {
+        let reporting = if level == 1 {
+            vec!["mode=detect", "mode=detect:alloc_dealloc_mismatch=2"]
+        } else {
+            vec!["mode=detect:alloc_dealloc_mismatch=2"]
+        };
+        for opts in reporting {
+            let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", opts)]);
+            let err = stderr(&o);
+            assert_report(&o, "alloc-dealloc-mismatch");
+            assert!(
+                err.contains(&format!("{call} of 0x"))
+                    && err.contains(&format!("the object was allocated by {allocated_by}"))
+                    && err.contains(&format!(" of {size} bytes; the address is at offset 0"))
+                    && err.contains("previously allocated by thread"),
+                "{case}, {opts}:\n{err}"
+            );
+        }
+        let mut quiet = vec![
+            "mode=prevent",
+            "mode=detect:alloc_dealloc_mismatch=0",
+            "mode=detect:stacks=0:alloc_dealloc_mismatch=2",
+        ];
+        if level == 2 {
+            quiet.push("mode=detect");
+        }
+        for opts in quiet {
+            let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", opts)]);
+            let err = stderr(&o);
+            if wrong_size {
+                assert_report(&o, "size-mismatch");
+            } else {
+                assert_eq!(o.status.code(), Some(3), "{case}, {opts}: {err}");
+                assert!(err.contains(&format!("survived: {case}")), "{case}, {opts}: {err}");
+                assert!(!err.contains("nevermore:"), "{case}, {opts}: {err}");
+            }
         }
     }
 }

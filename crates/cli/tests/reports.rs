@@ -108,6 +108,13 @@ const CASES: &[Case] = &[
         alloc: Some(("make_record", "make")),
     },
     Case {
+        arg: "alloc-dealloc-mismatch",
+        kind: "alloc-dealloc-mismatch",
+        access: ("delete_record", "alloc-dealloc-mismatch"),
+        free: None,
+        alloc: Some(("new_records", "make-new-array")),
+    },
+    Case {
         arg: "invalid-pointer",
         kind: "invalid-pointer",
         access: ("ask_size_inside", "invalid-pointer"),
@@ -357,6 +364,7 @@ fn json_reports_parse_and_follow_the_schema() {
         ("double-free", "double-free", "drop_again"),
         ("wild", "wild-access", "touch_wild"),
         ("size-mismatch", "size-mismatch", "drop_half"),
+        ("alloc-dealloc-mismatch", "alloc-dealloc-mismatch", "delete_record"),
     ] {
         for bin in bins() {
             let o = run_detect(bin, &[case], &["--json"]);
@@ -377,6 +385,14 @@ fn json_reports_parse_and_follow_the_schema() {
                 assert_eq!(r["object"]["size"], 48, "{r:#}");
                 assert_eq!(r["allocated"]["stack"][0]["function"], "make_record", "{r:#}");
                 assert!(r["freed"].is_null(), "{r:#}");
+            } else if case == "alloc-dealloc-mismatch" {
+                assert_eq!(r["object"]["size"], 48, "{r:#}");
+                assert_eq!(r["allocated"]["stack"][0]["function"], "new_records", "{r:#}");
+                assert_eq!(r["allocated"]["stack"][0]["line"], line_of("make-new-array"));
+                assert!(r["freed"].is_null(), "{r:#}");
+                assert_eq!(r["operation"], "operator delete", "{r:#}");
+                let what = r["description"].as_str().unwrap();
+                assert!(what.contains("allocated by operator new[], to be freed by operator delete[]"), "{r:#}");
             } else if case != "wild" {
                 assert_eq!(r["allocated"]["stack"][0]["function"], "make_record", "{r:#}");
                 assert_eq!(r["allocated"]["stack"][0]["line"], line_of("make"));

@@ -6,7 +6,7 @@
 use core::ffi::{c_int, c_void};
 use core::ptr;
 
-use crate::heap;
+use crate::heap::{self, Family};
 use crate::sys::{self, PAGE};
 
 /// Runs an allocation and keeps `errno` as it was unless the allocation failed: like glibc,
@@ -22,10 +22,11 @@ fn keep_errno(f: impl FnOnce() -> *mut u8) -> *mut c_void {
     p as *mut c_void
 }
 
-/// `free` that leaves `errno` alone.
+/// `free` (or `op`, a deallocation function of `family`) that leaves `errno` alone.
 #[inline]
-fn free_keep_errno(p: *mut c_void, op: &'static str) {
+fn free_keep_errno(p: *mut c_void, op: &'static str, family: Family) {
     let saved = sys::errno();
+    heap::check_family(p as *mut u8, family, op);
     heap::free(p as *mut u8, op);
     sys::set_errno(saved);
 }
@@ -37,12 +38,12 @@ pub extern "C" fn malloc(size: usize) -> *mut c_void {
 
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
-    free_keep_errno(p, "free")
+    free_keep_errno(p, "free", Family::Malloc)
 }
 
 #[no_mangle]
 pub extern "C" fn cfree(p: *mut c_void) {
-    free_keep_errno(p, "free")
+    free_keep_errno(p, "free", Family::Malloc)
 }
 
 #[no_mangle]
@@ -59,6 +60,7 @@ pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 #[no_mangle]
 pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let saved = sys::errno();
+    heap::check_family(p as *mut u8, Family::Malloc, "realloc");
     let q = heap::realloc(p as *mut u8, size);
     if !q.is_null() || size == 0 {
         sys::set_errno(saved);
@@ -296,15 +298,18 @@ pub extern "C" fn malloc_stats() {
 // They are therefore written as naked functions with explicit unwind (CFI) information; the
 // libstdc++ entry points are weak references, so C programs (without libstdc++) still load.
 
-/// Allocation attempt for `operator new`: `align` 0 means the default alignment.
-extern "C" fn new_attempt(size: usize, align: usize) -> *mut u8 {
-    if align == 0 {
+/// Allocation attempt for `operator new` (`family` New) or `operator new[]` (NewArray):
+/// `align` 0 means the default alignment.
+extern "C" fn new_attempt(size: usize, align: usize, family: u32) -> *mut u8 {
+    let p = if align == 0 {
         keep_errno(|| heap::malloc(size)) as *mut u8
     } else if align.is_power_of_two() {
         keep_errno(|| heap::malloc_aligned(size, align)) as *mut u8
     } else {
         ptr::null_mut()
-    }
+    };
+    heap::note_family(p, Family::of_bits(family));
+    p
 }
 
 /// No handler and no libstdc++ to throw with: report and abort.
@@ -319,7 +324,8 @@ extern "C" fn new_failed(size: usize) -> ! {
     })
 }
 
-/// The shared body of the throwing `operator new`s: rdi = size, rsi = alignment (0: default).
+/// The shared body of the throwing `operator new`s: rdi = size, rsi = alignment (0: default),
+/// edx = the family (`Family::New` or `Family::NewArray`).
 #[unsafe(naked)]
 extern "C" fn new_throwing() {
     core::arch::naked_asm!(
@@ -332,13 +338,16 @@ extern "C" fn new_throwing() {
         "push r12",
         ".cfi_adjust_cfa_offset 8",
         ".cfi_offset r12, -24",
-        "sub rsp, 8",
+        "push r13",
         ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r13, -32",
         "mov rbx, rdi",
         "mov r12, rsi",
+        "mov r13d, edx",
         "2:",
         "mov rdi, rbx",
         "mov rsi, r12",
+        "mov edx, r13d",
         "call {attempt}",
         "test rax, rax",
         "jnz 4f",
@@ -362,7 +371,7 @@ extern "C" fn new_throwing() {
         "call {failed}",
         "ud2",
         "4:",
-        "add rsp, 8",
+        "pop r13",
         ".cfi_adjust_cfa_offset -8",
         "pop r12",
         ".cfi_adjust_cfa_offset -8",
@@ -375,102 +384,117 @@ extern "C" fn new_throwing() {
     )
 }
 
+// Family numbers as the naked entry points load them.
+const NEW: u32 = Family::New as u32;
+const NEW_ARRAY: u32 = Family::NewArray as u32;
+
 macro_rules! new_default {
-    ($($name:ident),*) => {$(
+    ($($name:ident = $family:ident),*) => {$(
         /// `operator new(size_t)` / `operator new[](size_t)`.
         #[no_mangle]
         #[unsafe(naked)]
         pub extern "C" fn $name() {
-            core::arch::naked_asm!("xor esi, esi", "jmp {body}", body = sym new_throwing)
+            core::arch::naked_asm!(
+                "xor esi, esi",
+                "mov edx, {family}",
+                "jmp {body}",
+                family = const $family,
+                body = sym new_throwing,
+            )
         }
     )*};
 }
 
 macro_rules! new_aligned {
-    ($($name:ident),*) => {$(
+    ($($name:ident = $family:ident),*) => {$(
         /// `operator new(size_t, align_val_t)` and the array form.
         #[no_mangle]
         #[unsafe(naked)]
         pub extern "C" fn $name() {
-            core::arch::naked_asm!("jmp {body}", body = sym new_throwing)
+            core::arch::naked_asm!("mov edx, {family}", "jmp {body}", family = const $family, body = sym new_throwing)
         }
     )*};
 }
 
-new_default!(_Znwm, _Znam);
-new_aligned!(_ZnwmSt11align_val_t, _ZnamSt11align_val_t);
+new_default!(_Znwm = NEW, _Znam = NEW_ARRAY);
+new_aligned!(_ZnwmSt11align_val_t = NEW, _ZnamSt11align_val_t = NEW_ARRAY);
 
 macro_rules! new_nothrow {
-    ($($name:ident),*) => {$(
+    ($($name:ident = $family:expr),*) => {$(
         /// `operator new(size_t, const nothrow_t&)` and the array form: null on failure.
         #[no_mangle]
         pub extern "C" fn $name(size: usize, _nt: *const c_void) -> *mut c_void {
-            keep_errno(|| heap::malloc(size))
+            new_attempt(size, 0, $family as u32) as *mut c_void
         }
     )*};
 }
 
 macro_rules! new_aligned_nothrow {
-    ($($name:ident),*) => {$(
+    ($($name:ident = $family:expr),*) => {$(
         /// `operator new(size_t, align_val_t, const nothrow_t&)` and the array form.
         #[no_mangle]
         pub extern "C" fn $name(size: usize, align: usize, _nt: *const c_void) -> *mut c_void {
-            new_attempt(size, align) as *mut c_void
+            new_attempt(size, align, $family as u32) as *mut c_void
         }
     )*};
 }
 
-new_nothrow!(_ZnwmRKSt9nothrow_t, _ZnamRKSt9nothrow_t);
-new_aligned_nothrow!(_ZnwmSt11align_val_tRKSt9nothrow_t, _ZnamSt11align_val_tRKSt9nothrow_t);
+new_nothrow!(_ZnwmRKSt9nothrow_t = Family::New, _ZnamRKSt9nothrow_t = Family::NewArray);
+new_aligned_nothrow!(
+    _ZnwmSt11align_val_tRKSt9nothrow_t = Family::New,
+    _ZnamSt11align_val_tRKSt9nothrow_t = Family::NewArray
+);
 
 macro_rules! delete {
-    ($($name:ident ( $($arg:ident : $ty:ty),* )),* $(,)?) => {$(
+    ($($name:ident ( $($arg:ident : $ty:ty),* ) = $op:literal, $family:expr;)*) => {$(
         /// An unsized `operator delete` variant (the alignment and `nothrow` are not needed).
         #[no_mangle]
         pub extern "C" fn $name(p: *mut c_void $(, $arg: $ty)*) {
             $(let _ = $arg;)*
-            free_keep_errno(p, "operator delete")
+            free_keep_errno(p, $op, $family)
         }
     )*};
 }
 
 delete!(
-    _ZdlPv(),
-    _ZdaPv(),
-    _ZdlPvSt11align_val_t(align: usize),
-    _ZdaPvSt11align_val_t(align: usize),
-    _ZdlPvRKSt9nothrow_t(nt: *const c_void),
-    _ZdaPvRKSt9nothrow_t(nt: *const c_void),
-    _ZdlPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
-    _ZdaPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void),
+    _ZdlPv() = "operator delete", Family::New;
+    _ZdaPv() = "operator delete[]", Family::NewArray;
+    _ZdlPvSt11align_val_t(align: usize) = "operator delete", Family::New;
+    _ZdaPvSt11align_val_t(align: usize) = "operator delete[]", Family::NewArray;
+    _ZdlPvRKSt9nothrow_t(nt: *const c_void) = "operator delete", Family::New;
+    _ZdaPvRKSt9nothrow_t(nt: *const c_void) = "operator delete[]", Family::NewArray;
+    _ZdlPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void) = "operator delete", Family::New;
+    _ZdaPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void) = "operator delete[]", Family::NewArray;
 );
 
-/// `free` told the object's size, leaving `errno` alone.
+/// `free` told the object's size (or `op`, a sized deallocation function of `family`),
+/// leaving `errno` alone.
 #[inline]
-fn free_sized_keep_errno(p: *mut c_void, size: usize, op: &'static str) {
+fn free_sized_keep_errno(p: *mut c_void, size: usize, op: &'static str, family: Family) {
     let saved = sys::errno();
+    heap::check_family(p as *mut u8, family, op);
     heap::free_sized(p as *mut u8, size, op);
     sys::set_errno(saved);
 }
 
 macro_rules! delete_sized {
-    ($($name:ident ( $($arg:ident : $ty:ty),* )),* $(,)?) => {$(
+    ($($name:ident ( $($arg:ident : $ty:ty),* ) = $op:literal, $family:expr;)*) => {$(
         /// A sized `operator delete` variant: the size must be the one given to `operator new`
         /// (C++14 [expr.delete]); another is reported as `size-mismatch`, as a deletion through
         /// a base class without a virtual destructor, or of the wrong type, would give.
         #[no_mangle]
         pub extern "C" fn $name(p: *mut c_void, size: usize $(, $arg: $ty)*) {
             $(let _ = $arg;)*
-            free_sized_keep_errno(p, size, "operator delete")
+            free_sized_keep_errno(p, size, $op, $family)
         }
     )*};
 }
 
 delete_sized!(
-    _ZdlPvm(),
-    _ZdaPvm(),
-    _ZdlPvmSt11align_val_t(align: usize),
-    _ZdaPvmSt11align_val_t(align: usize),
+    _ZdlPvm() = "operator delete", Family::New;
+    _ZdaPvm() = "operator delete[]", Family::NewArray;
+    _ZdlPvmSt11align_val_t(align: usize) = "operator delete", Family::New;
+    _ZdaPvmSt11align_val_t(align: usize) = "operator delete[]", Family::NewArray;
 );
 
 // ---- C23 and glibc's internal names ---------------------------------------------------------
@@ -479,14 +503,14 @@ delete_sized!(
 /// product); another is reported as `size-mismatch`.
 #[no_mangle]
 pub extern "C" fn free_sized(p: *mut c_void, size: usize) {
-    free_sized_keep_errno(p, size, "free_sized")
+    free_sized_keep_errno(p, size, "free_sized", Family::Malloc)
 }
 
 /// C23 `free_aligned_sized`, for objects from `aligned_alloc`: as `free_sized`.
 #[no_mangle]
 pub extern "C" fn free_aligned_sized(p: *mut c_void, align: usize, size: usize) {
     let _ = align;
-    free_sized_keep_errno(p, size, "free_aligned_sized")
+    free_sized_keep_errno(p, size, "free_aligned_sized", Family::Malloc)
 }
 
 // glibc exports its allocator under these names as well, and some programs call them directly
@@ -500,7 +524,7 @@ pub extern "C" fn __libc_malloc(size: usize) -> *mut c_void {
 
 #[no_mangle]
 pub extern "C" fn __libc_free(p: *mut c_void) {
-    free_keep_errno(p, "free")
+    free_keep_errno(p, "free", Family::Malloc)
 }
 
 #[no_mangle]

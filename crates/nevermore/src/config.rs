@@ -37,6 +37,13 @@ pub struct Options {
     pub json: bool,
     /// Detect mode: record allocation and free stacks (`stacks=0` turns it off).
     pub stacks: bool,
+    /// Detect mode with stacks: which frees by another family's function than the allocating
+    /// one are reported (`alloc_dealloc_mismatch`): 0 none; 1 `operator new` against
+    /// `operator new[]` (`delete` of an array, `delete[]` of a single object); 2 also the C
+    /// functions against the C++ operators (`free` of an object from `new`, `delete` of memory
+    /// from `malloc`). Level 2 also reports every deletion of a module whose C++ runtime is
+    /// linked in statically (its `operator new` calls `malloc` unseen), hence the default 1.
+    pub alloc_dealloc_mismatch: u8,
     /// Detect mode: every object, small ones too, gets pool pages of its own and lies against
     /// a guard page, so that an access past its end traps where it happens (`guard_all`).
     pub guard_all: bool,
@@ -81,6 +88,7 @@ impl Options {
         exitcode: None,
         json: false,
         stacks: true,
+        alloc_dealloc_mismatch: 1,
         guard_all: false,
         alias_space_mib: 32 << 20,
         large_space_mib: 32 << 20,
@@ -100,7 +108,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +150,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             }
             b"stats" => o.stats = parse_bool(key, value)?,
             b"stacks" => o.stacks = parse_bool(key, value)?,
+            b"alloc_dealloc_mismatch" => {
+                o.alloc_dealloc_mismatch = match value {
+                    b"0" => 0,
+                    b"1" => 1,
+                    b"2" => 2,
+                    _ => return Err(ParseError::BadValue { key, value, expected: "0, 1 or 2" }),
+                }
+            }
             b"guard_all" => {
                 o.guard_all = parse_bool(key, value)?;
                 guard_all_value = value;
@@ -289,6 +305,11 @@ mod tests {
         assert!(parse(b"report_format=json").unwrap().json);
         assert!(!parse(b"report_format=text").unwrap().json);
         assert!(Options::DEFAULT.stacks && !parse(b"stacks=0").unwrap().stacks);
+        assert_eq!(parse(b"").unwrap().alloc_dealloc_mismatch, 1);
+        assert_eq!(parse(b"alloc_dealloc_mismatch=0").unwrap().alloc_dealloc_mismatch, 0);
+        assert_eq!(parse(b"alloc_dealloc_mismatch=2").unwrap().alloc_dealloc_mismatch, 2);
+        assert!(matches!(parse(b"alloc_dealloc_mismatch=3"), Err(ParseError::BadValue { .. })));
+        assert!(matches!(parse(b"alloc_dealloc_mismatch=yes"), Err(ParseError::BadValue { .. })));
         assert!(!parse(b"").unwrap().guard_all);
         assert!(parse(b"mode=detect:guard_all=1").unwrap().guard_all);
         assert!(parse(b"guard_all=yes,mode=detect").unwrap().guard_all);

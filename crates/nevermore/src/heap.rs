@@ -219,10 +219,101 @@ fn recorded_trace(addr: usize) -> Option<(u32, u32, u32, u32)> {
         .filter(|(t, e)| t.epoch.load(Ordering::Acquire) == *e && t.alloc_tid.load(Ordering::Relaxed) != 0)?;
     Some((
         t.alloc.load(Ordering::Relaxed),
-        t.alloc_tid.load(Ordering::Relaxed),
+        t.alloc_tid.load(Ordering::Relaxed) & TID_MASK,
         t.free.load(Ordering::Relaxed),
         t.free_tid.load(Ordering::Acquire),
     ))
+}
+
+/// Which allocation functions an object came from, for `alloc-dealloc-mismatch`: the C ones
+/// (`malloc`, `calloc`, `realloc`, `aligned_alloc`, ...), `operator new` or `operator new[]`.
+/// Each has its own deallocation functions; freeing an object with another family's is
+/// undefined (a `new[]` array deleted with `delete` skips destructors, one freed with `free`
+/// never runs them, and allocators that prefix arrays with their length free the wrong
+/// address). Detect mode keeps the family in the two high bits of the trace record's
+/// allocating thread (thread numbers stay below 2^22).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Malloc = 0,
+    New = 1,
+    NewArray = 2,
+}
+
+const FAMILY_SHIFT: u32 = 30;
+const TID_MASK: u32 = (1 << FAMILY_SHIFT) - 1;
+
+impl Family {
+    /// The family numbered `bits` (as stored, and as the C++ entry points pass it).
+    pub fn of_bits(bits: u32) -> Family {
+        match bits {
+            1 => Family::New,
+            2 => Family::NewArray,
+            _ => Family::Malloc,
+        }
+    }
+
+    fn allocated_by(self) -> &'static str {
+        match self {
+            Family::Malloc => "the object was allocated by malloc (or calloc, realloc, ...), to be freed by free",
+            Family::New => "the object was allocated by operator new, to be freed by operator delete",
+            Family::NewArray => "the object was allocated by operator new[], to be freed by operator delete[]",
+        }
+    }
+}
+
+/// Detect mode with stacks: notes that the object `p`, just allocated, came from the
+/// allocation functions of family `f` (the C functions' family is what a record starts with).
+pub fn note_family(p: *mut u8, f: Family) {
+    if p.is_null() || f == Family::Malloc || !crate::detect() || !stack::enabled() {
+        return;
+    }
+    if let Some((t, e)) = trace_slot(p as usize) {
+        if t.epoch.load(Ordering::Acquire) == e && t.alloc_tid.load(Ordering::Relaxed) != 0 {
+            t.alloc_tid.fetch_or((f as u32) << FAMILY_SHIFT, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Before `op`, a deallocation function of family `f`, frees `p`: in detect mode with stacks,
+/// reports a live object at `p` that another family allocated, as far as
+/// `alloc_dealloc_mismatch` asks: at level 1, only `operator new` against `operator new[]`.
+/// The C functions against the C++ operators (level 2) are left out by default because a
+/// module with the C++ runtime linked in statically (the LLVM library of Rust's toolchain)
+/// has its own `operator new`, which reaches this allocator as `malloc`, and its objects are
+/// deleted by the program's `operator delete` (here): every such deletion would look
+/// mismatched. Its `operator new[]` reaches it as `malloc` too, never as `operator new`, so
+/// level 1 cannot be misled by it. Anything else at `p` (nothing, a freed object, an interior
+/// pointer) is left to the free itself, which reports it.
+#[inline]
+pub fn check_family(p: *mut u8, f: Family, op: &'static str) {
+    if !p.is_null() && crate::detect() {
+        check_family_detect(p as usize, f, op);
+    }
+}
+
+#[inline(never)]
+fn check_family_detect(p: usize, f: Family, op: &'static str) {
+    let level = crate::options().alloc_dealloc_mismatch;
+    if level == 0 || !stack::enabled() {
+        return;
+    }
+    let Ok((_, size)) = resolve(p, op, Kind::InvalidFree) else { return };
+    let Some((t, e)) = trace_slot(p) else { return };
+    let tid = t.alloc_tid.load(Ordering::Relaxed);
+    if t.epoch.load(Ordering::Acquire) != e || tid == 0 || t.free_tid.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    let had = Family::of_bits(tid >> FAMILY_SHIFT);
+    if had != f && (level >= 2 || (had != Family::Malloc && f != Family::Malloc)) {
+        report::fatal(Report {
+            kind: Kind::AllocDeallocMismatch,
+            addr: p,
+            op,
+            what: had.allocated_by(),
+            object: Some(Object { start: p, size }),
+            claimed: None,
+        });
+    }
 }
 
 /// Page and large objects; `room` asks for room to grow in place (`large::alloc`).

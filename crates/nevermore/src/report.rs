@@ -34,6 +34,7 @@ pub enum Kind {
     WildAccess,
     OutOfMemory,
     SizeMismatch,
+    AllocDeallocMismatch,
 }
 
 impl Kind {
@@ -47,6 +48,7 @@ impl Kind {
             Kind::WildAccess => "wild-access",
             Kind::OutOfMemory => "out-of-memory",
             Kind::SizeMismatch => "size-mismatch",
+            Kind::AllocDeallocMismatch => "alloc-dealloc-mismatch",
         }
     }
 }

@@ -116,6 +116,12 @@ impl Symbolizer {
             match k.as_str() {
                 "stack" => stacks.push(val),
                 "freed" | "allocated" => rest.push(val),
+                // A leak report's groups, each with its allocation.
+                "leaked" => {
+                    if let Some(groups) = val.get_mut("groups").and_then(Value::as_array_mut) {
+                        rest.extend(groups.iter_mut().filter_map(|g| g.get_mut("allocated")));
+                    }
+                }
                 _ => {}
             }
         }

@@ -44,6 +44,8 @@ pub struct Options {
     /// from `malloc`). Level 2 also reports every deletion of a module whose C++ runtime is
     /// linked in statically (its `operator new` calls `malloc` unseen), hence the default 1.
     pub alloc_dealloc_mismatch: u8,
+    /// Detect mode: at exit, report the live objects no pointer leads to (`detect_leaks`).
+    pub detect_leaks: bool,
     /// Detect mode: every object, small ones too, gets pool pages of its own and lies against
     /// a guard page, so that an access past its end traps where it happens (`guard_all`).
     pub guard_all: bool,
@@ -89,6 +91,7 @@ impl Options {
         json: false,
         stacks: true,
         alloc_dealloc_mismatch: 1,
+        detect_leaks: false,
         guard_all: false,
         alias_space_mib: 32 << 20,
         large_space_mib: 32 << 20,
@@ -108,7 +111,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +134,7 @@ pub enum ParseError<'a> {
 pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
     let mut o = Options::DEFAULT;
     let mut guard_all_value: &'static [u8] = b"";
+    let mut detect_leaks_value: &'static [u8] = b"";
     for item in s.split(|&c| c == b':' || c == b',') {
         if item.is_empty() {
             continue;
@@ -149,6 +153,10 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 }
             }
             b"stats" => o.stats = parse_bool(key, value)?,
+            b"detect_leaks" => {
+                o.detect_leaks = parse_bool(key, value)?;
+                detect_leaks_value = value;
+            }
             b"stacks" => o.stacks = parse_bool(key, value)?,
             b"alloc_dealloc_mismatch" => {
                 o.alloc_dealloc_mismatch = match value {
@@ -252,6 +260,15 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             expected: "0 unless mode=detect",
         });
     }
+    if o.detect_leaks && o.mode != Mode::Detect {
+        // The leak check reads the whole process at exit and reports with allocation stacks,
+        // which prevent mode does not record.
+        return Err(ParseError::BadValue {
+            key: b"detect_leaks",
+            value: detect_leaks_value,
+            expected: "0 unless mode=detect",
+        });
+    }
     Ok(o)
 }
 
@@ -308,6 +325,12 @@ mod tests {
         assert_eq!(parse(b"").unwrap().alloc_dealloc_mismatch, 1);
         assert_eq!(parse(b"alloc_dealloc_mismatch=0").unwrap().alloc_dealloc_mismatch, 0);
         assert_eq!(parse(b"alloc_dealloc_mismatch=2").unwrap().alloc_dealloc_mismatch, 2);
+        assert!(!parse(b"mode=detect").unwrap().detect_leaks);
+        assert!(parse(b"mode=detect:detect_leaks=1").unwrap().detect_leaks);
+        assert_eq!(
+            parse(b"detect_leaks=1"),
+            Err(ParseError::BadValue { key: b"detect_leaks", value: b"1", expected: "0 unless mode=detect" })
+        );
         assert!(matches!(parse(b"alloc_dealloc_mismatch=3"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"alloc_dealloc_mismatch=yes"), Err(ParseError::BadValue { .. })));
         assert!(!parse(b"").unwrap().guard_all);

@@ -225,6 +225,11 @@ fn recorded_trace(addr: usize) -> Option<(u32, u32, u32, u32)> {
     ))
 }
 
+/// The allocation stack and thread recorded in `t` (the thread without the family bits).
+pub fn allocation_of(t: &stack::Trace) -> (u32, u32) {
+    (t.alloc.load(Ordering::Relaxed), t.alloc_tid.load(Ordering::Relaxed) & TID_MASK)
+}
+
 /// Which allocation functions an object came from, for `alloc-dealloc-mismatch`: the C ones
 /// (`malloc`, `calloc`, `realloc`, `aligned_alloc`, ...), `operator new` or `operator new[]`.
 /// Each has its own deallocation functions; freeing an object with another family's is

@@ -13,6 +13,7 @@
 //! - `large`: large objects in guarded one-time views;
 //! - `sweep`: reusing the dead slots of pinned groups once a scan proves no pointer to them;
 //! - `stop`: holding a process's other threads still (ptrace) while a sweep runs;
+//! - `leak`: at exit in detect mode, the live objects no pointer leads to (`detect_leaks`);
 //! - `guard`: the per-process secret and the keyed canaries;
 //! - `heap`: the front end that ties the tiers together and checks every pointer;
 //! - `reentry`: calls made while the thread is already inside the allocator (signal handlers);
@@ -43,6 +44,7 @@ mod guard;
 mod heap;
 mod history;
 mod large;
+mod leak;
 mod lock;
 mod maps;
 mod meta;
@@ -242,7 +244,9 @@ extern "C" fn thread_exit(c: *mut core::ffi::c_void) {
 }
 
 extern "C" fn at_load() {
-    ensure_init();
+    if ensure_init() {
+        leak::keep_stderr();
+    }
 }
 
 extern "C" fn at_exit() {
@@ -255,6 +259,10 @@ extern "C" fn at_exit() {
         } else {
             stats::print();
         }
+    }
+    if is_ready() && options().detect_leaks && !seccomp::filtered() {
+        // Last: a leak report ends the process.
+        leak::check_at_exit();
     }
 }
 

@@ -35,6 +35,7 @@ pub enum Kind {
     OutOfMemory,
     SizeMismatch,
     AllocDeallocMismatch,
+    MemoryLeak,
 }
 
 impl Kind {
@@ -49,6 +50,7 @@ impl Kind {
             Kind::OutOfMemory => "out-of-memory",
             Kind::SizeMismatch => "size-mismatch",
             Kind::AllocDeallocMismatch => "alloc-dealloc-mismatch",
+            Kind::MemoryLeak => "memory-leak",
         }
     }
 }
@@ -346,6 +348,7 @@ pub fn format_json(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
             let _ = write!(b, "null");
         }
     }
+    let _ = write!(b, ",\"leaked\":null");
     match action {
         None => {
             let _ = writeln!(b, ",\"action\":\"abort\",\"exit_status\":null}}");
@@ -353,6 +356,157 @@ pub fn format_json(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
         Some(code) => {
             let _ = writeln!(b, ",\"action\":\"exit\",\"exit_status\":{code}}}");
         }
+    }
+}
+
+/// Leaks of one allocation stack (`leak`).
+#[derive(Clone, Copy, Default)]
+pub struct LeakGroup {
+    /// The allocation stack's id in the depot (0: not recorded).
+    pub stack: u32,
+    pub thread: u32,
+    pub bytes: u64,
+    pub objects: u64,
+    /// One of the objects, and its size.
+    pub example: usize,
+    pub example_size: usize,
+}
+
+/// Allocation stacks listed in a leak report (the ones that leaked the most bytes); the
+/// others are summed up in one line.
+pub const LEAK_GROUPS_SHOWN: usize = 10;
+
+/// Reports the leaks found at exit (`groups`, the biggest first; `total`: bytes and objects)
+/// as one `memory-leak` report, then ends the process with the configured action.
+#[cold]
+#[inline(never)]
+pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
+    let action = crate::options().exitcode;
+    let tid = sys::gettid();
+    while REPORT_OWNER.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        core::hint::spin_loop();
+    }
+    // SAFETY: this thread owns REPORT_OWNER, hence the buffer.
+    let b = unsafe { &mut *REPORT_BUF.0.get() };
+    b.len = 0;
+    let pid = sys::getpid();
+    let first = groups.first().copied().unwrap_or_default();
+    let shown = &groups[..groups.len().min(LEAK_GROUPS_SHOWN)];
+    let (rest_bytes, rest_objects) =
+        groups[shown.len()..].iter().fold((0u64, 0u64), |(b, o), g| (b + g.bytes, o + g.objects));
+    let d = &crate::stack::DEPOT;
+    let what = "live objects that no pointer leads to are left at exit";
+    if crate::options().json {
+        let _ = write!(
+            b,
+            "{{\"nevermore_report\":1,\"pid\":{pid},\"thread\":{tid},\"kind\":\"{}\",\"address\":\"{:#x}\",\"operation\":\"exit\",\"description\":{},\"mode\":\"detect\",\"object\":{{\"start\":\"{:#x}\",\"size\":{},\"offset\":0}},\"claimed_size\":null,\"stack\":[],\"freed\":null,\"allocated\":",
+            Kind::MemoryLeak.name(),
+            first.example,
+            Json(what.as_bytes()),
+            first.example,
+            first.example_size
+        );
+        leak_event_json(b, &first, d);
+        let _ = write!(
+            b,
+            ",\"note\":{},\"leaked\":{{\"bytes\":{},\"objects\":{},\"stacks\":{},\"groups\":[",
+            if first.stack == 0 { "\"allocation stacks not recorded (stacks=0)\"" } else { "null" },
+            total.0,
+            total.1,
+            groups.len()
+        );
+        for (i, g) in shown.iter().enumerate() {
+            let _ = write!(
+                b,
+                "{}{{\"bytes\":{},\"objects\":{},\"example\":\"{:#x}\",\"example_size\":{},\"allocated\":",
+                if i > 0 { "," } else { "" },
+                g.bytes,
+                g.objects,
+                g.example,
+                g.example_size
+            );
+            leak_event_json(b, g, d);
+            let _ = write!(b, "}}");
+        }
+        let _ = write!(b, "]}}");
+        match action {
+            None => {
+                let _ = writeln!(b, ",\"action\":\"abort\",\"exit_status\":null}}");
+            }
+            Some(code) => {
+                let _ = writeln!(b, ",\"action\":\"exit\",\"exit_status\":{code}}}");
+            }
+        }
+        sys::write_all(crate::leak::out_fd(), b.as_bytes());
+        to_syslog(b.as_bytes());
+    } else {
+        let _ = writeln!(
+            b,
+            "=={pid}== nevermore: ERROR: {} on address {:#x} (thread {tid})",
+            Kind::MemoryLeak.name(),
+            first.example
+        );
+        let _ = writeln!(
+            b,
+            "=={pid}==   exit: {what}: {} bytes in {} objects, from {} allocation stacks",
+            total.0,
+            total.1,
+            groups.len()
+        );
+        let _ = writeln!(
+            b,
+            "=={pid}==   object {:#x} of {} bytes; the address is at offset 0 from its start",
+            first.example, first.example_size
+        );
+        for g in shown {
+            // One write per group: a report with many stacks may not fit the buffer at once.
+            let _ = writeln!(
+                b,
+                "=={pid}==   leaked {} bytes in {} objects (one: {:#x} of {} bytes), allocated by thread {} here:",
+                g.bytes, g.objects, g.example, g.example_size, g.thread
+            );
+            if g.stack == 0 {
+                let _ = writeln!(b, "=={pid}==     (allocation stacks not recorded: stacks=0)");
+            } else {
+                text_frames(b, pid, d.get(g.stack).iter().map(|&x| x as usize), false);
+            }
+            sys::write_all(crate::leak::out_fd(), b.as_bytes());
+            to_syslog(b.as_bytes());
+            b.len = 0;
+        }
+        if shown.len() < groups.len() {
+            let _ = writeln!(
+                b,
+                "=={pid}==   and {} more allocation stacks: {rest_bytes} bytes in {rest_objects} objects",
+                groups.len() - shown.len()
+            );
+        }
+        match action {
+            None => {
+                let _ = writeln!(b, "=={pid}== nevermore: aborting");
+            }
+            Some(code) => {
+                let _ = writeln!(b, "=={pid}== nevermore: exiting with status {code}");
+            }
+        }
+        sys::write_all(crate::leak::out_fd(), b.as_bytes());
+        to_syslog(b.as_bytes());
+    }
+    match action {
+        // SAFETY: `_exit` ends the process without running anything else.
+        Some(code) => unsafe { libc::_exit(code as i32) },
+        None => sys::die(),
+    }
+}
+
+/// `{"thread":..,"stack":[..]}` of a leak group's allocation, or null when not recorded.
+fn leak_event_json(b: &mut impl Write, g: &LeakGroup, d: &crate::stack::Depot) {
+    if g.stack == 0 {
+        let _ = write!(b, "null");
+    } else {
+        let _ = write!(b, "{{\"thread\":{},\"stack\":", g.thread);
+        json_frames(b, d.get(g.stack).iter().map(|&x| x as usize), false);
+        let _ = write!(b, "}}");
     }
 }
 

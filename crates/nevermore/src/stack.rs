@@ -178,6 +178,42 @@ const PT_LOAD: u32 = 1;
 const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
 const PF_X: u32 = 1;
 
+const PF_W: u32 = 2;
+
+/// This library's own writable memory (its data and bss), page-rounded: (start, end), or
+/// None when the loaded objects cannot be looked at now. The leak check leaves it out of what
+/// the program holds: the allocator's statics may hold addresses of objects (a cursor on the
+/// last page issued) that the program does not.
+pub fn own_writable() -> Option<(usize, usize)> {
+    extern "C" fn find(info: *mut DlPhdrInfo, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: `data` is the (start, end) pair of `own_writable`; `info` is valid for the
+        // duration of the callback (dl_iterate_phdr's contract).
+        let (out, info) = unsafe { (&mut *(data as *mut (usize, usize)), &*info) };
+        let here = own_writable as fn() -> Option<(usize, usize)> as usize;
+        let Some((_, lo, hi, _)) = describe(info) else { return 0 };
+        if !(lo..hi).contains(&here) {
+            return 0;
+        }
+        for i in 0..info.phnum as usize {
+            // SAFETY: phdr has phnum entries.
+            let ph = unsafe { &*info.phdr.add(i) };
+            if ph.p_type == PT_LOAD && ph.p_flags & PF_W != 0 {
+                let start = info.addr.wrapping_add(ph.p_vaddr as usize) & !(crate::sys::PAGE - 1);
+                let end =
+                    crate::sys::round_up(info.addr.wrapping_add((ph.p_vaddr + ph.p_memsz) as usize), crate::sys::PAGE);
+                out.0 = out.0.min(start);
+                out.1 = out.1.max(end);
+            }
+        }
+        1
+    }
+    let mut range = (usize::MAX, 0usize);
+    if !iterate_loaded(find, &mut range as *mut (usize, usize) as *mut c_void) {
+        return None;
+    }
+    (range.0 < range.1).then_some(range)
+}
+
 /// Record `i` of the table (its chunk must exist).
 fn module_record(i: usize) -> *mut Module {
     // SAFETY: chunks hold CHUNK_MODULES records; the caller checked that chunk i / CHUNK_MODULES

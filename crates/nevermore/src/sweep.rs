@@ -69,7 +69,7 @@
 //! not dead), and the last pass clears every mark. Reclaimed slots become `FREE_SLOT` (dead,
 //! no object) and go on their class's reclaimed stack (`slab::Central`), out of band.
 
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::pool::{self, POOL};
 use crate::slab::{self, Slot, CLASSES, FREED, FREE_SLOT};
@@ -275,6 +275,64 @@ fn consider() {
     BUSY.store(false, Ordering::Release);
 }
 
+/// The lowest address of this thread's stack that the leak check reads: what lies below was
+/// left by calls that returned (the check's own among them) and would keep objects
+/// reachable that the program no longer holds.
+static LEAK_STACK_FLOOR: AtomicUsize = AtomicUsize::new(0);
+
+/// The library's own writable memory (`stack::own_writable`), which the leak check skips.
+struct OwnRange(AtomicUsize, AtomicUsize);
+
+impl OwnRange {
+    fn load(&self) -> (usize, usize) {
+        (self.0.load(Ordering::Relaxed), self.1.load(Ordering::Relaxed))
+    }
+}
+
+static LEAK_OWN: OwnRange = OwnRange(AtomicUsize::new(0), AtomicUsize::new(0));
+
+/// For the leak check at exit: every word of the program's own memory (its mappings but the
+/// heap's and the allocator's, and this thread's stack below `floor`) and of the registers
+/// goes to `leak::reach`; the held threads' registers first, through the holder (`held`).
+/// Signals must be blocked. False if something could not be read.
+pub(crate) fn leak_roots(held: Option<&stop::Held>, floor: usize) -> bool {
+    let Some(mut b) = buffers() else { return false };
+    LEAK_STACK_FLOOR.store(floor & !7, Ordering::Relaxed);
+    let Some((own_lo, own_hi)) = crate::stack::own_writable() else { return false };
+    LEAK_OWN.0.store(own_lo, Ordering::Relaxed);
+    LEAK_OWN.1.store(own_hi, Ordering::Relaxed);
+    LEAK_CHECK.store(true, Ordering::Relaxed);
+    // The holder reads the held threads' registers, and is done before this thread reads:
+    // `leak::reach` is not meant for two at once.
+    let mut ok = held.is_none_or(|h| {
+        h.start_scan();
+        h.finish_scan()
+    });
+    let mut scanned = 0;
+    ok = ok && scan_registers() && scan_mappings(&mut b, &mut scanned);
+    LEAK_CHECK.store(false, Ordering::Relaxed);
+    ok
+}
+
+/// For the leak check: `leak::reach` for every word of `len` bytes at `off` in the pool's
+/// file (a live large object, whose pages may be holes). False if the file cannot be read.
+pub(crate) fn leak_file(off: usize, len: usize) -> bool {
+    let Some(mut b) = buffers() else { return false };
+    let l = POOL.layout();
+    if sys::file_id(l.fd) != Some(l.file) {
+        return false;
+    }
+    LEAK_CHECK.store(true, Ordering::Relaxed);
+    let mut scanned = 0;
+    let ok = scan_file(&mut b, l.fd, off, len, &mut scanned);
+    LEAK_CHECK.store(false, Ordering::Relaxed);
+    ok
+}
+
+/// What the holder does for the leak check: reads the held threads' registers.
+pub(crate) const LEAK_HOLDER_SCAN: stop::Scan =
+    stop::Scan { words: scan_words, share: || {}, fault: alias::reinstall_raw };
+
 /// How long to wait after a sweep (or a census) that took `spent`, and its counts.
 fn paced(outcome: Outcome, spent: u64) -> u64 {
     match outcome {
@@ -312,7 +370,7 @@ pub fn fork_child() {
 }
 
 /// Blocks every signal but the synchronous faults; returns the old mask.
-fn block_signals() -> u64 {
+pub(crate) fn block_signals() -> u64 {
     let keep = (1u64 << (libc::SIGSEGV - 1)) | (1u64 << (libc::SIGBUS - 1));
     let set: u64 = !keep;
     let mut old: u64 = 0;
@@ -321,7 +379,7 @@ fn block_signals() -> u64 {
     old
 }
 
-fn restore_signals(old: u64) {
+pub(crate) fn restore_signals(old: u64) {
     // SAFETY: as in `block_signals`.
     unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &old, core::ptr::null_mut::<u64>(), 8usize) };
 }
@@ -604,9 +662,19 @@ fn mark(w: usize) {
 /// Dead slots marked so far (`chase` reads only when marks were added since it last looked).
 static NEWLY_REACHED: AtomicU64 = AtomicU64::new(0);
 
+/// While the leak check at exit reads the process (`leak`), words lead to live objects, not to
+/// dead slots (detect mode, where no sweep runs).
+static LEAK_CHECK: AtomicBool = AtomicBool::new(false);
+
 /// Marks what every aligned word of `bytes` points to. (Also called by `stop`'s holder task
 /// with the held threads' registers: it touches no thread-local state.)
 fn scan_words(bytes: &[u8]) {
+    if LEAK_CHECK.load(Ordering::Relaxed) {
+        for w in bytes.chunks_exact(8) {
+            crate::leak::reach(usize::from_ne_bytes(w.try_into().unwrap_or([0; 8])));
+        }
+        return;
+    }
     let (arena, len) = alias::arena_range();
     let (proof, window) = alias::proof_scope();
     for w in bytes.chunks_exact(8) {
@@ -682,9 +750,19 @@ fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> boo
     let mut examined = 0usize;
     // The listing is taken out of the buffers while the scan uses the others.
     let maps = core::mem::take(&mut b.maps);
+    let leak = LEAK_CHECK.load(Ordering::Relaxed);
+    let floor = LEAK_STACK_FLOOR.load(Ordering::Relaxed);
+    let (own_lo, own_hi) = LEAK_OWN.load();
     let ok = maps::program_ranges(&maps[..n], |lo, hi, readable, shared| {
-        examined += hi - lo;
-        examined <= MAX_EXAMINED && scan_range(b, lo, hi, (readable, shared), how, scanned)
+        // The leak check reads this thread's stack from `floor` up only, and not the
+        // library's own statics.
+        let lo = if leak && floor.wrapping_sub(lo) < hi - lo { floor } else { lo };
+        let (below, above) =
+            if leak { ((lo, hi.min(own_lo).max(lo)), (lo.max(own_hi).min(hi), hi)) } else { ((lo, hi), (hi, hi)) };
+        [below, above].into_iter().filter(|&(a, z)| a < z).all(|(a, z)| {
+            examined += z - a;
+            examined <= MAX_EXAMINED && scan_range(b, a, z, (readable, shared), how, scanned)
+        })
     });
     b.maps = maps;
     ok
@@ -739,7 +817,10 @@ fn scan_range(
             if read != Some(len) {
                 return false;
             }
-            scan_words(&b.data[..len]);
+            // Pages are read whole; words below `lo` (the leak check's floor, within this
+            // thread's stack) are not the range's.
+            let skip = lo.saturating_sub(addr).min(len) & !7;
+            scan_words(&b.data[skip..len]);
             *scanned += len as u64;
             k += run;
         }

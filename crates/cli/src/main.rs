@@ -46,6 +46,7 @@ Examples:
   nevermore run -- ./server --port 8080
   nevermore run --mode detect -- ./test-suite            # every use-after-free traps at once
   nevermore run --mode detect -o guard_all=1 -- ./tests  # overflows trap at the access too
+  nevermore run --leaks -- ./tests                       # detect mode, and leaks at exit
   nevermore run --mode detect --json --report r.json -- ./prog
   nevermore run --stats --report nm-report.txt -- make -j8
   NEVERMORE_OPTIONS=mode=detect nevermore run --option stats=1 -- python3 script.py
@@ -92,6 +93,10 @@ struct RunArgs {
     /// Print allocator statistics when the program exits (adds stats=1)
     #[arg(long)]
     stats: bool,
+    /// At exit, report the live objects no pointer leads to (adds detect_leaks=1; implies
+    /// --mode detect)
+    #[arg(long)]
+    leaks: bool,
     /// Write the (symbolized) reports and statistics to FILE instead of stderr
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -325,6 +330,14 @@ fn run(args: RunArgs) -> Result<()> {
     }
     if args.stats {
         options.push("stats=1".into());
+    }
+    if args.leaks {
+        match args.mode {
+            Some(ModeArg::Prevent) => bail!("--leaks needs detect mode (the leak check is a detect mode feature)"),
+            Some(ModeArg::Detect) => {}
+            None => options.push("mode=detect".into()),
+        }
+        options.push("detect_leaks=1".into());
     }
     if args.json {
         options.push("report_format=json".into());

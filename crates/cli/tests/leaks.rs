@@ -130,6 +130,27 @@ fn reachable_and_freed_objects_are_not_leaks() {
     }
 }
 
+/// `nevermore run --leaks` is detect mode with the check; with `--mode prevent` it is refused.
+#[test]
+fn run_leaks_flag() {
+    let mut cmd = Command::new(nevermore_bin());
+    cmd.args(["run", "--leaks", "--", bin().to_str().unwrap(), "leak"])
+        .env_remove("NEVERMORE_OPTIONS")
+        .env_remove("LD_PRELOAD")
+        .env("XDG_CACHE_HOME", writable_dir("leaks-cache"));
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(23), "{}", stderr(&o));
+    assert!(stderr(&o).contains("311816 bytes in 113 objects, from 5 allocation stacks"), "{}", stderr(&o));
+    let mut cmd = Command::new(nevermore_bin());
+    cmd.args(["run", "--leaks", "--mode", "prevent", "--", bin().to_str().unwrap(), "leak"])
+        .env_remove("NEVERMORE_OPTIONS")
+        .env_remove("LD_PRELOAD")
+        .env("XDG_CACHE_HOME", writable_dir("leaks-cache"));
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--leaks needs detect mode"), "{}", stderr(&o));
+}
+
 /// A program that closes its standard error before it exits (coreutils do) still gets the
 /// report there: the library kept a copy of it.
 #[test]

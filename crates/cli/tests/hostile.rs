@@ -459,6 +459,23 @@ fn preload_order_with_another_library() {
     }
 }
 
+/// A library opened with `RTLD_DEEPBIND` frees what the program allocated and the program
+/// what it allocated (realloc too), small and large, in both modes: `dlopen` drops the flag,
+/// which made the library take `free` from the C library (`free(): invalid pointer`).
+#[test]
+fn library_opened_with_deepbind_shares_the_allocator() {
+    let lib = compile("deepbind_lib.c", &["-shared", "-fPIC"]);
+    let bin = compile("deepbind.c", &["-ldl"]);
+    let plain = program(&bin).arg(&lib).output().unwrap();
+    assert_ok(&plain);
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}");
+        let o = run_preloaded_timeout(&bin, &[lib.to_str().unwrap()], &[("NEVERMORE_OPTIONS", &opts)], 60);
+        ok_quiet(&o);
+        assert_eq!(stdout(&o), stdout(&plain), "{mode}: {}", stderr(&o));
+    }
+}
+
 /// Large objects each take two mappings of their own (a view, and the reservation it splits):
 /// with 3 000 mappings left, 1 700 objects just above the page-object limit used them up, and
 /// malloc returned NULL at the 1 498th (glibc's merge into a few). Now the allocator counts the

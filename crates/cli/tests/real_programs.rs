@@ -1020,3 +1020,47 @@ fn java_exceptions_threads_and_jit() {
 fn java_exceptions_threads_and_jit_detect_mode() {
     java_in("detect");
 }
+
+/// A PHP script that goes through the extensions PHP opens with `RTLD_DEEPBIND` (tokenizer,
+/// phar, PDO) and through PHP's own allocator.
+const PHP_PROGRAM: &str = r#"
+$tokens = token_get_all('<?php $a = [1, 2, 3]; echo array_sum($a) * 7; ?>');
+$names = [];
+foreach ($tokens as $t) { if (is_array($t)) { $names[] = token_name($t[0]); } }
+echo count($tokens), " ", implode(",", array_unique($names)), "\n";
+echo class_exists('Phar') ? "phar " : "no-phar ", count(PDO::getAvailableDrivers()) >= 0 ? "pdo\n" : "\n";
+$m = [];
+for ($i = 0; $i < 200000; $i++) { $m["k$i"] = str_repeat(chr(65 + $i % 26), $i % 50); }
+$sum = 0;
+foreach ($m as $k => $v) { $sum += strlen($v); }
+echo $sum, "\n";
+"#;
+
+/// PHP opens its extensions with `RTLD_DEEPBIND`, which made them free the library's objects
+/// with the C library's `free` (`php` aborted at start-up with `free(): invalid pointer`):
+/// the output matches the plain run's, in both modes, and the library served the process.
+fn php_in(mode: &str) {
+    let php = require("php", "php-cli");
+    let args = ["-r", PHP_PROGRAM];
+    let plain = run_plain(&php, &args, &[]);
+    assert_ok(&plain);
+    let sum: u64 = (0..200_000u64).map(|i| i % 50).sum();
+    assert!(stdout(&plain).ends_with(&format!("phar pdo\n{sum}\n")), "php without the library: {}", stdout(&plain));
+    let opts = format!("mode={mode}:stats=1");
+    let under = run_preloaded(&php, &args, &[("NEVERMORE_OPTIONS", opts.as_str())]);
+    assert_ok_preloaded(&under);
+    assert_eq!(stdout(&under), stdout(&plain), "{mode}: {}", stderr(&under));
+    let err = stderr(&under);
+    assert!(!err.contains("nevermore: ERROR"), "{mode}: {err}");
+    assert!(counter(&err, "allocations") > 1000, "{mode}: the library served few allocations:\n{err}");
+}
+
+#[test]
+fn php_with_extensions_opened_deepbind() {
+    php_in("prevent");
+}
+
+#[test]
+fn php_with_extensions_opened_deepbind_detect_mode() {
+    php_in("detect");
+}

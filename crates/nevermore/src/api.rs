@@ -629,6 +629,49 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const libc::sigset_t,
     }
 }
 
+/// The C library's `dlopen` (resolved once).
+static REAL_DLOPEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// `dlopen`, without `RTLD_DEEPBIND`. A library opened with it looks its symbols up in itself
+/// and its own dependencies first, and the C library, a dependency of nearly every library,
+/// defines `malloc` and `free`: the library would free this allocator's objects with the C
+/// library's `free`, and hand it the C library's (PHP opens its extensions so: `php` aborted
+/// at start-up with `free(): invalid pointer`). Without the flag it shares the program's
+/// allocator, as it does under AddressSanitizer, for which PHP leaves the flag out itself;
+/// what the flag is for, keeping the library's own symbols from being overridden by the
+/// program's, is lost for those symbols the program also defines. `verbose=1` says so when
+/// it happens.
+///
+/// # Safety
+/// The C contract of `dlopen(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(file: *const core::ffi::c_char, flags: c_int) -> *mut c_void {
+    let mut real = REAL_DLOPEN.load(core::sync::atomic::Ordering::Relaxed);
+    if real == 0 {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the next definition after
+        // this library's, the C library's.
+        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) } as usize;
+        if real == 0 {
+            return ptr::null_mut();
+        }
+        REAL_DLOPEN.store(real, core::sync::atomic::Ordering::Relaxed);
+    }
+    let mut flags = flags;
+    if flags & libc::RTLD_DEEPBIND != 0 {
+        flags &= !libc::RTLD_DEEPBIND;
+        if crate::options().verbose {
+            crate::report::say(format_args!(
+                "dlopen with RTLD_DEEPBIND: opened without it, so that the library shares this allocator"
+            ));
+        }
+    }
+    // SAFETY: `real` is the C library's `dlopen`, which has this signature.
+    let real: unsafe extern "C" fn(*const core::ffi::c_char, c_int) -> *mut c_void =
+        unsafe { core::mem::transmute(real) };
+    // SAFETY: the caller's arguments, the flag aside.
+    unsafe { real(file, flags) }
+}
+
 #[cfg(target_arch = "x86_64")]
 extern "C" {
     /// glibc's `clone`, under the name it also exports it by (`clone` is its weak alias).

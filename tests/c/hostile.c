@@ -14,6 +14,11 @@
  *                                   print "FD n TARGET" for each open descriptor above 2,
  *                                   and "SELF_ADVICE 1" if process_madvise takes
  *                                   PIDFD_SELF_THREAD here (else 0)
+ *   hostile dup2-over PATH          put a file of its own (PATH, created) at the numbers of
+ *                                   every descriptor the allocator holds (dup2, as a program
+ *                                   that picks its numbers does), write to them, allocate,
+ *                                   fork; the child allocates and writes to them too: PATH
+ *                                   must end with every byte written ("OK" then)
  *   hostile leader-exits            the main thread starts a worker and leaves with
  *                                   pthread_exit; the worker allocates and frees (300 000 times,
  *                                   1 024 objects live) and ends the process
@@ -44,6 +49,7 @@
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -54,6 +60,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -292,6 +299,47 @@ static int fds(void) {
     int st;
     waitpid(pid, &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st)) fail("child", st);
+    return 0;
+}
+
+static int dup2_over(const char *path) {
+    workload(1 << 20, 0);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) fail("open", errno);
+    int taken[16], n = 0;
+    for (int d = 3; d < 4096 && n < 16; d++) {
+        char link[64], target[256];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", d);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len < 0 || d == fd) continue;
+        target[len] = 0;
+        if (strstr(target, "nevermore") || strstr(target, "userfaultfd") || strstr(target, "pidfd")) taken[n++] = d;
+    }
+    if (n == 0) fail("no descriptor of the allocator found", 0);
+    long written = 0;
+    for (int i = 0; i < n; i++) {
+        if (dup2(fd, taken[i]) != taken[i]) fail("dup2", errno);
+        if (write(taken[i], "AAAA", 4) != 4) fail("write", errno);
+        written += 4;
+    }
+    workload(4 << 20, 0);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork", errno);
+    if (pid == 0) {
+        workload(1 << 20, 0);
+        for (int i = 0; i < n; i++)
+            if (write(taken[i], "BB", 2) != 2) fail("write in the child", errno);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fail("child", st);
+    written += 2 * n;
+    workload(1 << 20, 0);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) fail("fstat", errno);
+    if (sb.st_size != written) fail("bytes in the file", (long)sb.st_size);
+    printf("OK %d descriptors, %ld bytes\n", n, written);
     return 0;
 }
 
@@ -543,6 +591,7 @@ int main(int argc, char **argv) {
 #endif
     else if (!strcmp(argv[1], "fds")) r = fds();
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
+    else if (!strcmp(argv[1], "dup2-over") && argc > 2) r = dup2_over(argv[2]);
     else if (!strcmp(argv[1], "mlockall")) r = mlockall_case();
     else if (!strcmp(argv[1], "refault-threads")) r = refault_threads();
     else if (!strcmp(argv[1], "altstack") && argc > 2) r = altstack_case(atol(argv[2]));

@@ -420,6 +420,22 @@ fn all_descriptors_closed() {
     assert_report(&hostile(&["closefds", "uaf"], "detect"), "heap-use-after-free");
 }
 
+/// A program that puts descriptors of its own at the numbers the allocator's hold (`dup2`)
+/// keeps them, in a forked child too: the child closed the number of the pool's descriptor
+/// it inherited, whatever was there by then, and the child's writes to it failed (`EBADF`).
+#[test]
+fn descriptors_put_over_the_allocators_stay_the_programs() {
+    let dir = writable_dir("dup2-over");
+    for mode in ["prevent", "detect"] {
+        let path = dir.join(format!("out-{mode}"));
+        // A pass as another user created it before.
+        let _ = std::fs::remove_file(&path);
+        let o = hostile(&["dup2-over", path.to_str().unwrap()], mode);
+        ok_quiet(&o);
+        assert!(stdout(&o).contains("OK 2 descriptors, 12 bytes"), "{mode}: {}", stdout(&o));
+    }
+}
+
 fn ctor_program() -> (std::path::PathBuf, std::path::PathBuf) {
     let lib = compile("ctor_lib.c", &["-shared", "-fPIC"]);
     let dir = lib.parent().unwrap().to_str().unwrap().to_string();

@@ -308,7 +308,11 @@ fn adopt_copy(fd: i32) -> bool {
         }
         idx = s.next;
     }
-    sys::close(l.fd);
+    // The parent's descriptor, unless the program closed it or put one of its own at that
+    // number (`dup2`): then the number is the program's, and stays open.
+    if sys::file_id(l.fd) == Some(l.file) {
+        sys::close(l.fd);
+    }
     l.fd = fd;
     l.file = sys::file_id(fd).unwrap_or((0, 0));
     true

@@ -1,6 +1,7 @@
 /* Runs a program with userfaultfd refused by a seccomp filter (as Docker's default profile
- * does), and optionally MADV_GUARD_INSTALL refused too (as on kernels before 6.13).
- * Usage: seccomp_run [--no-guard] PROGRAM ARGS... */
+ * does), and optionally MADV_GUARD_INSTALL refused too (as on kernels before 6.13), or
+ * memfd_create refused with ENOSYS (as man-db's sandbox for its filters does).
+ * Usage: seccomp_run [--no-guard | --no-memfd] PROGRAM ARGS... */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/audit.h>
@@ -17,7 +18,8 @@
 
 int main(int argc, char **argv) {
     int no_guard = argc > 1 && !strcmp(argv[1], "--no-guard");
-    char **prog = argv + 1 + no_guard;
+    int no_memfd = argc > 1 && !strcmp(argv[1], "--no-memfd");
+    char **prog = argv + 1 + no_guard + no_memfd;
     if (!*prog) return 2;
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -26,6 +28,8 @@ int main(int argc, char **argv) {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_userfaultfd, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, no_memfd ? (SECCOMP_RET_ERRNO | ENOSYS) : SECCOMP_RET_ALLOW),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),

@@ -116,3 +116,50 @@ fn guard_markers_trap_pages_a_sealed_epoch_never_issued() {
     assert!(!stdout(&o).contains("NO TRAP"), "{}", stdout(&o));
     assert_report(&o, "wild-access");
 }
+
+/// Where the heap cannot be set up at all (a seccomp filter refuses `memfd_create` with
+/// `ENOSYS`, as man-db's sandbox for `col` does), the process runs on the C library's
+/// allocator instead of being aborted at its first allocation, and says so once: the C API
+/// conformance program (every allocation function, `realloc` and `free` across them, sized
+/// frees, `malloc_usable_size`) and the C++ operators all work, in both modes.
+#[test]
+fn without_memfd_the_process_runs_on_the_c_librarys_allocator() {
+    let wrapper = compile("seccomp_run.c", &[]);
+    let api = compile("api_conformance.c", &[]);
+    let cxx = compile("cxx_new.cc", &[]);
+    for mode in ["prevent", "detect"] {
+        let opt = format!("mode={mode}");
+        // Every section of the C program but `syscall`, which checks that no seccomp filter is
+        // in force.
+        let sections = [
+            "malloc",
+            "calloc",
+            "realloc",
+            "align",
+            "usable",
+            "usable-write",
+            "misc",
+            "random",
+            "errno",
+            "big",
+            "grow",
+            "shrink",
+            "names",
+        ];
+        let runs: [(&std::path::Path, &[&str]); 2] = [(&api, &sections), (&cxx, &[])];
+        for (prog, args) in runs {
+            let mut a = vec!["--no-memfd", prog.to_str().unwrap()];
+            a.extend_from_slice(args);
+            let o = run_preloaded(&wrapper, &a, &[("NEVERMORE_OPTIONS", &opt)]);
+            let err = stderr(&o);
+            assert_ok(&o);
+            assert!(stdout(&o).contains("OK"), "{mode}: {}\n{err}", stdout(&o));
+            assert_eq!(
+                err.matches("cannot set up the heap: memfd_create failed (errno 38); this process runs on the C library's allocator, unprotected").count(),
+                1,
+                "{mode}: {err}"
+            );
+            assert!(!err.contains("ERROR"), "{mode}: {err}");
+        }
+    }
+}

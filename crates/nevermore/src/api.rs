@@ -7,20 +7,8 @@ use core::ffi::{c_int, c_void};
 use core::ptr;
 
 use crate::heap::{self, Family};
+use crate::passthrough;
 use crate::sys::{self, PAGE};
-
-/// Runs an allocation and keeps `errno` as it was unless the allocation failed: like glibc,
-/// a successful call never changes `errno` (programs such as PostgreSQL rely on that when they
-/// allocate between a system call and the check of its `errno`).
-#[inline]
-fn keep_errno(f: impl FnOnce() -> *mut u8) -> *mut c_void {
-    let saved = sys::errno();
-    let p = f();
-    if !p.is_null() {
-        sys::set_errno(saved);
-    }
-    p as *mut c_void
-}
 
 /// `free` (or `op`, a deallocation function of `family`) that leaves `errno` alone.
 #[inline]
@@ -31,9 +19,28 @@ fn free_keep_errno(p: *mut c_void, op: &'static str, family: Family) {
     sys::set_errno(saved);
 }
 
+/// Runs an allocation and keeps `errno` as it was unless the allocation failed: like glibc,
+/// a successful call never changes `errno` (programs such as PostgreSQL rely on that when they
+/// allocate between a system call and the check of its `errno`). When the allocator's heap
+/// could not be set up, `fallback` runs instead (the C library's allocator, `passthrough`),
+/// and leaves `errno` as the C library does.
+#[inline]
+fn keep_errno_or(f: impl FnOnce() -> *mut u8, fallback: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let saved = sys::errno();
+    let p = f();
+    if p.is_null() && passthrough::on() {
+        sys::set_errno(saved);
+        return fallback();
+    }
+    if !p.is_null() {
+        sys::set_errno(saved);
+    }
+    p as *mut c_void
+}
+
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    keep_errno(|| heap::malloc(size))
+    keep_errno_or(|| heap::malloc(size), || passthrough::malloc(size))
 }
 
 #[no_mangle]
@@ -49,7 +56,7 @@ pub extern "C" fn cfree(p: *mut c_void) {
 #[no_mangle]
 pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(total) => keep_errno(|| heap::malloc_zeroed(total)),
+        Some(total) => keep_errno_or(|| heap::malloc_zeroed(total), || passthrough::calloc(n, size)),
         None => {
             sys::set_errno(libc::ENOMEM);
             ptr::null_mut()
@@ -59,6 +66,9 @@ pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 
 #[no_mangle]
 pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if passthrough::on() {
+        return passthrough::realloc(p, size);
+    }
     let saved = sys::errno();
     heap::check_family(p as *mut u8, Family::Malloc, "realloc");
     let q = heap::realloc(p as *mut u8, size);
@@ -88,7 +98,11 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     }
     // posix_memalign reports through its return value and leaves errno alone.
     let saved = sys::errno();
-    let p = heap::malloc_aligned(size, align);
+    let mut p = heap::malloc_aligned(size, align);
+    if p.is_null() && passthrough::on() {
+        sys::set_errno(saved);
+        p = passthrough::memalign(align, size) as *mut u8;
+    }
     sys::set_errno(saved);
     if p.is_null() {
         return libc::ENOMEM;
@@ -104,7 +118,12 @@ pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
         sys::set_errno(libc::EINVAL);
         return ptr::null_mut();
     }
-    keep_errno(|| heap::malloc_aligned(size, align))
+    aligned(size, align)
+}
+
+/// An allocation aligned to `align` (a power of two), leaving `errno` alone on success.
+fn aligned(size: usize, align: usize) -> *mut c_void {
+    keep_errno_or(|| heap::malloc_aligned(size, align), || passthrough::memalign(align, size))
 }
 
 #[no_mangle]
@@ -114,12 +133,12 @@ pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
         sys::set_errno(libc::EINVAL);
         return ptr::null_mut();
     };
-    keep_errno(|| heap::malloc_aligned(size, align))
+    aligned(size, align)
 }
 
 #[no_mangle]
 pub extern "C" fn valloc(size: usize) -> *mut c_void {
-    keep_errno(|| heap::malloc_aligned(size, PAGE))
+    aligned(size, PAGE)
 }
 
 #[no_mangle]
@@ -128,16 +147,22 @@ pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
         sys::set_errno(libc::ENOMEM);
         return ptr::null_mut();
     };
-    keep_errno(|| heap::malloc_aligned(rounded & !(PAGE - 1), PAGE))
+    aligned(rounded & !(PAGE - 1), PAGE)
 }
 
 #[no_mangle]
 pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if passthrough::on() {
+        return passthrough::usable_size(p);
+    }
     heap::usable_size(p as *mut u8)
 }
 
 #[no_mangle]
 pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
+    if passthrough::on() {
+        return passthrough::malloc_trim(_pad);
+    }
     // These take locks: inside a signal handler that interrupted the allocator they do nothing.
     let scope = crate::reentry::Scope::enter();
     if scope.nested() || !crate::ensure_init() {
@@ -149,6 +174,9 @@ pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
 /// Accepted and ignored: glibc's tuning knobs have no meaning here.
 #[no_mangle]
 pub extern "C" fn mallopt(_param: c_int, _value: c_int) -> c_int {
+    if passthrough::on() {
+        return passthrough::mallopt(_param, _value);
+    }
     1
 }
 
@@ -207,6 +235,9 @@ fn figures() -> Option<Figures> {
 
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> Mallinfo2 {
+    if passthrough::on() {
+        return passthrough::mallinfo2();
+    }
     let Some(Figures { in_use, arena, .. }) = figures() else {
         // SAFETY: all-zero is a valid value of this plain struct.
         return unsafe { core::mem::zeroed() };
@@ -227,6 +258,9 @@ pub extern "C" fn mallinfo2() -> Mallinfo2 {
 
 #[no_mangle]
 pub extern "C" fn mallinfo() -> Mallinfo {
+    if passthrough::on() {
+        return passthrough::mallinfo();
+    }
     let m = mallinfo2();
     let c = |v: usize| v.min(c_int::MAX as usize) as c_int;
     Mallinfo {
@@ -250,6 +284,9 @@ pub extern "C" fn mallinfo() -> Mallinfo {
 /// `stream` must be a valid `FILE *` open for writing (C contract of `malloc_info`).
 #[no_mangle]
 pub unsafe extern "C" fn malloc_info(options: c_int, stream: *mut libc::FILE) -> c_int {
+    if passthrough::on() {
+        return passthrough::malloc_info(options, stream);
+    }
     if options != 0 {
         return libc::EINVAL;
     }
@@ -285,6 +322,9 @@ pub unsafe extern "C" fn malloc_info(options: c_int, stream: *mut libc::FILE) ->
 /// glibc's `malloc_stats`: prints the allocator's counters.
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
+    if passthrough::on() {
+        return passthrough::malloc_stats();
+    }
     let scope = crate::reentry::Scope::enter();
     if !scope.nested() && crate::ensure_init() {
         crate::stats::print();
@@ -302,9 +342,9 @@ pub extern "C" fn malloc_stats() {
 /// `align` 0 means the default alignment.
 extern "C" fn new_attempt(size: usize, align: usize, family: u32) -> *mut u8 {
     let p = if align == 0 {
-        keep_errno(|| heap::malloc(size)) as *mut u8
+        malloc(size) as *mut u8
     } else if align.is_power_of_two() {
-        keep_errno(|| heap::malloc_aligned(size, align)) as *mut u8
+        aligned(size, align) as *mut u8
     } else {
         ptr::null_mut()
     };

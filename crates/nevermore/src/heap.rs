@@ -762,6 +762,9 @@ fn free_in(p: usize, op: &'static str) {
 #[inline(always)]
 fn free_in_claiming(p: usize, claimed: Option<usize>, op: &'static str) {
     if !crate::ensure_init() {
+        if crate::passthrough::on() {
+            crate::passthrough::free(p as *mut core::ffi::c_void);
+        }
         return;
     }
     // The common case, a live slab slot, on a path of its own: merged with the other cases'

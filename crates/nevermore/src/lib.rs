@@ -13,6 +13,7 @@
 //! - `large`: large objects in guarded one-time views;
 //! - `sweep`: reusing the dead slots of pinned groups once a scan proves no pointer to them;
 //! - `stop`: holding a process's other threads still (ptrace) while a sweep runs;
+//! - `passthrough`: the C library's allocator, for a process where the heap cannot be set up;
 //! - `leak`: at exit in detect mode, the live objects no pointer leads to (`detect_leaks`);
 //! - `guard`: the per-process secret and the keyed canaries;
 //! - `heap`: the front end that ties the tiers together and checks every pointer;
@@ -48,6 +49,7 @@ mod leak;
 mod lock;
 mod maps;
 mod meta;
+mod passthrough;
 mod pool;
 mod reentry;
 mod report;
@@ -182,7 +184,14 @@ fn init() -> bool {
             pool::InitError::Memfd => "memfd_create failed",
             pool::InitError::Map => "no address space for the pool, or a file size limit (ulimit -f) below 16 MiB",
         };
-        report::say(format_args!("cannot set up the heap: {why} (errno {}); aborting", sys::errno()));
+        let errno = sys::errno();
+        if passthrough::enable() {
+            report::say(format_args!(
+                "cannot set up the heap: {why} (errno {errno}); this process runs on the C library's allocator, unprotected"
+            ));
+            return false;
+        }
+        report::say(format_args!("cannot set up the heap: {why} (errno {errno}); aborting"));
         sys::die();
     }
     if !large::init() {

@@ -185,7 +185,9 @@ fn init() -> bool {
             pool::InitError::Map => "no address space for the pool, or a file size limit (ulimit -f) below 16 MiB",
         };
         let errno = sys::errno();
-        if passthrough::enable() {
+        // A system that refuses memory files (a sandbox's seccomp filter) gets the C library's
+        // allocator; a limit the user set (address space, `ulimit -f`) is said and ends it.
+        if matches!(e, pool::InitError::Memfd) && passthrough::enable() {
             report::say(format_args!(
                 "cannot set up the heap: {why} (errno {errno}); this process runs on the C library's allocator, unprotected"
             ));

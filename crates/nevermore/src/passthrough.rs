@@ -1,4 +1,5 @@
-//! When the heap cannot be set up at all, the process runs on the C library's allocator.
+//! When the system refuses the pool's memory file, the process runs on the C library's
+//! allocator.
 //!
 //! The pool is a memory file (`memfd_create`). A process confined by a seccomp filter that
 //! refuses it (man-db runs its filters, `col` among them, under one that answers `ENOSYS` to

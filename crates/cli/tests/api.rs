@@ -190,7 +190,7 @@ const EXPORTS: &str = "
     _ZdlPv _ZdaPv _ZdlPvm _ZdaPvm _ZdlPvSt11align_val_t _ZdaPvSt11align_val_t
     _ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t
     _ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t
-    sigaction signal sigprocmask pthread_sigmask clone syscall prctl mlockall munlockall dlopen
+    sigaction signal sigprocmask pthread_sigmask clone syscall prctl mlockall munlockall dlopen fcntl fcntl64
     getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64
 ";
 

@@ -436,6 +436,56 @@ fn descriptors_put_over_the_allocators_stay_the_programs() {
     }
 }
 
+/// bash takes a close-on-exec descriptor above 9 for one it saved itself and puts it back
+/// after a redirection: `exec N>file` at the number of one of the allocator's descriptors
+/// left the pool's memory file there, and what the script wrote to N went into the heap
+/// (the file stayed empty; detect mode then reported an overflow in bash). The library's
+/// descriptors now look closed to `fcntl`: the number becomes the script's file and gets
+/// every byte, in both modes.
+#[test]
+fn a_shell_redirecting_the_allocators_descriptor_numbers_gets_its_files() {
+    let dir = writable_dir("bash-fds");
+    let script = r#"
+nums=
+for f in /proc/$$/fd/*; do
+    case "$(readlink "$f")" in *nevermore-pool*|*userfaultfd*) nums="$nums ${f##*/}" ;; esac
+done
+[ -n "$nums" ] || { echo "no descriptor of the allocator"; exit 3; }
+for n in $nums; do
+    rm -f "$DIR/out-$n"
+    eval "exec $n>"\$DIR/out-$n""
+    eval "echo hello-$n >&$n"
+done
+s=$(head -c 300000 /dev/zero | tr '\0' a)
+for n in $nums; do eval "printf %s "\$s" >&$n"; done
+for n in $nums; do echo "FILE $n $(wc -c < "$DIR/out-$n")"; done
+"#;
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}");
+        let o = run_preloaded_timeout(
+            std::path::Path::new("/bin/bash"),
+            &["-c", script],
+            &[("NEVERMORE_OPTIONS", &opts), ("DIR", dir.to_str().unwrap())],
+            60,
+        );
+        assert!(o.status.success(), "{mode}: {:?}\n{}\n{}", o.status, stdout(&o), stderr(&o));
+        assert!(!stderr(&o).contains("nevermore"), "{mode}: {}", stderr(&o));
+        let files: Vec<(u64, u64)> = stdout(&o)
+            .lines()
+            .filter_map(|l| l.strip_prefix("FILE "))
+            .map(|l| {
+                let mut w = l.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+                (w.next().unwrap(), w.next().unwrap())
+            })
+            .collect();
+        assert!(files.len() >= 2, "{mode}: {}\n{}", stdout(&o), stderr(&o));
+        for (n, bytes) in files {
+            let want = format!("hello-{n}\n").len() as u64 + 300_000;
+            assert_eq!(bytes, want, "{mode}: descriptor {n}: {}\n{}", stdout(&o), stderr(&o));
+        }
+    }
+}
+
 fn ctor_program() -> (std::path::PathBuf, std::path::PathBuf) {
     let lib = compile("ctor_lib.c", &["-shared", "-fPIC"]);
     let dir = lib.parent().unwrap().to_str().unwrap().to_string();

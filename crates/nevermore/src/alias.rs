@@ -239,6 +239,12 @@ pub fn uffd() -> i32 {
     fixed().uffd
 }
 
+/// Whether `fd` is the allocator's userfaultfd (its number, and still its file).
+pub fn is_own_uffd(fd: i32) -> bool {
+    let f = fixed();
+    fd >= 0 && fd == f.uffd && sys::file_id(fd) == Some(f.uffd_id)
+}
+
 /// Whom revocation batches name in `process_madvise` (None: one `madvise` per range).
 pub fn advice_target() -> Option<i32> {
     Some(fixed().pidfd).filter(|&p| p != NO_PIDFD)

@@ -669,6 +669,63 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const libc::sigset_t,
     }
 }
 
+/// The C library's `fcntl` (resolved once; the system call until then).
+static REAL_FCNTL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// `fcntl`. The library's own descriptors (the pool's memory file, its userfaultfd, the copy
+/// of standard error kept for a leak report) look closed to the program's calls that read or
+/// set their flags or duplicate them (`EBADF`). bash takes a close-on-exec descriptor above 9
+/// for one it saved for itself and puts it back after a redirection: `exec 800>file` in a
+/// script left the pool's memory file at 800, and the script's writes to 800 went into the
+/// heap (corrupted objects, reported in detect mode as an overflow). Seen as closed, the
+/// number is simply taken by the script's file; the library notices that its descriptor is
+/// gone and does without it. (C declares `fcntl` variadic; on x86-64 the optional argument
+/// travels as this fixed one.)
+///
+/// # Safety
+/// The C contract of `fcntl(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    let flags_or_dup = matches!(
+        cmd,
+        libc::F_GETFD | libc::F_SETFD | libc::F_GETFL | libc::F_SETFL | libc::F_DUPFD | libc::F_DUPFD_CLOEXEC
+    );
+    if flags_or_dup && crate::is_ready() && own_descriptor(fd) {
+        sys::set_errno(libc::EBADF);
+        return -1;
+    }
+    let mut real = REAL_FCNTL.load(core::sync::atomic::Ordering::Relaxed);
+    if real == 0 {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the C library's.
+        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"fcntl".as_ptr()) } as usize;
+        if real == 0 {
+            // SAFETY: the system call with the caller's arguments.
+            let r = unsafe { libc::syscall(libc::SYS_fcntl, fd, cmd, arg) };
+            return r as c_int;
+        }
+        REAL_FCNTL.store(real, core::sync::atomic::Ordering::Relaxed);
+    }
+    // SAFETY: `real` is the C library's `fcntl`; its optional argument travels as `arg`.
+    let real: unsafe extern "C" fn(c_int, c_int, usize) -> c_int = unsafe { core::mem::transmute(real) };
+    // SAFETY: the caller's arguments.
+    unsafe { real(fd, cmd, arg) }
+}
+
+/// `fcntl64`, the same call under the name large-file builds use.
+///
+/// # Safety
+/// The C contract of `fcntl(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { fcntl(fd, cmd, arg) }
+}
+
+/// Whether `fd` is one of the library's own descriptors (its number, and still its file).
+fn own_descriptor(fd: c_int) -> bool {
+    crate::pool::POOL.is_own_fd(fd) || crate::alias::is_own_uffd(fd) || crate::leak::is_stderr_copy(fd)
+}
+
 /// The C library's `dlopen` (resolved once).
 static REAL_DLOPEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 

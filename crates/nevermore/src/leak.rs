@@ -59,10 +59,13 @@ static STDERR_COPY: AtomicI32 = AtomicI32::new(-1);
 /// high number).
 pub fn keep_stderr() {
     if crate::detect() && crate::options().detect_leaks && STDERR_COPY.load(Ordering::Relaxed) < 0 {
-        // SAFETY: fcntl duplicating a descriptor; nothing is touched if 2 is not open.
-        let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 800) };
-        STDERR_COPY.store(fd, Ordering::Relaxed);
+        STDERR_COPY.store(sys::dup_high(2, 800), Ordering::Relaxed);
     }
+}
+
+/// Whether `fd` is the copy of standard error kept for the leak report.
+pub fn is_stderr_copy(fd: i32) -> bool {
+    fd >= 0 && fd == STDERR_COPY.load(Ordering::Relaxed)
 }
 
 /// Where the leak report goes: the report destination, unless that is standard error and the

@@ -280,10 +280,21 @@ pub fn memfd(name: &core::ffi::CStr) -> i32 {
     move_fd_high(fd)
 }
 
+/// `fcntl(fd, F_DUPFD_CLOEXEC, min)` as a system call (not through the exported `fcntl`,
+/// which hides the library's own descriptors from the program).
+pub fn dup_high(fd: i32, min: i32) -> i32 {
+    // SAFETY: fcntl duplicating a descriptor; touches no memory.
+    let r = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, min) };
+    if r < 0 {
+        -1
+    } else {
+        r as i32
+    }
+}
+
 /// Moves a descriptor to a high number (above the ones programs usually juggle), close-on-exec.
 pub fn move_fd_high(fd: i32) -> i32 {
-    // SAFETY: fcntl on a descriptor we own.
-    let hi = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 800) };
+    let hi = dup_high(fd, 800);
     if hi < 0 {
         return fd;
     }

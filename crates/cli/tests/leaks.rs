@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use common::*;
@@ -31,12 +31,7 @@ fn run(case: &str, extra: &[&str]) -> Output {
     args.push("--");
     args.push(bin().to_str().unwrap());
     args.push(case);
-    let mut cmd = Command::new(nevermore_bin());
-    cmd.args(&args)
-        .env_remove("NEVERMORE_OPTIONS")
-        .env_remove("LD_PRELOAD")
-        .env("XDG_CACHE_HOME", writable_dir("leaks-cache"));
-    cmd.output().unwrap()
+    nevermore_cmd(&args, "leaks-cache").output().unwrap()
 }
 
 /// The groups a text report lists: (bytes, objects, first lines of its stack).
@@ -91,8 +86,7 @@ fn leak_report_in_json_follows_the_schema() {
     let o = run("leak", &["--json"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(23), "{err}");
-    let reports: Vec<Value> =
-        err.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let reports = json_reports(&err);
     assert_eq!(reports.len(), 1, "{err}");
     let r = &reports[0];
     assert_eq!(r["kind"], "memory-leak");
@@ -133,20 +127,13 @@ fn reachable_and_freed_objects_are_not_leaks() {
 /// `nevermore run --leaks` is detect mode with the check; with `--mode prevent` it is refused.
 #[test]
 fn run_leaks_flag() {
-    let mut cmd = Command::new(nevermore_bin());
-    cmd.args(["run", "--leaks", "--", bin().to_str().unwrap(), "leak"])
-        .env_remove("NEVERMORE_OPTIONS")
-        .env_remove("LD_PRELOAD")
-        .env("XDG_CACHE_HOME", writable_dir("leaks-cache"));
-    let o = cmd.output().unwrap();
+    let o = nevermore_cmd(&["run", "--leaks", "--", bin().to_str().unwrap(), "leak"], "leaks-cache").output().unwrap();
     assert_eq!(o.status.code(), Some(23), "{}", stderr(&o));
     assert!(stderr(&o).contains("311816 bytes in 113 objects, from 5 allocation stacks"), "{}", stderr(&o));
-    let mut cmd = Command::new(nevermore_bin());
-    cmd.args(["run", "--leaks", "--mode", "prevent", "--", bin().to_str().unwrap(), "leak"])
-        .env_remove("NEVERMORE_OPTIONS")
-        .env_remove("LD_PRELOAD")
-        .env("XDG_CACHE_HOME", writable_dir("leaks-cache"));
-    let o = cmd.output().unwrap();
+    let o =
+        nevermore_cmd(&["run", "--leaks", "--mode", "prevent", "--", bin().to_str().unwrap(), "leak"], "leaks-cache")
+            .output()
+            .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("--leaks needs detect mode"), "{}", stderr(&o));
 }

@@ -33,12 +33,7 @@ fn line_of(tag: &str) -> usize {
 }
 
 fn nevermore(args: &[&str]) -> Command {
-    let mut cmd = program(&nevermore_bin());
-    cmd.args(args)
-        .env_remove("NEVERMORE_OPTIONS")
-        .env_remove("LD_PRELOAD")
-        .env("XDG_CACHE_HOME", writable_dir("reports-cache"));
-    cmd
+    nevermore_cmd(args, "reports-cache")
 }
 
 fn run_detect(bin: &Path, args: &[&str], extra: &[&str]) -> Output {
@@ -370,8 +365,7 @@ fn json_reports_parse_and_follow_the_schema() {
             let o = run_detect(bin, &[case], &["--json"]);
             let err = stderr(&o);
             assert_eq!(o.status.code(), Some(23), "{err}");
-            let reports: Vec<Value> =
-                err.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+            let reports = json_reports(&err);
             assert_eq!(reports.len(), 1, "{err}");
             let r = &reports[0];
             check_schema(r, schema(), "report");

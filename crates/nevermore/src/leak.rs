@@ -24,7 +24,7 @@ use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU16, AtomicUsize, Ordering}
 
 use crate::pool::{self, POOL};
 use crate::report::{self, LeakGroup};
-use crate::slab::{self, Slot, CLASSES, FREED};
+use crate::slab::{self, CLASSES, FREED};
 use crate::sweep::REACHED;
 use crate::sys::{self, PAGE, PAGE_SHIFT};
 use crate::{alias, large, stack, stop, sweep};
@@ -195,18 +195,7 @@ fn reach_in_arena(w: usize) {
     let Some((idx, s)) = POOL.span_at(POOL.page_addr(page)) else { return };
     match s.kind {
         pool::SLAB if slab::set_up(s) && !s.meta.is_null() => {
-            let c = &CLASSES[s.class as usize];
-            let (pos, off) = match slab::locate(c, w & (PAGE - 1)) {
-                Slot::Start(p) => (p, 0),
-                Slot::Interior(p, off) => (p, off),
-                Slot::Tail => return,
-            };
-            let Some(j) = slab::page_index(s, c, page) else { return };
-            if slab::lane_of(s, c, j, pos).epoch.load(Ordering::Relaxed) != e {
-                return;
-            }
-            // SAFETY: the slot index is below nslots.
-            let entry = unsafe { &*slab::sizes(s).add(slab::slot_index(c, j, pos) as usize) };
+            let Some((entry, off)) = slab::slot_at(s, page, e, w) else { return };
             let v = entry.load(Ordering::Relaxed);
             if v & (FREED | REACHED) == 0 {
                 entry.store(v | REACHED, Ordering::Relaxed);

@@ -281,14 +281,23 @@ pub fn format_with(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
     if let Some(n) = st.note {
         let _ = writeln!(b, "=={pid}==   {n}");
     }
-    match action {
-        None => {
-            let _ = writeln!(b, "=={pid}== nevermore: aborting");
-        }
-        Some(code) => {
-            let _ = writeln!(b, "=={pid}== nevermore: exiting with status {code}");
-        }
-    }
+    action_text(b, pid, action);
+}
+
+/// The last line of a text report: what happens next.
+fn action_text(b: &mut impl Write, pid: u32, action: Option<u8>) {
+    let _ = match action {
+        None => writeln!(b, "=={pid}== nevermore: aborting"),
+        Some(code) => writeln!(b, "=={pid}== nevermore: exiting with status {code}"),
+    };
+}
+
+/// The last fields of a JSON report, and its end: what happens next.
+fn action_json(b: &mut impl Write, action: Option<u8>) {
+    let _ = match action {
+        None => writeln!(b, ",\"action\":\"abort\",\"exit_status\":null}}"),
+        Some(code) => writeln!(b, ",\"action\":\"exit\",\"exit_status\":{code}}}"),
+    };
 }
 
 /// Formats a report as one JSON object on one line (schema: docs/report-schema.json).
@@ -349,14 +358,7 @@ pub fn format_json(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
         }
     }
     let _ = write!(b, ",\"leaked\":null");
-    match action {
-        None => {
-            let _ = writeln!(b, ",\"action\":\"abort\",\"exit_status\":null}}");
-        }
-        Some(code) => {
-            let _ = writeln!(b, ",\"action\":\"exit\",\"exit_status\":{code}}}");
-        }
-    }
+    action_json(b, action);
 }
 
 /// Leaks of one allocation stack (`leak`).
@@ -429,14 +431,7 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
             let _ = write!(b, "}}");
         }
         let _ = write!(b, "]}}");
-        match action {
-            None => {
-                let _ = writeln!(b, ",\"action\":\"abort\",\"exit_status\":null}}");
-            }
-            Some(code) => {
-                let _ = writeln!(b, ",\"action\":\"exit\",\"exit_status\":{code}}}");
-            }
-        }
+        action_json(b, action);
         sys::write_all(crate::leak::out_fd(), b.as_bytes());
         to_syslog(b.as_bytes());
     } else {
@@ -481,14 +476,7 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
                 groups.len() - shown.len()
             );
         }
-        match action {
-            None => {
-                let _ = writeln!(b, "=={pid}== nevermore: aborting");
-            }
-            Some(code) => {
-                let _ = writeln!(b, "=={pid}== nevermore: exiting with status {code}");
-            }
-        }
+        action_text(b, pid, action);
         sys::write_all(crate::leak::out_fd(), b.as_bytes());
         to_syslog(b.as_bytes());
     }

@@ -417,6 +417,26 @@ pub fn page_index(s: &pool::Span, c: &Class, page: u32) -> Option<u32> {
     (j < c.pages).then_some(j)
 }
 
+/// For scans (sweeps, the leak check): the size entry of the slot of the slab `s` (set up)
+/// that the word `w` points at or into, found at pool page `page` under an alias of epoch
+/// `e`, with `w`'s offset into the slot; None when `w` points at no slot issued under that
+/// alias (the lane was issued in another epoch, or the slab changed meanwhile).
+#[inline(always)]
+pub fn slot_at(s: &pool::Span, page: u32, e: u32, w: usize) -> Option<(&'static AtomicU16, usize)> {
+    let c = &CLASSES[s.class as usize];
+    let (pos, off) = match locate(c, w & (PAGE - 1)) {
+        Slot::Start(p) => (p, 0),
+        Slot::Interior(p, off) => (p, off),
+        Slot::Tail => return None,
+    };
+    let j = page_index(s, c, page)?;
+    if lane_of(s, c, j, pos).epoch.load(Ordering::Relaxed) != e {
+        return None;
+    }
+    // SAFETY: the slot index is below nslots.
+    Some((unsafe { &*sizes(s).add(slot_index(c, j, pos) as usize) }, off))
+}
+
 /// A slab page's records as a reader that holds no lock sees them: the class, the page's
 /// index in its slab, its lanes per page and the slot table. Such a reader may meet the span
 /// `s` while it is released and reused, and reading its fields at different moments (its

@@ -72,7 +72,7 @@
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::pool::{self, POOL};
-use crate::slab::{self, Slot, CLASSES, FREED, FREE_SLOT};
+use crate::slab::{self, CLASSES, FREED, FREE_SLOT};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
 use crate::{alias, cache, maps, meta, stats, stop};
 
@@ -641,17 +641,7 @@ fn mark(w: usize) {
     if s.kind != pool::SLAB || !slab::set_up(s) {
         return;
     }
-    let c = &CLASSES[s.class as usize];
-    let pos = match slab::locate(c, w & (PAGE - 1)) {
-        Slot::Start(p) | Slot::Interior(p, _) => p,
-        Slot::Tail => return,
-    };
-    let Some(j) = slab::page_index(s, c, page) else { return };
-    if slab::lane_of(s, c, j, pos).epoch.load(Ordering::Relaxed) != e {
-        return;
-    }
-    // SAFETY: the slot index is below nslots.
-    let entry = unsafe { &*slab::sizes(s).add(slab::slot_index(c, j, pos) as usize) };
+    let Some((entry, _)) = slab::slot_at(s, page, e, w) else { return };
     let v = entry.load(Ordering::Relaxed);
     if dead(v) && v & REACHED == 0 {
         entry.store(v | REACHED, Ordering::Relaxed);

@@ -16,6 +16,20 @@ pub fn nevermore_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nevermore"))
 }
 
+/// The JSON reports among the lines of `text` (standard error under `report_format=json`).
+pub fn json_reports(text: &str) -> Vec<serde_json::Value> {
+    text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `nevermore ARGS`, with the environment of the tests' own cleared of the library's
+/// variables and a cache directory of the tests' (`cache` under the target's temporary
+/// directory).
+pub fn nevermore_cmd(args: &[&str], cache: &str) -> Command {
+    let mut cmd = program(&nevermore_bin());
+    cmd.args(args).env_remove("NEVERMORE_OPTIONS").env_remove("LD_PRELOAD").env("XDG_CACHE_HOME", writable_dir(cache));
+    cmd
+}
+
 /// Repository root (C sources live in `tests/c`).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()

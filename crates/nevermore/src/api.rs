@@ -98,17 +98,13 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     }
     // posix_memalign reports through its return value and leaves errno alone.
     let saved = sys::errno();
-    let mut p = heap::malloc_aligned(size, align);
-    if p.is_null() && passthrough::on() {
-        sys::set_errno(saved);
-        p = passthrough::memalign(align, size) as *mut u8;
-    }
+    let p = aligned(size, align);
     sys::set_errno(saved);
     if p.is_null() {
         return libc::ENOMEM;
     }
     // SAFETY: guaranteed by the caller.
-    unsafe { *out = p as *mut c_void };
+    unsafe { *out = p };
     0
 }
 
@@ -159,9 +155,9 @@ pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
 }
 
 #[no_mangle]
-pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
+pub extern "C" fn malloc_trim(pad: usize) -> c_int {
     if passthrough::on() {
-        return passthrough::malloc_trim(_pad);
+        return passthrough::malloc_trim(pad);
     }
     // These take locks: inside a signal handler that interrupted the allocator they do nothing.
     let scope = crate::reentry::Scope::enter();
@@ -171,11 +167,12 @@ pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
     (crate::pool::POOL.trim() | crate::slab::trim_idle()) as c_int
 }
 
-/// Accepted and ignored: glibc's tuning knobs have no meaning here.
+/// Accepted and ignored: glibc's tuning knobs have no meaning here (forwarded to the C
+/// library when the process runs on its allocator, `passthrough`).
 #[no_mangle]
-pub extern "C" fn mallopt(_param: c_int, _value: c_int) -> c_int {
+pub extern "C" fn mallopt(param: c_int, value: c_int) -> c_int {
     if passthrough::on() {
-        return passthrough::mallopt(_param, _value);
+        return passthrough::mallopt(param, value);
     }
     1
 }
@@ -669,7 +666,7 @@ pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const libc::sigset_t,
     }
 }
 
-/// The C library's `fcntl` (resolved once; the system call until then).
+/// The C library's `fcntl` (resolved once; the system call if there is none).
 static REAL_FCNTL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
 /// `fcntl`. The library's own descriptors (the pool's memory file, its userfaultfd, the copy
@@ -694,17 +691,10 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         sys::set_errno(libc::EBADF);
         return -1;
     }
-    let mut real = REAL_FCNTL.load(core::sync::atomic::Ordering::Relaxed);
-    if real == 0 {
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the C library's.
-        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"fcntl".as_ptr()) } as usize;
-        if real == 0 {
-            // SAFETY: the system call with the caller's arguments.
-            let r = unsafe { libc::syscall(libc::SYS_fcntl, fd, cmd, arg) };
-            return r as c_int;
-        }
-        REAL_FCNTL.store(real, core::sync::atomic::Ordering::Relaxed);
-    }
+    let Some(real) = sys::next_symbol(&REAL_FCNTL, c"fcntl") else {
+        // SAFETY: the system call with the caller's arguments.
+        return unsafe { libc::syscall(libc::SYS_fcntl, fd, cmd, arg) } as c_int;
+    };
     // SAFETY: `real` is the C library's `fcntl`; its optional argument travels as `arg`.
     let real: unsafe extern "C" fn(c_int, c_int, usize) -> c_int = unsafe { core::mem::transmute(real) };
     // SAFETY: the caller's arguments.
@@ -743,16 +733,7 @@ static REAL_DLOPEN: core::sync::atomic::AtomicUsize = core::sync::atomic::Atomic
 /// The C contract of `dlopen(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn dlopen(file: *const core::ffi::c_char, flags: c_int) -> *mut c_void {
-    let mut real = REAL_DLOPEN.load(core::sync::atomic::Ordering::Relaxed);
-    if real == 0 {
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the next definition after
-        // this library's, the C library's.
-        real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) } as usize;
-        if real == 0 {
-            return ptr::null_mut();
-        }
-        REAL_DLOPEN.store(real, core::sync::atomic::Ordering::Relaxed);
-    }
+    let Some(real) = sys::next_symbol(&REAL_DLOPEN, c"dlopen") else { return ptr::null_mut() };
     let mut flags = flags;
     if flags & libc::RTLD_DEEPBIND != 0 {
         flags &= !libc::RTLD_DEEPBIND;

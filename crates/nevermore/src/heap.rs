@@ -215,14 +215,21 @@ pub fn trace_of(addr: usize) -> Option<(u32, u32, u32, u32)> {
 /// The stacks recorded for the heap object holding `addr`, if its trace record still describes
 /// it (the record's epoch is `addr`'s) and stacks were recorded.
 fn recorded_trace(addr: usize) -> Option<(u32, u32, u32, u32)> {
-    let (t, _) = trace_slot(addr)
-        .filter(|(t, e)| t.epoch.load(Ordering::Acquire) == *e && t.alloc_tid.load(Ordering::Relaxed) != 0)?;
+    let t = current_trace(addr)?;
     Some((
         t.alloc.load(Ordering::Relaxed),
         t.alloc_tid.load(Ordering::Relaxed) & TID_MASK,
         t.free.load(Ordering::Relaxed),
         t.free_tid.load(Ordering::Acquire),
     ))
+}
+
+/// The trace record of the heap object holding `addr`, if it still describes it (its epoch is
+/// `addr`'s) and an allocation was recorded in it.
+fn current_trace(addr: usize) -> Option<&'static stack::Trace> {
+    trace_slot(addr)
+        .filter(|(t, e)| t.epoch.load(Ordering::Acquire) == *e && t.alloc_tid.load(Ordering::Relaxed) != 0)
+        .map(|(t, _)| t)
 }
 
 /// The allocation stack and thread recorded in `t` (the thread without the family bits).
@@ -272,10 +279,8 @@ pub fn note_family(p: *mut u8, f: Family) {
     if p.is_null() || f == Family::Malloc || !crate::detect() || !stack::enabled() {
         return;
     }
-    if let Some((t, e)) = trace_slot(p as usize) {
-        if t.epoch.load(Ordering::Acquire) == e && t.alloc_tid.load(Ordering::Relaxed) != 0 {
-            t.alloc_tid.fetch_or((f as u32) << FAMILY_SHIFT, Ordering::Relaxed);
-        }
+    if let Some(t) = current_trace(p as usize) {
+        t.alloc_tid.fetch_or((f as u32) << FAMILY_SHIFT, Ordering::Relaxed);
     }
 }
 
@@ -303,9 +308,9 @@ fn check_family_detect(p: usize, f: Family, op: &'static str) {
         return;
     }
     let Ok((_, size)) = resolve(p, op, Kind::InvalidFree) else { return };
-    let Some((t, e)) = trace_slot(p) else { return };
+    let Some(t) = current_trace(p) else { return };
     let tid = t.alloc_tid.load(Ordering::Relaxed);
-    if t.epoch.load(Ordering::Acquire) != e || tid == 0 || t.free_tid.load(Ordering::Acquire) != 0 {
+    if t.free_tid.load(Ordering::Acquire) != 0 {
         return;
     }
     let had = Family::of_bits(tid >> FAMILY_SHIFT);

@@ -56,14 +56,8 @@ pub fn on() -> bool {
 
 /// Looks the C library's functions up and turns forwarding on; false if one is missing.
 pub fn enable() -> bool {
-    for (slot, name) in FNS.iter().zip(NAMES) {
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the next definition after
-        // this library's, the C library's.
-        let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-        if f == 0 {
-            return false;
-        }
-        slot.store(f, Ordering::Relaxed);
+    if !FNS.iter().zip(NAMES).all(|(slot, name)| crate::sys::next_symbol(slot, name).is_some()) {
+        return false;
     }
     ON.store(true, Ordering::Release);
     true

@@ -280,6 +280,19 @@ pub fn memfd(name: &core::ffi::CStr) -> i32 {
     move_fd_high(fd)
 }
 
+/// The C library's function `name` (the next definition after this library's, which exports
+/// the same name), looked up once and kept in `slot`; None if there is none.
+pub fn next_symbol(slot: &core::sync::atomic::AtomicUsize, name: &core::ffi::CStr) -> Option<usize> {
+    let mut f = slot.load(core::sync::atomic::Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the next definition after
+        // this library's.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        slot.store(f, core::sync::atomic::Ordering::Relaxed);
+    }
+    (f != 0).then_some(f)
+}
+
 /// `fcntl(fd, F_DUPFD_CLOEXEC, min)` as a system call (not through the exported `fcntl`,
 /// which hides the library's own descriptors from the program).
 pub fn dup_high(fd: i32, min: i32) -> i32 {

@@ -253,17 +253,7 @@ pub fn format(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option
 
 /// Formats a report with its stacks (plain text).
 pub fn format_with(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option<u8>, st: &Stacks<'_>) {
-    let _ = writeln!(b, "=={pid}== nevermore: ERROR: {} on address {:#x} (thread {tid})", r.kind.name(), r.addr);
-    let _ = writeln!(b, "=={pid}==   {} of {:#x}: {}", r.op, r.addr, r.what);
-    if let Some(o) = r.object {
-        let _ = writeln!(
-            b,
-            "=={pid}==   object {:#x} of {} bytes; the address is at offset {} from its start",
-            o.start,
-            o.size,
-            r.addr.wrapping_sub(o.start) as isize
-        );
-    }
+    text_head(b, r, pid, tid);
     if let Some(c) = r.claimed {
         let _ = writeln!(b, "=={pid}==   size given: {c} bytes");
     }
@@ -284,6 +274,21 @@ pub fn format_with(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
     action_text(b, pid, action);
 }
 
+/// The first lines of a text report: the kind, the call and what is wrong, the object.
+fn text_head(b: &mut impl Write, r: &Report, pid: u32, tid: u32) {
+    let _ = writeln!(b, "=={pid}== nevermore: ERROR: {} on address {:#x} (thread {tid})", r.kind.name(), r.addr);
+    let _ = writeln!(b, "=={pid}==   {} of {:#x}: {}", r.op, r.addr, r.what);
+    if let Some(o) = r.object {
+        let _ = writeln!(
+            b,
+            "=={pid}==   object {:#x} of {} bytes; the address is at offset {} from its start",
+            o.start,
+            o.size,
+            r.addr.wrapping_sub(o.start) as isize
+        );
+    }
+}
+
 /// The last line of a text report: what happens next.
 fn action_text(b: &mut impl Write, pid: u32, action: Option<u8>) {
     let _ = match action {
@@ -302,6 +307,13 @@ fn action_json(b: &mut impl Write, action: Option<u8>) {
 
 /// Formats a report as one JSON object on one line (schema: docs/report-schema.json).
 pub fn format_json(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: Option<u8>, st: &Stacks<'_>) {
+    json_head(b, r, pid, tid, st);
+    let _ = write!(b, ",\"leaked\":null");
+    action_json(b, action);
+}
+
+/// A JSON report's fields up to `note`, after an opening brace.
+fn json_head(b: &mut impl Write, r: &Report, pid: u32, tid: u32, st: &Stacks<'_>) {
     let _ = write!(
         b,
         "{{\"nevermore_report\":1,\"pid\":{pid},\"thread\":{tid},\"kind\":\"{}\",\"address\":\"{:#x}\",\"operation\":{},\"description\":{},\"mode\":\"{}\",\"object\":",
@@ -357,8 +369,6 @@ pub fn format_json(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
             let _ = write!(b, "null");
         }
     }
-    let _ = write!(b, ",\"leaked\":null");
-    action_json(b, action);
 }
 
 /// Leaks of one allocation stack (`leak`).
@@ -397,22 +407,29 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
     let (rest_bytes, rest_objects) =
         groups[shown.len()..].iter().fold((0u64, 0u64), |(b, o), g| (b + g.bytes, o + g.objects));
     let d = &crate::stack::DEPOT;
-    let what = "live objects that no pointer leads to are left at exit";
+    let r = Report {
+        kind: Kind::MemoryLeak,
+        addr: first.example,
+        op: "exit",
+        what: "live objects that no pointer leads to are left at exit",
+        object: Some(Object { start: first.example, size: first.example_size }),
+        claimed: None,
+    };
+    let out = |b: &mut Buf<32768>| {
+        sys::write_all(crate::leak::out_fd(), b.as_bytes());
+        to_syslog(b.as_bytes());
+        b.len = 0;
+    };
     if crate::options().json {
+        let st = Stacks {
+            allocated: (first.stack != 0).then(|| (first.thread, d.get(first.stack))),
+            note: (first.stack == 0).then_some("allocation stacks not recorded (stacks=0)"),
+            ..Stacks::default()
+        };
+        json_head(b, &r, pid, tid, &st);
         let _ = write!(
             b,
-            "{{\"nevermore_report\":1,\"pid\":{pid},\"thread\":{tid},\"kind\":\"{}\",\"address\":\"{:#x}\",\"operation\":\"exit\",\"description\":{},\"mode\":\"detect\",\"object\":{{\"start\":\"{:#x}\",\"size\":{},\"offset\":0}},\"claimed_size\":null,\"stack\":[],\"freed\":null,\"allocated\":",
-            Kind::MemoryLeak.name(),
-            first.example,
-            Json(what.as_bytes()),
-            first.example,
-            first.example_size
-        );
-        leak_event_json(b, &first, d);
-        let _ = write!(
-            b,
-            ",\"note\":{},\"leaked\":{{\"bytes\":{},\"objects\":{},\"stacks\":{},\"groups\":[",
-            if first.stack == 0 { "\"allocation stacks not recorded (stacks=0)\"" } else { "null" },
+            ",\"leaked\":{{\"bytes\":{},\"objects\":{},\"stacks\":{},\"groups\":[",
             total.0,
             total.1,
             groups.len()
@@ -429,32 +446,24 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
             );
             leak_event_json(b, g, d);
             let _ = write!(b, "}}");
+            // The line is written in parts when it grows long: ten stacks of long module paths
+            // do not fit the buffer at once.
+            if b.len > b.bytes.len() / 2 {
+                out(b);
+            }
         }
         let _ = write!(b, "]}}");
         action_json(b, action);
-        sys::write_all(crate::leak::out_fd(), b.as_bytes());
-        to_syslog(b.as_bytes());
     } else {
+        text_head(b, &r, pid, tid);
         let _ = writeln!(
             b,
-            "=={pid}== nevermore: ERROR: {} on address {:#x} (thread {tid})",
-            Kind::MemoryLeak.name(),
-            first.example
-        );
-        let _ = writeln!(
-            b,
-            "=={pid}==   exit: {what}: {} bytes in {} objects, from {} allocation stacks",
+            "=={pid}==   leaked {} bytes in {} objects, from {} allocation stacks:",
             total.0,
             total.1,
             groups.len()
         );
-        let _ = writeln!(
-            b,
-            "=={pid}==   object {:#x} of {} bytes; the address is at offset 0 from its start",
-            first.example, first.example_size
-        );
         for g in shown {
-            // One write per group: a report with many stacks may not fit the buffer at once.
             let _ = writeln!(
                 b,
                 "=={pid}==   leaked {} bytes in {} objects (one: {:#x} of {} bytes), allocated by thread {} here:",
@@ -465,9 +474,8 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
             } else {
                 text_frames(b, pid, d.get(g.stack).iter().map(|&x| x as usize), false);
             }
-            sys::write_all(crate::leak::out_fd(), b.as_bytes());
-            to_syslog(b.as_bytes());
-            b.len = 0;
+            // One write per group: a report with many stacks may not fit the buffer at once.
+            out(b);
         }
         if shown.len() < groups.len() {
             let _ = writeln!(
@@ -477,9 +485,8 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
             );
         }
         action_text(b, pid, action);
-        sys::write_all(crate::leak::out_fd(), b.as_bytes());
-        to_syslog(b.as_bytes());
     }
+    out(b);
     match action {
         // SAFETY: `_exit` ends the process without running anything else.
         Some(code) => unsafe { libc::_exit(code as i32) },

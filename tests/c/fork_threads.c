@@ -11,7 +11,9 @@
  *        fork_threads holes  a heap of small, page and large objects, every other one freed
  *                            (and more after a few rounds of churn): the child sees every live
  *                            one intact, and the memory it allocates in the freed places is
- *                            zeroed by calloc and its own; prints ALLOCATED_KIB n and LIVE_KIB n
+ *                            zeroed by calloc and its own, and the kernel can read and write
+ *                            every live one before the child touches it; prints ALLOCATED_KIB n
+ *                            and LIVE_KIB n
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -367,6 +370,18 @@ static int holes_mode(void) {
     if (pid < 0)
         fail("parent", "fork", errno);
     if (pid == 0) {
+        /* First the kernel: every live object must be mapped in the child before the program
+         * touches it, or write(2) from it and read(2) into it fail with EFAULT. */
+        int fd = memfd_create("fork-holes", 0);
+        if (fd < 0)
+            fail("child", "memfd_create", errno);
+        for (int i = 1; i < N; i += 2) {
+            if (pwrite(fd, obj[i], len[i], 0) != (ssize_t)len[i])
+                fail("child", "write(2) from a live object", i);
+            if (pread(fd, obj[i], len[i], 0) != (ssize_t)len[i])
+                fail("child", "read(2) into a live object", i);
+        }
+        close(fd);
         for (int i = 1; i < N; i += 2)
             if (!intact(obj[i], len[i], (uint64_t)i + 7))
                 fail("child", "a live object changed", i);

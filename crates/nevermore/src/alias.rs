@@ -977,6 +977,9 @@ pub fn reinstall_live() {
     if revoke_kind() != Revoke::Uffd {
         return;
     }
+    // Neighbouring live aliases (pages of one slab issued in one epoch, adjacent slabs) are
+    // installed by one call: a forked child has thousands of them.
+    let mut run = Run::default();
     // SAFETY: a racy read of a counter that only grows is enough here.
     let n = unsafe { POOL.desc_count() };
     for idx in 1..n {
@@ -990,7 +993,7 @@ pub fn reinstall_live() {
                         let l = crate::slab::lane(s, c, j, r);
                         let e = l.epoch.load(Ordering::Relaxed);
                         if e != 0 && l.live.load(Ordering::Relaxed) > 0 {
-                            install(alias(e, s.start + j), 1);
+                            run.add(e, alias(e, s.start + j), 1);
                         }
                     }
                 }
@@ -1000,10 +1003,43 @@ pub fn reinstall_live() {
                 let e = s.epoch.load(Ordering::Relaxed);
                 if size & crate::pool::DEAD_BIT == 0 && e != 0 {
                     let guard = s.class & crate::pool::GUARD_AT_END != 0;
-                    install(s.addr & !(PAGE - 1), s.npages as usize - guard as usize);
+                    run.add(e, s.addr & !(PAGE - 1), s.npages as usize - guard as usize);
                 }
             }
             _ => {}
+        }
+    }
+    run.flush();
+}
+
+/// Alias pages gathered into one install while they follow each other in one epoch's mirror
+/// (an install may not cross from one mirror to the next, even where they lie side by side).
+#[derive(Default)]
+struct Run {
+    epoch: u32,
+    start: usize,
+    pages: usize,
+}
+
+impl Run {
+    /// Adds the `n` pages at `addr`: extends the run when they follow it, skips them when the
+    /// run holds them already (several lanes of one page), else installs the run and starts
+    /// another.
+    fn add(&mut self, epoch: u32, addr: usize, n: usize) {
+        let end = self.start + (self.pages << PAGE_SHIFT);
+        let ours = self.pages > 0 && epoch == self.epoch;
+        if ours && addr == end {
+            self.pages += n;
+        } else if !(ours && addr >= self.start && addr + (n << PAGE_SHIFT) <= end) {
+            self.flush();
+            (self.epoch, self.start, self.pages) = (epoch, addr, n);
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.pages > 0 {
+            install(self.start, self.pages);
+            self.pages = 0;
         }
     }
 }

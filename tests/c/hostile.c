@@ -8,8 +8,10 @@
  *   hostile clash                   map MAP_FIXED_NOREPLACE at addresses inside the allocator's
  *                                   arenas (must fail with EEXIST) and next to them; the heap
  *                                   stays intact
- *   hostile closefds [uaf]          close every descriptor above 2 (close_range), keep
- *                                   allocating, fork; with "uaf" then read a freed object
+ *   hostile closefds [first] [uaf]  close every descriptor above 2 (close_range), keep
+ *                                   allocating, fork; with "first" the descriptors are closed
+ *                                   before the program's first allocation (as a daemon does
+ *                                   first thing); with "uaf" then read a freed object
  *   hostile fds                     after some allocation (and again in a forked child),
  *                                   print "FD n TARGET" for each open descriptor above 2,
  *                                   and "SELF_ADVICE 1" if process_madvise takes
@@ -240,10 +242,12 @@ static int clash(void) {
     return 0;
 }
 
-static int closefds(int uaf) {
+static int closefds(int first, int uaf) {
+    if (first && syscall(SYS_close_range, 3u, ~0u, 0u)) fail("close_range", errno);
     unsigned char *keep = malloc(100);
+    if (!keep) fail("malloc after close_range", errno);
     memset(keep, 7, 100);
-    if (syscall(SYS_close_range, 3u, ~0u, 0u)) fail("close_range", errno);
+    if (!first && syscall(SYS_close_range, 3u, ~0u, 0u)) fail("close_range", errno);
     workload(16 << 20, 0);
     pid_t pid = fork();
     if (pid < 0) fail("fork", errno);
@@ -579,7 +583,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [uaf] | vmdata MB | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [first] [uaf] | vmdata MB | ctor\n");
         return 64;
     }
     int r;
@@ -597,7 +601,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "altstack") && argc > 2) r = altstack_case(atol(argv[2]));
     else if (!strcmp(argv[1], "mprotect")) r = mprotect_case(!(argc > 2 && !strcmp(argv[2], "nohandler")));
     else if (!strcmp(argv[1], "clone") && argc > 2) r = clone_case(!strcmp(argv[2], "heap"));
-    else if (!strcmp(argv[1], "closefds")) r = closefds(argc > 2 && !strcmp(argv[2], "uaf"));
+    else if (!strcmp(argv[1], "closefds")) {
+        int first = argc > 2 && !strcmp(argv[2], "first");
+        r = closefds(first, argc > 2 + first && !strcmp(argv[2 + first], "uaf"));
+    }
     else if (!strcmp(argv[1], "vmdata") && argc > 2) r = vmdata(atol(argv[2]));
     else return 64;
     if (r == 0) printf("OK\n");

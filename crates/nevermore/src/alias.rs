@@ -687,6 +687,10 @@ pub fn may_advance() -> bool {
 /// Makes a new mirror covering at least `min_pages` pool pages and makes it the issuing
 /// epoch. Returns it, or None when out of address space or mappings.
 pub fn advance(min_pages: u32) -> Option<u32> {
+    // The new mirror is registered with the userfaultfd, which the program may have closed or
+    // replaced since the last install (daemons close every descriptor): a refill that needs a
+    // new epoch before any install would otherwise fail with ENOMEM.
+    ensure_uffd();
     let f = fixed();
     let mut st = STATE.lock();
     let e = next_epoch()?;

@@ -447,15 +447,15 @@ fn descriptors_put_over_the_allocators_stay_the_programs() {
 /// after a redirection: `exec N>file` at the number of one of the allocator's descriptors
 /// left the pool's memory file there, and what the script wrote to N went into the heap
 /// (the file stayed empty; detect mode then reported an overflow in bash). The library's
-/// descriptors now look closed to `fcntl`: the number becomes the script's file and gets
-/// every byte, in both modes.
+/// descriptors (the report file's too) now look closed to `fcntl`: the number becomes the
+/// script's file and gets every byte, in both modes.
 #[test]
 fn a_shell_redirecting_the_allocators_descriptor_numbers_gets_its_files() {
     let dir = writable_dir("bash-fds");
     let script = r#"
 nums=
 for f in /proc/$$/fd/*; do
-    case "$(readlink "$f")" in *nevermore-pool*|*userfaultfd*) nums="$nums ${f##*/}" ;; esac
+    case "$(readlink "$f")" in *nevermore-pool*|*userfaultfd*|*/nevermore-reports.log) nums="$nums ${f##*/}" ;; esac
 done
 [ -n "$nums" ] || { echo "no descriptor of the allocator"; exit 3; }
 for n in $nums; do
@@ -468,7 +468,8 @@ for n in $nums; do eval "printf %s "\$s" >&$n"; done
 for n in $nums; do echo "FILE $n $(wc -c < "$DIR/out-$n")"; done
 "#;
     for mode in ["prevent", "detect"] {
-        let opts = format!("mode={mode}");
+        // The report file is one of the allocator's descriptors too.
+        let opts = format!("mode={mode}:report_path={}/nevermore-reports.log", dir.display());
         let o = run_preloaded_timeout(
             std::path::Path::new("/bin/bash"),
             &["-c", script],
@@ -485,7 +486,7 @@ for n in $nums; do echo "FILE $n $(wc -c < "$DIR/out-$n")"; done
                 (w.next().unwrap(), w.next().unwrap())
             })
             .collect();
-        assert!(files.len() >= 2, "{mode}: {}\n{}", stdout(&o), stderr(&o));
+        assert!(files.len() >= 3, "{mode}: {}\n{}", stdout(&o), stderr(&o));
         for (n, bytes) in files {
             let want = format!("hello-{n}\n").len() as u64 + 300_000;
             assert_eq!(bytes, want, "{mode}: descriptor {n}: {}\n{}", stdout(&o), stderr(&o));

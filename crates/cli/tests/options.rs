@@ -46,6 +46,20 @@ fn malformed_options_are_one_clear_line_and_exit_1() {
     }
 }
 
+/// The library keeps its own copy of the option string (programs write process titles over
+/// their environment), so one longer than that copy is refused like any malformed string.
+#[test]
+fn an_option_string_too_long_is_refused() {
+    let long = "stats=0:".repeat(1100);
+    let o = run_with(&long);
+    assert_eq!(o.status.code(), Some(1), "{:?}\n{}", o.status, stderr(&o));
+    assert_eq!(stderr(&o), "nevermore: NEVERMORE_OPTIONS: 8800 bytes, longer than the 8192 taken\n");
+    assert!(stdout(&o).is_empty());
+    // Just below the bound it is taken.
+    let o = run_with(&format!("{}mode=detect", "stats=0:".repeat(1020)));
+    assert_report(&o, "heap-use-after-free");
+}
+
 #[test]
 fn empty_items_and_both_separators_are_accepted() {
     for opts in ["", ":", ",,", "mode=detect,,stats=0:", "mode=detect:mode=detect"] {

@@ -577,3 +577,52 @@ fn unseen_reports_go_to_the_system_log() {
     }
     assert!(reported(&received()), "full log");
 }
+
+/// A report reaches `report_path` whatever a daemon did since it started: wrote a process
+/// title over its environment (the path was read from there at the first report, and the
+/// stats of `perl -e '$0 = ...'` went to a file named with spaces), changed directory (a
+/// relative path), dropped root for `nobody` (the path's directory is root's), closed every
+/// descriptor and put a file of its own at their numbers (the report went into that file), or
+/// pointed standard error at `/dev/null`. The file is opened at start-up, and again when the
+/// program closed or replaced it.
+#[test]
+fn reports_reach_report_path_whatever_the_daemon_did() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::ExitStatusExt;
+    let bin = compile("daemon.c", &[]);
+    let mut cases = vec!["title", "chdir", "closeall", "null"];
+    // Dropping root takes root; the unprivileged pass starts as nobody already.
+    if is_root() && !unprivileged_run() {
+        cases.push("setuid");
+    }
+    for mode in ["prevent", "detect"] {
+        for case in &cases {
+            let dir = scratch(&format!("daemon-{case}-{mode}"));
+            if *case == "setuid" {
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+            }
+            let mine = dir.join("mine");
+            let mut c = program(&bin);
+            c.arg(case);
+            if *case == "closeall" {
+                c.arg(&mine);
+            }
+            let o = c
+                .current_dir(&dir)
+                .env("LD_PRELOAD", lib_path())
+                .env("NEVERMORE_OPTIONS", format!("mode={mode}:report_path=r.log"))
+                .output()
+                .unwrap();
+            let (out, err) = (stdout(&o), stderr(&o));
+            let what = format!("{mode}, {case}:\n{out}\n{err}");
+            assert_eq!(o.status.signal(), Some(6), "{what}");
+            assert_eq!(out, "READY\n", "{what}");
+            let log = std::fs::read_to_string(dir.join("r.log")).unwrap_or_default();
+            assert_eq!(log.matches("nevermore: ERROR: double-free").count(), 1, "{what}\nr.log:\n{log}");
+            assert!(!err.contains("double-free") && !err.contains("cannot open"), "{what}");
+            if *case == "closeall" {
+                assert_eq!(std::fs::read_to_string(&mine).unwrap(), "mine\n", "{what}");
+            }
+        }
+    }
+}

@@ -713,7 +713,10 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 
 /// Whether `fd` is one of the library's own descriptors (its number, and still its file).
 fn own_descriptor(fd: c_int) -> bool {
-    crate::pool::POOL.is_own_fd(fd) || crate::alias::is_own_uffd(fd) || crate::leak::is_stderr_copy(fd)
+    crate::pool::POOL.is_own_fd(fd)
+        || crate::alias::is_own_uffd(fd)
+        || crate::leak::is_stderr_copy(fd)
+        || crate::report::is_report_file(fd)
 }
 
 /// The C library's `dlopen` (resolved once).

@@ -14,8 +14,8 @@ pub enum Mode {
     Prevent,
 }
 
-/// Parsed options. `report_path` borrows the environment string, which lives as long as the
-/// process.
+/// Parsed options. `report_path` and `syslog_path` borrow the option string: the library's
+/// own copy of the environment variable, which lives as long as the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
     pub mode: Mode,
@@ -116,8 +116,8 @@ pub const KNOWN: &str =
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Syslog {
-    /// When nobody would see them otherwise: no `report_path`, and standard error closed or
-    /// `/dev/null` (a daemon's usual state).
+    /// When nobody would see them otherwise: no file of `report_path` (none set, or it cannot
+    /// be opened), and standard error closed or `/dev/null` (a daemon's usual state).
     Auto,
     Never,
     Always,
@@ -125,10 +125,19 @@ pub enum Syslog {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseError<'a> {
+    /// The option string is longer than `MAX_TEXT` bytes.
+    TooLong(usize),
     UnknownKey(&'a [u8]),
-    BadValue { key: &'a [u8], value: &'a [u8], expected: &'static str },
+    BadValue {
+        key: &'a [u8],
+        value: &'a [u8],
+        expected: &'static str,
+    },
     MissingValue(&'a [u8]),
 }
+
+/// Longest option string taken (a path may be up to 4096 bytes, with room for the rest).
+pub const MAX_TEXT: usize = 8192;
 
 /// Parses an option string. Empty items (`a=1::b=0`) are ignored.
 pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {

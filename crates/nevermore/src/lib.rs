@@ -117,6 +117,10 @@ const FAILED: u8 = 3;
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static INIT_TID: AtomicU32 = AtomicU32::new(0);
 static OPTIONS: GlobalCell<config::Options> = GlobalCell::new(config::Options::DEFAULT);
+/// A copy of `NEVERMORE_OPTIONS`, which the parsed options borrow their strings from
+/// (`report_path`, `syslog_path`): programs that set a process title (nginx, OpenSSH, perl's
+/// `$0`) write it over the memory of their arguments and environment.
+static OPTIONS_TEXT: GlobalCell<[u8; config::MAX_TEXT]> = GlobalCell::new([0; config::MAX_TEXT]);
 static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 
 pub fn options() -> &'static config::Options {
@@ -167,14 +171,25 @@ fn init() -> bool {
     // SAFETY: getenv returns null or a NUL-terminated string that lives in the environment.
     let env = unsafe { libc::getenv(c"NEVERMORE_OPTIONS".as_ptr()) };
     if !env.is_null() {
-        // SAFETY: as above; the environment outlives the process' use of it.
-        let bytes: &'static [u8] = unsafe { core::ffi::CStr::from_ptr(env) }.to_bytes();
+        // SAFETY: as above; read once, here.
+        let env = unsafe { core::ffi::CStr::from_ptr(env) }.to_bytes();
+        if env.len() > config::MAX_TEXT {
+            report::bad_options(&config::ParseError::TooLong(env.len()));
+        }
+        // SAFETY: initialisation runs once, before READY is published; nothing else refers to
+        // the copy until the options below do, and it is never written again.
+        let bytes: &'static [u8] = unsafe {
+            let text = OPTIONS_TEXT.get_mut();
+            text[..env.len()].copy_from_slice(env);
+            &text[..env.len()]
+        };
         match config::parse(bytes) {
             // SAFETY: initialisation runs once, before READY is published.
             Ok(o) => unsafe { *OPTIONS.get_mut() = o },
             Err(e) => report::bad_options(&e),
         }
     }
+    report::open_destination();
     let keyed = guard::init_secret();
     // Before anything is sized by the address-space limit.
     rlimit::after_exec();

@@ -19,7 +19,7 @@
 //! allocate and concurrent reports never interleave.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicI32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 use crate::{config, sys};
 
@@ -104,47 +104,88 @@ impl<const N: usize> Write for Buf<N> {
     }
 }
 
-/// The report destination: -1 until first used; then stderr or the opened `report_path`.
+/// The opened `report_path`: its descriptor (-1 until opened) and its file (device, inode), to
+/// tell when the program closed it or put a file of its own at its number (daemons close
+/// every descriptor).
 static OUT_FD: AtomicI32 = AtomicI32::new(-1);
+static OUT_DEV: AtomicU64 = AtomicU64::new(0);
+static OUT_INO: AtomicU64 = AtomicU64::new(0);
+/// Set once the failure to open `report_path` was said.
+static SAID_NO_FILE: AtomicBool = AtomicBool::new(false);
 
-/// The descriptor reports and stats go to.
+/// Opens `report_path` at start-up, if it is set: with the working directory and permissions
+/// the program starts with (a daemon may change both before anything is reported), and so
+/// that a path that cannot be opened is said while standard error is still seen.
+pub fn open_destination() {
+    if crate::options().report_path.is_some() {
+        out_fd();
+    }
+}
+
+/// The descriptor reports and stats go to: the file of `report_path`, opened again if the
+/// program closed or replaced it (and not under a seccomp filter, which might kill the
+/// process for `open`), else stderr.
 pub fn out_fd() -> i32 {
+    let Some(path) = crate::options().report_path else { return 2 };
     let fd = OUT_FD.load(Ordering::Acquire);
-    if fd >= 0 {
+    if fd >= 0 && is_report_file(fd) {
         return fd;
     }
-    let mut fd = 2;
-    if let Some(path) = crate::options().report_path {
-        let mut p = Buf::<4096>::new();
-        p.push_bytes(path);
-        if p.len < 4096 {
-            p.bytes[p.len] = 0;
-            // SAFETY: `p` holds a NUL-terminated path.
-            let f = unsafe {
-                libc::open(
-                    p.bytes.as_ptr() as *const libc::c_char,
-                    libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
-                    0o644,
-                )
-            };
-            if f >= 0 {
-                fd = sys::move_fd_high(f);
-            } else {
-                let mut m = Buf::<256>::new();
-                let _ = writeln!(m, "nevermore: cannot open report_path (errno {}); reporting to stderr", sys::errno());
-                sys::write_all(2, m.as_bytes());
-            }
-        }
+    if crate::seccomp::filtered() {
+        return 2;
     }
-    match OUT_FD.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => fd,
+    let Some(new) = open_report_path(path) else {
+        if !SAID_NO_FILE.swap(true, Ordering::Relaxed) {
+            let mut m = Buf::<256>::new();
+            let _ = writeln!(m, "nevermore: cannot open report_path (errno {}); reporting to stderr", sys::errno());
+            sys::write_all(2, m.as_bytes());
+        }
+        return 2;
+    };
+    // Two threads reopening at once open the same file: the loser's copy is closed, and the
+    // file's identity is the same either way.
+    let (dev, ino) = sys::file_id(new).unwrap_or((0, 0));
+    OUT_DEV.store(dev, Ordering::Relaxed);
+    OUT_INO.store(ino, Ordering::Relaxed);
+    match OUT_FD.compare_exchange(fd, new, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => new,
         Err(other) => {
-            if fd != 2 {
-                sys::close(fd);
-            }
+            sys::close(new);
             other
         }
     }
+}
+
+/// Whether reports go to the file of `report_path` (it is set and could be opened).
+fn report_file_open() -> bool {
+    crate::options().report_path.is_some() && OUT_FD.load(Ordering::Acquire) >= 0
+}
+
+/// Whether `fd` is the library's open `report_path` (its number, and still its file).
+pub fn is_report_file(fd: i32) -> bool {
+    fd >= 0
+        && fd == OUT_FD.load(Ordering::Acquire)
+        && sys::file_id(fd) == Some((OUT_DEV.load(Ordering::Relaxed), OUT_INO.load(Ordering::Relaxed)))
+}
+
+/// Opens `path` to append reports to it (close-on-exec, at a high number).
+fn open_report_path(path: &[u8]) -> Option<i32> {
+    let mut p = Buf::<4096>::new();
+    p.push_bytes(path);
+    if p.len >= 4096 {
+        sys::set_errno(libc::ENAMETOOLONG);
+        return None;
+    }
+    p.bytes[p.len] = 0;
+    // SAFETY: `p` holds a NUL-terminated path.
+    let f = unsafe {
+        libc::open(
+            p.bytes.as_ptr() as *const libc::c_char,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    (f >= 0).then(|| sys::move_fd_high(f))
 }
 
 /// The stacks of a report: where it happened, and (detect mode) who freed and allocated the
@@ -691,8 +732,9 @@ fn filtered() -> bool {
 
 /// Sends `text` to the system log, a datagram per line (`<11>`: facility user, severity
 /// error; tagged `nevermore[pid]`), when the `syslog` option says so: always, or (`auto`)
-/// when there is no `report_path`, standard error is unseen (so that a daemon's report is
-/// not lost) and no seccomp filter is in force. Nothing happens when the socket is missing
+/// when no file of `report_path` takes the reports (none is set, or it cannot be opened),
+/// standard error is unseen (so that a daemon's report is not lost) and no seccomp filter is
+/// in force. Nothing happens when the socket is missing
 /// (containers) or refuses; a full log is waited for at most 100 ms. Only system calls on
 /// the stack: safe in the fault handler.
 fn to_syslog(text: &[u8]) {
@@ -700,7 +742,7 @@ fn to_syslog(text: &[u8]) {
     let wanted = match o.syslog {
         config::Syslog::Never => false,
         config::Syslog::Always => true,
-        config::Syslog::Auto => o.report_path.is_none() && !filtered() && stderr_unseen(),
+        config::Syslog::Auto => !report_file_open() && !filtered() && stderr_unseen(),
     };
     if !wanted {
         return;
@@ -763,6 +805,9 @@ pub fn bad_options(e: &config::ParseError<'_>) -> ! {
     let mut b = Buf::<512>::new();
     b.push_bytes(b"nevermore: NEVERMORE_OPTIONS: ");
     match e {
+        config::ParseError::TooLong(n) => {
+            let _ = write!(b, "{n} bytes, longer than the {} taken", config::MAX_TEXT);
+        }
         config::ParseError::UnknownKey(k) => {
             b.push_bytes(b"unknown option '");
             b.push_bytes(k);

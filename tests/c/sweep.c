@@ -32,7 +32,11 @@
  *              shrank, sweeps must run again.
  *   undumpable the same in a process that made itself non-dumpable (prctl(PR_SET_DUMPABLE,
  *              0)), with the no-access holder left readable; "undumpable-noaccess" with it
- *              made no-access as in `reuse`.
+ *              made no-access as in `reuse`; "undumpable-filegap" as "undumpable" with a
+ *              no-access private mapping of a file in the page cache besides (a library's gap
+ *              between its segments); "undumpable-filenoaccess" as "undumpable-noaccess" with
+ *              the holder a private mapping of a file, written (copied on write) then made
+ *              no-access.
  *   churn N    N allocations of 0..1024 bytes, 1 % long-lived, every object filled with a
  *              pattern of its own and checked when freed; 64 dangling pointers to freed
  *              objects are kept in a global array (replaced now and then) and no allocation
@@ -77,6 +81,7 @@
  *              Prints UNPINNED OK.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -808,7 +813,18 @@ int main(int argc, char **argv) {
         swell_and_shrink();
     if (!strcmp(mode, "joined"))
         with_a_thread_then_alone();
-    int no_access = strcmp(mode, "undumpable") != 0;
+    int no_access = strcmp(mode, "undumpable") != 0 && strcmp(mode, "undumpable-filegap") != 0;
+    /* A file in the page cache: the program itself. */
+    int exe = strstr(mode, "-file") ? open("/proc/self/exe", O_RDONLY) : -1;
+    char page[4096];
+    if (strstr(mode, "-file") && (exe < 0 || pread(exe, page, sizeof page, 0) != (ssize_t)sizeof page)) {
+        perror("/proc/self/exe");
+        return 2;
+    }
+    if (!strcmp(mode, "undumpable-filegap") && mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE, exe, 0) == MAP_FAILED) {
+        perror("mmap");
+        return 2;
+    }
     if (!strncmp(mode, "undumpable", 10) && prctl(PR_SET_DUMPABLE, 0) != 0) {
         perror("prctl");
         return 2;
@@ -831,7 +847,13 @@ int main(int argc, char **argv) {
      * compiler keeps no copy of what it holds). */
     holder = malloc(64);
     uintptr_t *region = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uintptr_t *hidden = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uintptr_t *hidden = !strcmp(mode, "undumpable-filenoaccess")
+                            ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, exe, 0)
+                            : mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (hidden == MAP_FAILED) {
+        perror("mmap");
+        return 2;
+    }
     for (int i = 0; i < N; i++) {
         if (i % 4 == 0)
             continue;

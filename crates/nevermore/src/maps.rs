@@ -41,12 +41,21 @@ fn hex(s: &[u8]) -> Option<usize> {
     Some(v)
 }
 
-/// Calls `f(lo, hi, readable, shared)` for every range of the program's own memory in the
+/// What a mapping of the program allows and what backs it.
+#[derive(Clone, Copy)]
+pub struct Access {
+    pub readable: bool,
+    pub shared: bool,
+    /// Mapped from a file (not anonymous memory, nor a kernel-named one like `[stack]`).
+    pub file: bool,
+}
+
+/// Calls `f(lo, hi, access)` for every range of the program's own memory in the
 /// `/proc/self/maps` listing `maps`: every mapping but the pool's views, the alias arena, the
 /// kernel's special mappings, big no-access reservations and the library's metadata (which
 /// may have merged with the program's own mappings). Stops, returning false, when `f` does or
 /// a line does not parse.
-pub fn program_ranges(maps: &[u8], mut f: impl FnMut(usize, usize, bool, bool) -> bool) -> bool {
+pub fn program_ranges(maps: &[u8], mut f: impl FnMut(usize, usize, Access) -> bool) -> bool {
     let (arena, arena_len) = alias::arena_range();
     let n = maps.len();
     let mut rest = 0;
@@ -54,6 +63,7 @@ pub fn program_ranges(maps: &[u8], mut f: impl FnMut(usize, usize, bool, bool) -
         let end = maps[rest..n].iter().position(|&c| c == b'\n').map_or(n, |k| rest + k);
         let Some((lo, hi, prot, shared, path)) = parse_line(&maps[rest..end]) else { return false };
         let readable = prot & libc::PROT_READ != 0;
+        let access = Access { readable, shared, file: !path.is_empty() && path[0] != b'[' };
         rest = end + 1;
         let ours = is_pool_view(path) || lo.wrapping_sub(arena) < arena_len;
         let special = matches!(path, b"[vvar]" | b"[vvar_vclock]" | b"[vsyscall]" | b"[vdso]");
@@ -68,7 +78,7 @@ pub fn program_ranges(maps: &[u8], mut f: impl FnMut(usize, usize, bool, bool) -
                 None => (hi, hi),
             };
             // `[at, from)` is the program's; `[from, to)` is metadata.
-            if from > at && !f(at, from, readable, shared) {
+            if from > at && !f(at, from, access) {
                 return false;
             }
             at = to.max(from);
@@ -94,8 +104,8 @@ pub fn after_mlockall(fill_program: bool) -> bool {
             }
         }
         !fill_program
-            || program_ranges(maps, |lo, hi, readable, _| {
-                if readable {
+            || program_ranges(maps, |lo, hi, access| {
+                if access.readable {
                     // SAFETY: mlock of the program's own mapped range; it changes no contents.
                     unsafe { libc::mlock(lo as *const libc::c_void, hi - lo) };
                 }

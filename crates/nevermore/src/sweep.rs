@@ -724,7 +724,11 @@ fn scan_mappings(b: &mut Buffers, scanned: &mut u64) -> bool {
     let (mem, pm) = (sys::open_read(c"/proc/self/mem"), sys::open_read(c"/proc/self/pagemap"));
     let ok = match (mem, pm) {
         (Some(mem), Some(pm)) => scan_listed(b, n, Reader::Proc { mem, pm }, scanned),
-        _ => no_swap(b) && scan_listed(b, n, Reader::Vm, scanned),
+        _ => {
+            // SAFETY: only the sweeping thread uses GAPS, one sweep at a time.
+            unsafe { GAPS.get_mut() }.n = GAPS_UNREAD;
+            no_swap(b) && scan_listed(b, n, Reader::Vm, scanned)
+        }
     };
     mem.into_iter().chain(pm).for_each(sys::close);
     ok
@@ -743,7 +747,7 @@ fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> boo
     let leak = LEAK_CHECK.load(Ordering::Relaxed);
     let floor = LEAK_STACK_FLOOR.load(Ordering::Relaxed);
     let (own_lo, own_hi) = LEAK_OWN.load();
-    let ok = maps::program_ranges(&maps[..n], |lo, hi, readable, shared| {
+    let ok = maps::program_ranges(&maps[..n], |lo, hi, access| {
         // The leak check reads this thread's stack from `floor` up only, and not the
         // library's own statics.
         let lo = if leak && floor.wrapping_sub(lo) < hi - lo { floor } else { lo };
@@ -751,7 +755,7 @@ fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> boo
             if leak { ((lo, hi.min(own_lo).max(lo)), (lo.max(own_hi).min(hi), hi)) } else { ((lo, hi), (hi, hi)) };
         [below, above].into_iter().filter(|&(a, z)| a < z).all(|(a, z)| {
             examined += z - a;
-            examined <= MAX_EXAMINED && scan_range(b, a, z, (readable, shared), how, scanned)
+            examined <= MAX_EXAMINED && scan_range(b, a, z, access, how, scanned)
         })
     });
     b.maps = maps;
@@ -760,14 +764,15 @@ fn scan_listed(b: &mut Buffers, n: usize, how: Reader, scanned: &mut u64) -> boo
 
 /// Scans the pages of `[lo, hi)` that hold data: present or swapped out (page map), or in the
 /// page cache (shared mappings); with `Reader::Vm`, the resident ones (`mincore`).
-fn scan_range(
-    b: &mut Buffers,
-    lo: usize,
-    hi: usize,
-    (readable, shared): (bool, bool),
-    how: Reader,
-    scanned: &mut u64,
-) -> bool {
+fn scan_range(b: &mut Buffers, lo: usize, hi: usize, access: maps::Access, how: Reader, scanned: &mut u64) -> bool {
+    let maps::Access { readable, shared, file } = access;
+    if matches!(how, Reader::Vm) && !readable && !shared && file && private_pages_kib(b, lo) == Some(0) {
+        // `process_vm_readv` cannot read a no-access mapping, and `mincore` calls the pages of
+        // a file mapping resident whenever the file is in the page cache (a library's gap
+        // between its segments): with no private page, it holds the file's bytes only, none
+        // the program wrote.
+        return true;
+    }
     let (mut at, hi) = (lo & !(PAGE - 1), sys::round_up(hi, PAGE));
     // Whether residency (`mincore`) tells which pages hold data, besides the page map.
     let residency = shared || matches!(how, Reader::Vm);
@@ -817,6 +822,85 @@ fn scan_range(
         at += n << PAGE_SHIFT;
     }
     true
+}
+
+/// The program's no-access private file mappings, each with the KiB of private (anonymous,
+/// copied-on-write) pages it holds, from one pass over `/proc/self/smaps` (readable where
+/// `/proc/self/pagemap` is not: a process that is not dumpable) per sweep that needs it
+/// (`Reader::Vm`, see `scan_range`). Used by one sweep at a time (`BUSY`).
+struct Gaps {
+    /// Entries in `list`, or `GAPS_UNREAD` until this sweep reads them, or `GAPS_UNKNOWN`
+    /// when they cannot be had.
+    n: usize,
+    list: [(usize, u64); MAX_GAPS],
+}
+
+const MAX_GAPS: usize = 256;
+const GAPS_UNREAD: usize = usize::MAX;
+const GAPS_UNKNOWN: usize = usize::MAX - 1;
+
+static GAPS: crate::GlobalCell<Gaps> = crate::GlobalCell::new(Gaps { n: GAPS_UNREAD, list: [(0, 0); MAX_GAPS] });
+
+/// KiB of private pages in the no-access private file mapping that starts at `lo`; None when
+/// that cannot be told.
+fn private_pages_kib(b: &mut Buffers, lo: usize) -> Option<u64> {
+    // SAFETY: only the sweeping thread uses GAPS, one sweep at a time.
+    let gaps = unsafe { GAPS.get_mut() };
+    if gaps.n == GAPS_UNREAD {
+        gaps.n = read_gaps(b.data, &mut gaps.list).unwrap_or(GAPS_UNKNOWN);
+    }
+    gaps.list.get(..gaps.n)?.iter().find(|g| g.0 == lo).map(|g| g.1)
+}
+
+/// Streams `/proc/self/smaps` through `buf` (it is as long as the process has mappings) and
+/// notes the private pages of each no-access private file mapping; how many were noted, or
+/// None when the file cannot be read whole or there are more than `list` holds.
+fn read_gaps(buf: &mut [u8], list: &mut [(usize, u64)]) -> Option<usize> {
+    let fd = sys::open_read(c"/proc/self/smaps")?;
+    let (mut have, mut n, mut current, mut ok) = (0usize, 0usize, None, true);
+    loop {
+        // SAFETY: reading into the rest of `buf`.
+        let r = unsafe { libc::read(fd, buf[have..].as_mut_ptr() as *mut libc::c_void, buf.len() - have) };
+        if r < 0 && sys::errno() == libc::EINTR {
+            continue;
+        }
+        if r <= 0 {
+            ok &= r == 0;
+            break;
+        }
+        have += r as usize;
+        let mut start = 0;
+        while let Some(nl) = buf[start..have].iter().position(|&c| c == b'\n') {
+            let line = &buf[start..start + nl];
+            start += nl + 1;
+            if line.split(|&c| c == b' ').next().is_some_and(|w| w.contains(&b'-')) {
+                // A mapping's first line.
+                current = maps::parse_line(line)
+                    .filter(|&(_, _, prot, shared, path)| {
+                        prot == 0 && !shared && path.first().is_some_and(|&c| c != b'[')
+                    })
+                    .map(|(lo, ..)| lo);
+            } else if let (Some(lo), true) = (current, line.starts_with(b"Anonymous:")) {
+                let kib = stats::status_field(line, b"Anonymous");
+                if n == list.len() || kib.is_none() {
+                    ok = false;
+                    break;
+                }
+                list[n] = (lo, kib.unwrap_or(0));
+                n += 1;
+                current = None;
+            }
+        }
+        buf.copy_within(start..have, 0);
+        have -= start;
+        // A line longer than the buffer.
+        ok &= have < buf.len();
+        if !ok {
+            break;
+        }
+    }
+    sys::close(fd);
+    ok.then_some(n)
 }
 
 /// Reads this process's memory at `addr` into `buf` with `process_vm_readv`; the count read.

@@ -66,6 +66,9 @@ pub struct Options {
     /// Let the allocator's own system calls on its own descriptors through seccomp filters the
     /// program installs while it runs (`seccomp_exempt`; `seccomp`).
     pub seccomp_exempt: bool,
+    /// Report a sized free (sized `operator delete`, `free_sized`) given another size than the
+    /// object's (`size_mismatch`); else the object is freed as if no size were given.
+    pub size_mismatch: bool,
     /// Heaps with more MiB of live objects are not swept (`sweep_max_live`): the program stands
     /// still while a sweep reads them, about half a millisecond per MiB.
     pub sweep_max_live_mib: u32,
@@ -101,6 +104,7 @@ impl Options {
         sweep_threads: true,
         sweep_helper: true,
         seccomp_exempt: true,
+        size_mismatch: true,
         sweep_max_live_mib: 64,
         first_epoch: 1,
         mirror_table: None,
@@ -111,7 +115,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,6 +195,7 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             b"sweep_threads" => o.sweep_threads = parse_bool(key, value)?,
             b"sweep_helper" => o.sweep_helper = parse_bool(key, value)?,
             b"seccomp_exempt" => o.seccomp_exempt = parse_bool(key, value)?,
+            b"size_mismatch" => o.size_mismatch = parse_bool(key, value)?,
             b"report_path" => {
                 if value.is_empty() {
                     return Err(ParseError::BadValue { key, value, expected: "a file path" });
@@ -342,6 +347,8 @@ mod tests {
         );
         assert!(matches!(parse(b"alloc_dealloc_mismatch=3"), Err(ParseError::BadValue { .. })));
         assert!(matches!(parse(b"alloc_dealloc_mismatch=yes"), Err(ParseError::BadValue { .. })));
+        assert!(parse(b"").unwrap().size_mismatch);
+        assert!(!parse(b"size_mismatch=0").unwrap().size_mismatch);
         assert!(!parse(b"").unwrap().guard_all);
         assert!(parse(b"mode=detect:guard_all=1").unwrap().guard_all);
         assert!(parse(b"guard_all=yes,mode=detect").unwrap().guard_all);

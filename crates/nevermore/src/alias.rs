@@ -981,9 +981,41 @@ pub fn reinstall_live() {
     if revoke_kind() != Revoke::Uffd {
         return;
     }
-    // Neighbouring live aliases (pages of one slab issued in one epoch, adjacent slabs) are
-    // installed by one call: a forked child has thousands of them.
+    // Neighbouring live aliases are installed by one call: a forked child has thousands of
+    // them. Sorted by address first, where room for the list can be had: a page with several
+    // lanes gives an alias in each lane's epoch, so in the pool's order they alternate.
+    let mut count = 0usize;
+    for_each_live_alias(|_, _, _| count += 1);
+    let bytes = sys::round_up(count.max(1) * core::mem::size_of::<(usize, usize, u32)>(), PAGE);
+    let list = sys::map_meta(bytes) as *mut (usize, usize, u32);
     let mut run = Run::default();
+    if list.is_null() {
+        for_each_live_alias(|e, addr, n| run.add(e, addr, n));
+        run.flush();
+        return;
+    }
+    // SAFETY: a fresh private mapping of room for `count` entries, ours until unmapped below.
+    let entries = unsafe { core::slice::from_raw_parts_mut(list, count) };
+    let mut k = 0;
+    // Other threads (after `recover`) may have made more units live since they were counted:
+    // those install their own aliases.
+    for_each_live_alias(|e, addr, n| {
+        if k < count {
+            entries[k] = (addr, n, e);
+            k += 1;
+        }
+    });
+    entries[..k].sort_unstable();
+    for &(addr, n, e) in &entries[..k] {
+        run.add(e, addr, n);
+    }
+    run.flush();
+    sys::unmap(list as *mut u8, bytes);
+}
+
+/// Calls `f(epoch, alias, pages)` for the alias of every live unit: each live lane of a slab
+/// page, and each live page object (without its guard page).
+fn for_each_live_alias(mut f: impl FnMut(u32, usize, usize)) {
     // SAFETY: a racy read of a counter that only grows is enough here.
     let n = unsafe { POOL.desc_count() };
     for idx in 1..n {
@@ -997,7 +1029,7 @@ pub fn reinstall_live() {
                         let l = crate::slab::lane(s, c, j, r);
                         let e = l.epoch.load(Ordering::Relaxed);
                         if e != 0 && l.live.load(Ordering::Relaxed) > 0 {
-                            run.add(e, alias(e, s.start + j), 1);
+                            f(e, alias(e, s.start + j), 1);
                         }
                     }
                 }
@@ -1007,13 +1039,12 @@ pub fn reinstall_live() {
                 let e = s.epoch.load(Ordering::Relaxed);
                 if size & crate::pool::DEAD_BIT == 0 && e != 0 {
                     let guard = s.class & crate::pool::GUARD_AT_END != 0;
-                    run.add(e, s.addr & !(PAGE - 1), s.npages as usize - guard as usize);
+                    f(e, s.addr & !(PAGE - 1), s.npages as usize - guard as usize);
                 }
             }
             _ => {}
         }
     }
-    run.flush();
 }
 
 /// Alias pages gathered into one install while they follow each other in one epoch's mirror

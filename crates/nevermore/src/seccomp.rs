@@ -240,9 +240,10 @@ enum To {
     At(usize),
 }
 
-/// Most instructions a prefix takes: 8 for the architecture and the caller's address, then
-/// `MAX_RULES` rules of at most 16, and 2 (jumps over all of them stay below 256).
-const PREFIX_MAX: usize = 8 + MAX_RULES * 16 + 2;
+/// Most instructions a prefix takes: 10 for the architecture and the caller's address (code
+/// across a 4 GiB boundary), then `MAX_RULES` rules of at most 16, and 2 (jumps over all of
+/// them stay below 256).
+const PREFIX_MAX: usize = 10 + MAX_RULES * 16 + 2;
 
 /// The prefix being written: instructions with their jumps' targets.
 struct Asm {
@@ -264,7 +265,7 @@ impl Asm {
 
 /// Writes the prefix for `rules`, made from the code at `text` (start, end) but for calls that
 /// return to `passed` (the program's calls through our `syscall`; 0: none), into `out`;
-/// returns its length, or None if it does not fit (or `text` spans a 4 GiB boundary).
+/// returns its length, or None if it does not fit (or `text` is not known).
 fn prefix(rules: &[Rule], text: (usize, usize), passed: usize, out: &mut [Insn]) -> Option<usize> {
     let mut a = Asm { code: [(Insn { code: 0, jt: 0, jf: 0, k: 0 }, To::Next, To::Next); PREFIX_MAX], n: 0 };
     // Only x86-64 calls (an x32 or i386 call has other numbers).
@@ -273,20 +274,41 @@ fn prefix(rules: &[Rule], text: (usize, usize), passed: usize, out: &mut [Insn])
     // Only calls made by the allocator's own code: the program's calls, and those of any
     // program the process becomes by `exec` (the filter stays; the library, if loaded again,
     // is elsewhere), meet the program's filter alone.
+    // The caller's address is compared in halves (classic BPF loads 32 bits): its high half
+    // names the 4 GiB the code lies in, or one of the two where the code crosses a boundary.
     let (lo, hi) = text;
-    if lo >= hi || lo >> 32 != (hi - 1) >> 32 {
+    if lo >= hi || (hi - 1) >> 32 > (lo >> 32) + 1 {
         return None;
     }
+    let (first, last) = ((lo >> 32) as u32, ((hi - 1) >> 32) as u32);
+    let not_passed = |a: &mut Asm, within: u32| {
+        if passed >= lo && passed < hi && (passed >> 32) as u32 == within {
+            a.emit(BPF_JEQ_K, passed as u32, To::Theirs, To::Next)?;
+        }
+        Some(())
+    };
     a.stmt(BPF_LD_W_ABS, OFF_IP + 4)?;
-    a.emit(BPF_JEQ_K, (lo >> 32) as u32, To::Next, To::Theirs)?;
-    a.stmt(BPF_LD_W_ABS, OFF_IP)?;
-    if passed >= lo && passed < hi {
-        a.emit(BPF_JEQ_K, passed as u32, To::Theirs, To::Next)?;
-    }
-    a.emit(BPF_JGE_K, lo as u32, To::Next, To::Theirs)?;
-    // An end at a 4 GiB boundary has a low half of 0: every low half is below it.
-    if hi as u32 != 0 {
+    if first == last {
+        a.emit(BPF_JEQ_K, first, To::Next, To::Theirs)?;
+        a.stmt(BPF_LD_W_ABS, OFF_IP)?;
+        not_passed(&mut a, first)?;
+        a.emit(BPF_JGE_K, lo as u32, To::Next, To::Theirs)?;
+        // An end at a 4 GiB boundary has a low half of 0: every low half is below it.
+        if hi as u32 != 0 {
+            a.emit(BPF_JGE_K, hi as u32, To::Theirs, To::Next)?;
+        }
+    } else {
+        // Below the boundary, from `lo` up; above it, below `hi` (whose low half is not 0).
+        let upper = a.emit(BPF_JEQ_K, last, To::Next, To::Next)?;
+        a.emit(BPF_JEQ_K, first, To::Next, To::Theirs)?;
+        a.stmt(BPF_LD_W_ABS, OFF_IP)?;
+        not_passed(&mut a, first)?;
+        let lower_ok = a.emit(BPF_JGE_K, lo as u32, To::Next, To::Theirs)?;
+        a.code[upper].1 = To::At(a.n);
+        a.stmt(BPF_LD_W_ABS, OFF_IP)?;
+        not_passed(&mut a, last)?;
         a.emit(BPF_JGE_K, hi as u32, To::Theirs, To::Next)?;
+        a.code[lower_ok].1 = To::At(a.n);
     }
     for r in rules {
         a.stmt(BPF_LD_W_ABS, OFF_NR)?;
@@ -642,9 +664,9 @@ mod tests {
         assert!(prefix(&r[..n], TEXT, PASSED, &mut out).is_none());
         let mut out = vec![Insn { code: 0, jt: 0, jf: 0, k: 0 }; MAX_INSNS];
         assert!(prefix(&r[..n], TEXT, PASSED, &mut out).unwrap() < PREFIX_MAX);
-        // Code across a 4 GiB boundary, or not known.
-        assert!(prefix(&r[..n], (0x1_ffff_0000, 0x2_0001_0000), 0, &mut out).is_none());
+        // Code not known, or over 4 GiB of it.
         assert!(prefix(&r[..n], (0, 0), 0, &mut out).is_none());
+        assert!(prefix(&r[..n], (0x1_ffff_0000, 0x3_0000_1000), 0, &mut out).is_none());
         // Code that ends at one is fine.
         let p = prefix(&r[..n], (0x1_fff0_0000, 0x2_0000_0000), 0, &mut out).unwrap();
         let stmt = |code, k| Insn { code, jt: 0, jf: 0, k };
@@ -652,6 +674,30 @@ mod tests {
         out.push(stmt(BPF_RET_K, KILL));
         assert_eq!(run_at(&out, libc::SYS_gettid as u32, AUDIT_ARCH_X86_64, 0x1_ffff_fff0, [0; 6]), RET_ALLOW);
         assert_eq!(run_at(&out, libc::SYS_gettid as u32, AUDIT_ARCH_X86_64, 0x1_ffef_fff0, [0; 6]), KILL);
+    }
+
+    /// Code loaded across a 4 GiB boundary (ASLR places it so now and then): its calls on both
+    /// sides pass, no other's, and the program's calls through `syscall` on either side do
+    /// not. Before, no prefix was made there: the program's filter went in as it was, and one
+    /// that refuses the allocator's calls then ended the process at its next refill.
+    #[test]
+    fn code_across_a_4_gib_boundary_is_the_allocator_s() {
+        let (r, n) = rules();
+        let text = (0x1_ffff_0000, 0x2_0001_0000);
+        let stmt = |code, k| Insn { code, jt: 0, jf: 0, k };
+        for passed in [0x1_ffff_8000usize, 0x2_0000_8000] {
+            let mut out = vec![Insn { code: 0, jt: 0, jf: 0, k: 0 }; MAX_INSNS];
+            let p = prefix(&r[..n], text, passed, &mut out).unwrap();
+            out.truncate(p);
+            out.push(stmt(BPF_RET_K, KILL));
+            let gettid = |ip: u64| run_at(&out, libc::SYS_gettid as u32, AUDIT_ARCH_X86_64, ip, [0; 6]);
+            for ip in [0x1_ffff_0000, 0x1_ffff_fff0, 0x2_0000_0000, 0x2_0000_fff0] {
+                assert_eq!(gettid(ip), if ip == passed as u64 { KILL } else { RET_ALLOW }, "{ip:#x}");
+            }
+            for ip in [0x1_fffe_fff0, 0x2_0001_0000, 0x3_0000_0000, 0x0_ffff_fff0, 0x2_ffff_fff0, passed as u64] {
+                assert_eq!(gettid(ip), KILL, "{ip:#x}");
+            }
+        }
     }
 
     #[test]
@@ -662,5 +708,7 @@ mod tests {
         };
         let mut out = vec![Insn { code: 0, jt: 0, jf: 0, k: 0 }; MAX_INSNS];
         assert!(prefix(&[rule; MAX_RULES], TEXT, PASSED, &mut out).is_some());
+        let across = (0x1_ffff_0000, 0x2_0001_0000);
+        assert!(prefix(&[rule; MAX_RULES], across, 0x2_0000_8000, &mut out).unwrap() <= PREFIX_MAX);
     }
 }

@@ -468,8 +468,14 @@ for n in $nums; do eval "printf %s "\$s" >&$n"; done
 for n in $nums; do echo "FILE $n $(wc -c < "$DIR/out-$n")"; done
 "#;
     for mode in ["prevent", "detect"] {
-        // The report file is one of the allocator's descriptors too.
-        let opts = format!("mode={mode}:report_path={}/nevermore-reports.log", dir.display());
+        // The report file is one of the allocator's descriptors too: it exists, so it is
+        // opened at start-up. It belongs to the user the programs run as.
+        let report = dir.join("nevermore-reports.log");
+        std::fs::write(&report, "").unwrap();
+        if unprivileged_run() {
+            std::os::unix::fs::chown(&report, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        let opts = format!("mode={mode}:report_path={}", report.display());
         let o = run_preloaded_timeout(
             std::path::Path::new("/bin/bash"),
             &["-c", script],

@@ -581,10 +581,10 @@ fn unseen_reports_go_to_the_system_log() {
 /// A report reaches `report_path` whatever a daemon did since it started: wrote a process
 /// title over its environment (the path was read from there at the first report, and the
 /// stats of `perl -e '$0 = ...'` went to a file named with spaces), changed directory (a
-/// relative path), dropped root for `nobody` (the path's directory is root's), closed every
-/// descriptor and put a file of its own at their numbers (the report went into that file), or
-/// pointed standard error at `/dev/null`. The file is opened at start-up, and again when the
-/// program closed or replaced it.
+/// relative path is taken from where it started), dropped root for `nobody` (the file exists
+/// and is opened at start-up; its directory is root's), closed every descriptor and put a file
+/// of its own at their numbers (the report went into that file; now the file is opened
+/// again), or pointed standard error at `/dev/null`.
 #[test]
 fn reports_reach_report_path_whatever_the_daemon_did() {
     use std::os::unix::fs::PermissionsExt;
@@ -599,6 +599,9 @@ fn reports_reach_report_path_whatever_the_daemon_did() {
         for case in &cases {
             let dir = scratch(&format!("daemon-{case}-{mode}"));
             if *case == "setuid" {
+                // Made by its owner beforehand, as docs/usage.md asks for a daemon that drops
+                // privileges.
+                std::fs::write(dir.join("r.log"), "").unwrap();
                 std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
             }
             let mine = dir.join("mine");

@@ -113,20 +113,54 @@ static OUT_INO: AtomicU64 = AtomicU64::new(0);
 /// Set once the failure to open `report_path` was said.
 static SAID_NO_FILE: AtomicBool = AtomicBool::new(false);
 
-/// Opens `report_path` at start-up, if it is set: with the working directory and permissions
-/// the program starts with (a daemon may change both before anything is reported), and so
-/// that a path that cannot be opened is said while standard error is still seen.
+/// `report_path` made absolute at start-up (relative to the directory the program started in,
+/// which a daemon may leave), and its length (0 until then).
+static PATH: crate::GlobalCell<[u8; PATH_MAX]> = crate::GlobalCell::new([0; PATH_MAX]);
+static PATH_LEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+const PATH_MAX: usize = 4096;
+
+/// At start-up, with `report_path` set: makes the path absolute, and opens the file if it
+/// exists, so that a daemon that later changes directory, drops privileges or closes every
+/// descriptor still reports there. A file that does not exist yet is created at the first
+/// report, by the process that has one: created here, it would belong to whoever started
+/// first (a root launcher such as `setpriv` or `runuser`, whose program could then not
+/// write it). A file that exists but cannot be opened is said now, while stderr is seen.
 pub fn open_destination() {
-    if crate::options().report_path.is_some() {
-        out_fd();
+    let Some(path) = crate::options().report_path else { return };
+    // SAFETY: once, during initialisation, before any report can read it.
+    let buf = unsafe { PATH.get_mut() };
+    let mut len = 0;
+    if path.first() != Some(&b'/') {
+        // SAFETY: getcwd writes a NUL-terminated path of at most `buf.len()` bytes.
+        if !unsafe { libc::getcwd(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) }.is_null() {
+            len = buf.iter().position(|&c| c == 0).unwrap_or(0);
+            if len > 0 && buf[len - 1] != b'/' {
+                buf[len] = b'/';
+                len += 1;
+            }
+        }
+    }
+    if len + path.len() >= buf.len() {
+        return; // left as it is, and said at the first report
+    }
+    buf[len..len + path.len()].copy_from_slice(path);
+    PATH_LEN.store(len + path.len(), Ordering::Release);
+    match open_report_path(false) {
+        Some(fd) => {
+            adopt(-1, fd);
+        }
+        None if sys::errno() == libc::ENOENT => {}
+        None => say_no_file(),
     }
 }
 
-/// The descriptor reports and stats go to: the file of `report_path`, opened again if the
-/// program closed or replaced it (and not under a seccomp filter, which might kill the
-/// process for `open`), else stderr.
+/// The descriptor reports and stats go to: the file of `report_path` (created if missing),
+/// opened again if the program closed or replaced it (and not under a seccomp filter, which
+/// might kill the process for `open`), else stderr.
 pub fn out_fd() -> i32 {
-    let Some(path) = crate::options().report_path else { return 2 };
+    if crate::options().report_path.is_none() {
+        return 2;
+    }
     let fd = OUT_FD.load(Ordering::Acquire);
     if fd >= 0 && is_report_file(fd) {
         return fd;
@@ -134,20 +168,30 @@ pub fn out_fd() -> i32 {
     if crate::seccomp::filtered() {
         return 2;
     }
-    let Some(new) = open_report_path(path) else {
-        if !SAID_NO_FILE.swap(true, Ordering::Relaxed) {
-            let mut m = Buf::<256>::new();
-            let _ = writeln!(m, "nevermore: cannot open report_path (errno {}); reporting to stderr", sys::errno());
-            sys::write_all(2, m.as_bytes());
-        }
+    let Some(new) = open_report_path(true) else {
+        say_no_file();
         return 2;
     };
-    // Two threads reopening at once open the same file: the loser's copy is closed, and the
-    // file's identity is the same either way.
+    adopt(fd, new)
+}
+
+/// Says once that `report_path` cannot be opened (`errno`).
+fn say_no_file() {
+    if !SAID_NO_FILE.swap(true, Ordering::Relaxed) {
+        let mut m = Buf::<256>::new();
+        let _ = writeln!(m, "nevermore: cannot open report_path (errno {}); reporting to stderr", sys::errno());
+        sys::write_all(2, m.as_bytes());
+    }
+}
+
+/// Makes `new` the report file in place of `old`; returns the descriptor to use. Two threads
+/// reopening at once open the same file: the loser's copy is closed, and the file's identity
+/// is the same either way.
+fn adopt(old: i32, new: i32) -> i32 {
     let (dev, ino) = sys::file_id(new).unwrap_or((0, 0));
     OUT_DEV.store(dev, Ordering::Relaxed);
     OUT_INO.store(ino, Ordering::Relaxed);
-    match OUT_FD.compare_exchange(fd, new, Ordering::AcqRel, Ordering::Acquire) {
+    match OUT_FD.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => new,
         Err(other) => {
             sys::close(new);
@@ -168,23 +212,23 @@ pub fn is_report_file(fd: i32) -> bool {
         && sys::file_id(fd) == Some((OUT_DEV.load(Ordering::Relaxed), OUT_INO.load(Ordering::Relaxed)))
 }
 
-/// Opens `path` to append reports to it (close-on-exec, at a high number).
-fn open_report_path(path: &[u8]) -> Option<i32> {
-    let mut p = Buf::<4096>::new();
-    p.push_bytes(path);
-    if p.len >= 4096 {
+/// Opens the report file (the path made absolute at start-up, else the option as given) to
+/// append reports to it, creating it if `create`; close-on-exec, at a high number.
+fn open_report_path(create: bool) -> Option<i32> {
+    let mut p = Buf::<{ PATH_MAX + 1 }>::new();
+    match PATH_LEN.load(Ordering::Acquire) {
+        // Written once at start-up, before PATH_LEN was published.
+        n if n > 0 => p.push_bytes(&PATH.get()[..n]),
+        _ => p.push_bytes(crate::options().report_path.unwrap_or(b"")),
+    }
+    if p.len >= PATH_MAX {
         sys::set_errno(libc::ENAMETOOLONG);
         return None;
     }
     p.bytes[p.len] = 0;
+    let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | if create { libc::O_CREAT } else { 0 };
     // SAFETY: `p` holds a NUL-terminated path.
-    let f = unsafe {
-        libc::open(
-            p.bytes.as_ptr() as *const libc::c_char,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
+    let f = unsafe { libc::open(p.bytes.as_ptr() as *const libc::c_char, flags, 0o644) };
     (f >= 0).then(|| sys::move_fd_high(f))
 }
 

@@ -124,7 +124,7 @@ const PATH_MAX: usize = 4096;
 /// descriptor still reports there. A file that does not exist yet is created at the first
 /// report, by the process that has one: created here, it would belong to whoever started
 /// first (a root launcher such as `setpriv` or `runuser`, whose program could then not
-/// write it). A file that exists but cannot be opened is said now, while stderr is seen.
+/// write it).
 pub fn open_destination() {
     let Some(path) = crate::options().report_path else { return };
     // SAFETY: once, during initialisation, before any report can read it.
@@ -145,12 +145,10 @@ pub fn open_destination() {
     }
     buf[len..len + path.len()].copy_from_slice(path);
     PATH_LEN.store(len + path.len(), Ordering::Release);
-    match open_report_path(false) {
-        Some(fd) => {
-            adopt(-1, fd);
-        }
-        None if sys::errno() == libc::ENOENT => {}
-        None => say_no_file(),
+    // One that cannot be opened is said at the first report, by the process that has one (a
+    // launcher that starts the program, and loads the library too, says nothing).
+    if let Some(fd) = open_report_path(false) {
+        adopt(-1, fd);
     }
 }
 

@@ -242,7 +242,7 @@ pub fn uffd() -> i32 {
 /// Whether `fd` is the allocator's userfaultfd (its number, and still its file).
 pub fn is_own_uffd(fd: i32) -> bool {
     let f = fixed();
-    fd >= 0 && fd == f.uffd && sys::file_id(fd) == Some(f.uffd_id)
+    sys::is_own(fd, f.uffd, f.uffd_id)
 }
 
 /// Whom revocation batches name in `process_madvise` (None: one `madvise` per range).
@@ -986,7 +986,10 @@ pub fn reinstall_live() {
     // lanes gives an alias in each lane's epoch, so in the pool's order they alternate.
     let mut count = 0usize;
     for_each_live_alias(|_, _, _| count += 1);
-    let bytes = sys::round_up(count.max(1) * core::mem::size_of::<(usize, usize, u32)>(), PAGE);
+    if count == 0 {
+        return;
+    }
+    let bytes = sys::round_up(count * core::mem::size_of::<(usize, usize, u32)>(), PAGE);
     let list = sys::map_meta(bytes) as *mut (usize, usize, u32);
     let mut run = Run::default();
     if list.is_null() {

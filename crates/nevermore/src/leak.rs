@@ -20,7 +20,7 @@
 //! where no sweep runs); a page or large object's span gets `MARK` in its size. Both are
 //! cleared before the check returns (it returns when nothing leaked).
 
-use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU16, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 
 use crate::pool::{self, POOL};
 use crate::report::{self, LeakGroup};
@@ -59,20 +59,30 @@ static STDERR_COPY: AtomicI32 = AtomicI32::new(-1);
 /// high number).
 pub fn keep_stderr() {
     if crate::detect() && crate::options().detect_leaks && STDERR_COPY.load(Ordering::Relaxed) < 0 {
-        STDERR_COPY.store(sys::dup_high(2, 800), Ordering::Relaxed);
+        let fd = sys::dup_high(2, 800);
+        let (dev, ino) = sys::file_id(fd).unwrap_or((0, 0));
+        STDERR_DEV.store(dev, Ordering::Relaxed);
+        STDERR_INO.store(ino, Ordering::Relaxed);
+        STDERR_COPY.store(fd, Ordering::Release);
     }
 }
 
-/// Whether `fd` is the copy of standard error kept for the leak report.
+/// The file of `STDERR_COPY` (device, inode).
+static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
+static STDERR_INO: AtomicU64 = AtomicU64::new(0);
+
+/// Whether `fd` is the copy of standard error kept for the leak report (its number, and still
+/// its file).
 pub fn is_stderr_copy(fd: i32) -> bool {
-    fd >= 0 && fd == STDERR_COPY.load(Ordering::Relaxed)
+    let id = (STDERR_DEV.load(Ordering::Relaxed), STDERR_INO.load(Ordering::Relaxed));
+    sys::is_own(fd, STDERR_COPY.load(Ordering::Acquire), id)
 }
 
 /// Where the leak report goes: the report destination, unless that is standard error and the
-/// program closed it; then the copy taken at start-up.
+/// program closed it; then the copy taken at start-up, if the program left it alone.
 pub fn out_fd() -> i32 {
-    let copy = STDERR_COPY.load(Ordering::Relaxed);
-    if crate::options().report_path.is_some() || copy < 0 || sys::stat(2).is_some() {
+    let copy = STDERR_COPY.load(Ordering::Acquire);
+    if crate::options().report_path.is_some() || sys::stat(2).is_some() || !is_stderr_copy(copy) {
         return report::out_fd();
     }
     copy

@@ -271,7 +271,7 @@ impl Pool {
     /// Whether `fd` is the pool's memory file (its number, and still its file).
     pub fn is_own_fd(&self, fd: i32) -> bool {
         let l = self.layout();
-        fd >= 0 && fd == l.fd && sys::file_id(fd) == Some(l.file)
+        sys::is_own(fd, l.fd, l.file)
     }
 
     #[inline]

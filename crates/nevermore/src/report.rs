@@ -205,9 +205,7 @@ fn report_file_open() -> bool {
 
 /// Whether `fd` is the library's open `report_path` (its number, and still its file).
 pub fn is_report_file(fd: i32) -> bool {
-    fd >= 0
-        && fd == OUT_FD.load(Ordering::Acquire)
-        && sys::file_id(fd) == Some((OUT_DEV.load(Ordering::Relaxed), OUT_INO.load(Ordering::Relaxed)))
+    sys::is_own(fd, OUT_FD.load(Ordering::Acquire), (OUT_DEV.load(Ordering::Relaxed), OUT_INO.load(Ordering::Relaxed)))
 }
 
 /// Opens the report file (the path made absolute at start-up, else the option as given) to

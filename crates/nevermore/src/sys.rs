@@ -392,6 +392,13 @@ pub fn file_id(fd: i32) -> Option<(u64, u64)> {
     stat(fd).map(|st| (st.st_dev, st.st_ino))
 }
 
+/// Whether `fd` is the descriptor `own` of one of the library's files and still on that file
+/// (`id`, as `file_id` gave it): the program may have closed the number or put a file of its
+/// own there.
+pub fn is_own(fd: i32, own: i32, id: (u64, u64)) -> bool {
+    fd >= 0 && fd == own && file_id(fd) == Some(id)
+}
+
 /// Bytes of memory the file `fd` holds (for a memfd: its resident and swapped-out pages).
 pub fn file_allocated(fd: i32) -> Option<u64> {
     stat(fd).map(|st| st.st_blocks as u64 * 512)

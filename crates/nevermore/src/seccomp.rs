@@ -411,7 +411,7 @@ fn with_filter(theirs: usize, call: impl Fn(usize) -> isize) -> isize {
     let mut rules = [Rule { nr: 0, conds: [None, None] }; MAX_RULES];
     let n = exemptions(&mut rules);
     let len = header.len as usize;
-    let text = crate::stack::own_text().unwrap_or((0, 0));
+    let text = crate::stack::own_text_now().unwrap_or((0, 0));
     #[cfg(not(test))]
     let passed = crate::api::syscall_resume();
     #[cfg(test)]
@@ -433,9 +433,17 @@ fn with_filter(theirs: usize, call: impl Fn(usize) -> isize) -> isize {
         }
         None => {
             if !SAID.swap(true, Ordering::Relaxed) {
+                // Why, for the one who reads it: the code's place unknown, or no room left.
+                let mut room = 0;
+                if text.0 < text.1 {
+                    let mut probe = [Insn { code: 0, jt: 0, jf: 0, k: 0 }; PREFIX_MAX];
+                    room = prefix(&rules[..n], text, passed, &mut probe).unwrap_or(0);
+                }
                 report::say(format_args!(
                     "the program's seccomp filter is installed as it is ({len} instructions; the allocator's own calls could \
-                     not be let through): a call it refuses ends the process as the filter says"
+                     not be let through: code at {:#x}..{:#x}, prefix {room} instructions): a call it refuses ends the \
+                     process as the filter says",
+                    text.0, text.1
                 ));
             }
             confine(|| call(theirs))

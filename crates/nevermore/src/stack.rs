@@ -464,6 +464,15 @@ pub fn own_text() -> Option<(usize, usize)> {
     (lo < hi).then_some((lo, hi))
 }
 
+/// `own_text`, reading the module table first when this library's range is not known yet
+/// (the table could not be read at start-up). Not for signal handlers.
+pub fn own_text_now() -> Option<(usize, usize)> {
+    own_text().or_else(|| {
+        let _ = refresh_modules();
+        own_text()
+    })
+}
+
 /// The module holding `pc`, if known (no refresh: safe in a signal handler).
 pub fn module_of(pc: usize) -> Option<&'static Module> {
     records().rev().find(|m| pc >= m.lo && pc < m.hi && !m.gone.load(Ordering::Acquire))

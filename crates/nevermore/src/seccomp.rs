@@ -411,7 +411,7 @@ fn with_filter(theirs: usize, call: impl Fn(usize) -> isize) -> isize {
     let mut rules = [Rule { nr: 0, conds: [None, None] }; MAX_RULES];
     let n = exemptions(&mut rules);
     let len = header.len as usize;
-    let text = crate::stack::own_text_now().unwrap_or((0, 0));
+    let text = crate::stack::own_text().unwrap_or((0, 0));
     #[cfg(not(test))]
     let passed = crate::api::syscall_resume();
     #[cfg(test)]

@@ -67,6 +67,12 @@ pub fn enabled() -> bool {
 
 /// Sets up the module table and (when recording) the depot. Called once from `init`.
 pub fn init(record: bool) {
+    // Our own range comes from our own ELF header, so that it is known even when the module
+    // table cannot be read now: seccomp's prefix is made from it.
+    if let Some((lo, hi)) = text_from_own_header() {
+        SELF_LO.store(lo, Ordering::Relaxed);
+        SELF_HI.store(hi, Ordering::Relaxed);
+    }
     let _ = refresh_modules();
     if record {
         DEPOT.init();
@@ -241,6 +247,39 @@ fn describe(info: &DlPhdrInfo) -> Option<(usize, usize, usize, usize)> {
         }
     }
     (lo < hi).then_some((info.addr, lo, hi, hdr))
+}
+
+extern "C" {
+    /// The linker's symbol for this library's ELF header (mapped: it starts the first
+    /// loadable segment).
+    static __ehdr_start: u8;
+}
+
+/// This library's executable range, read from its own program headers: what `describe` finds
+/// for it through `dl_iterate_phdr`, without the loader's lock.
+fn text_from_own_header() -> Option<(usize, usize)> {
+    let base = ptr::addr_of!(__ehdr_start) as usize;
+    // SAFETY: the ELF header is mapped at `base`: e_phoff at 32, e_phentsize and e_phnum at
+    // 54 and 56; the program headers it points to are in the same loaded segment.
+    let (phoff, phentsize, phnum) = unsafe {
+        let b = base as *const u8;
+        (
+            (b.add(32) as *const u64).read_unaligned() as usize,
+            (b.add(54) as *const u16).read_unaligned() as usize,
+            (b.add(56) as *const u16).read_unaligned() as usize,
+        )
+    };
+    if phentsize != core::mem::size_of::<Phdr>() {
+        return None;
+    }
+    // SAFETY: as above, `phnum` entries of `Phdr`.
+    let phdrs = unsafe { core::slice::from_raw_parts((base + phoff) as *const Phdr, phnum) };
+    // The load bias: the segment holding the header at file offset 0 is mapped at `base`.
+    let first = phdrs.iter().find(|ph| ph.p_type == PT_LOAD && ph.p_offset == 0)?;
+    let bias = base.wrapping_sub(first.p_vaddr as usize);
+    let info =
+        DlPhdrInfo { addr: bias, name: ptr::null(), phdr: phdrs.as_ptr(), phnum: phnum as u16, adds: 0, subs: 0 };
+    describe(&info).map(|(_, lo, hi, _)| (lo, hi))
 }
 
 /// Copies a module's name into `out` (truncated), made absolute when `dlopen` was given a
@@ -462,15 +501,6 @@ fn sync_modules() {
 pub fn own_text() -> Option<(usize, usize)> {
     let (lo, hi) = (SELF_LO.load(Ordering::Relaxed), SELF_HI.load(Ordering::Relaxed));
     (lo < hi).then_some((lo, hi))
-}
-
-/// `own_text`, reading the module table first when this library's range is not known yet
-/// (the table could not be read at start-up). Not for signal handlers.
-pub fn own_text_now() -> Option<(usize, usize)> {
-    own_text().or_else(|| {
-        let _ = refresh_modules();
-        own_text()
-    })
 }
 
 /// The module holding `pc`, if known (no refresh: safe in a signal handler).
@@ -1243,5 +1273,20 @@ impl Depot {
             self.cursor.load(Ordering::Relaxed).min(self.words.load(Ordering::Relaxed)) * 8 + TABLE_LEN * 4,
             self.dropped.load(Ordering::Relaxed),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_header_gives_the_range_the_loader_gives() {
+        let from_header = text_from_own_header().expect("own program headers readable");
+        assert!(refresh_modules());
+        let m = module_of(text_from_own_header as *const () as usize).expect("this code is in a known module");
+        assert_eq!(from_header, (m.lo, m.hi));
+        let pc = own_header_gives_the_range_the_loader_gives as *const () as usize;
+        assert!(pc >= from_header.0 && pc < from_header.1);
     }
 }

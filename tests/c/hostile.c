@@ -12,6 +12,10 @@
  *                                   allocating, fork; with "first" the descriptors are closed
  *                                   before the program's first allocation (as a daemon does
  *                                   first thing); with "uaf" then read a freed object
+ *   hostile fdfull                  lower the soft descriptor limit to 128 (below the hard
+ *                                   one), open /dev/null until EMFILE, then fork: the child
+ *                                   must run (its own heap, the parent's object unchanged),
+ *                                   and the limit and the full table must be as they were
  *   hostile fds                     after some allocation (and again in a forked child),
  *                                   print "FD n TARGET" for each open descriptor above 2,
  *                                   and "SELF_ADVICE 1" if process_madvise takes
@@ -266,6 +270,41 @@ static int closefds(int first, int uaf) {
         printf("read after free: %d\n", p[10]);
         return 1;
     }
+    free(keep);
+    return 0;
+}
+
+static int fdfull(void) {
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim)) fail("getrlimit", errno);
+    if (lim.rlim_max <= 128) fail("hard descriptor limit not above 128", (long)lim.rlim_max);
+    lim.rlim_cur = 128;
+    if (setrlimit(RLIMIT_NOFILE, &lim)) fail("setrlimit", errno);
+    char *keep = malloc(100);
+    if (!keep) fail("malloc", errno);
+    memset(keep, 7, 100);
+    int opened = 0;
+    while (open("/dev/null", O_RDONLY) >= 0) opened++;
+    if (errno != EMFILE) fail("open until EMFILE", errno);
+    workload(4 << 20, 0);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork", errno);
+    if (pid == 0) {
+        int seen = keep[50];
+        memset(keep, 9, 100);
+        workload(4 << 20, 0);
+        _exit(seen == 7 ? 0 : 9);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid) fail("waitpid", errno);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fail("child with a full descriptor table", st);
+    for (int i = 0; i < 100; i++)
+        if (keep[i] != 7) fail("object changed", i);
+    struct rlimit now;
+    if (getrlimit(RLIMIT_NOFILE, &now)) fail("getrlimit", errno);
+    if (now.rlim_cur != 128 || now.rlim_max != lim.rlim_max) fail("descriptor limit changed", (long)now.rlim_cur);
+    if (open("/dev/null", O_RDONLY) >= 0 || errno != EMFILE) fail("a descriptor was left free", errno);
+    printf("FDFULL %d opened\n", opened);
     free(keep);
     return 0;
 }
@@ -583,7 +622,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [first] [uaf] | vmdata MB | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | fdfull | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [first] [uaf] | vmdata MB | ctor\n");
         return 64;
     }
     int r;
@@ -594,6 +633,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "ctor")) r = ctor();
 #endif
     else if (!strcmp(argv[1], "fds")) r = fds();
+    else if (!strcmp(argv[1], "fdfull")) r = fdfull();
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
     else if (!strcmp(argv[1], "dup2-over") && argc > 2) r = dup2_over(argv[2]);
     else if (!strcmp(argv[1], "mlockall")) r = mlockall_case();

@@ -427,6 +427,20 @@ fn all_descriptors_closed() {
     }
 }
 
+/// A program whose descriptor table is full (a server at its limit) can still fork: the copy
+/// of the heap that the child gets needs a descriptor of the parent's, which the library
+/// takes above the soft limit for that call; before, the child said "could not give the
+/// child its own copy of the heap (errno 24)" and exited with 127. The program's limit and
+/// its full table are unchanged afterwards.
+#[test]
+fn fork_with_a_full_descriptor_table() {
+    for mode in ["prevent", "detect"] {
+        let o = hostile(&["fdfull"], mode);
+        ok_quiet(&o);
+        assert!(stdout(&o).contains("FDFULL"), "{mode}: {}", stdout(&o));
+    }
+}
+
 /// A program that puts descriptors of its own at the numbers the allocator's hold (`dup2`)
 /// keeps them, in a forked child too: the child closed the number of the pool's descriptor
 /// it inherited, whatever was there by then, and the child's writes to it failed (`EBADF`).

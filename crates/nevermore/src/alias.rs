@@ -363,8 +363,10 @@ fn self_advice_works() -> bool {
 
 /// A pidfd of this process, high and close-on-exec, or `NO_PIDFD`.
 fn open_pidfd() -> i32 {
-    // SAFETY: plain syscall.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
+    let pidfd = sys::beyond_fd_limit(|| {
+        // SAFETY: plain syscall.
+        unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as i32 }
+    });
     if pidfd >= 0 {
         sys::move_fd_high(pidfd)
     } else {
@@ -373,9 +375,10 @@ fn open_pidfd() -> i32 {
 }
 
 fn open_uffd() -> i32 {
-    // SAFETY: plain syscall.
-    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) }
-        as i32;
+    let fd = sys::beyond_fd_limit(|| {
+        // SAFETY: plain syscall.
+        unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) as i32 }
+    });
     if fd < 0 {
         return -1;
     }

@@ -272,12 +272,61 @@ pub fn advise(addr: *mut u8, len: usize, advice: i32) -> bool {
 
 /// An anonymous memory file (the physical pool), close-on-exec. Returns -1 on failure.
 pub fn memfd(name: &core::ffi::CStr) -> i32 {
-    // SAFETY: `name` is a valid NUL-terminated string.
-    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) } as i32;
+    let fd = beyond_fd_limit(|| {
+        // SAFETY: `name` is a valid NUL-terminated string.
+        unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) as i32 }
+    });
     if fd < 0 {
         return -1;
     }
     move_fd_high(fd)
+}
+
+/// `open()` (a call making a descriptor), and when it fails for want of a free number below
+/// the process's soft `RLIMIT_NOFILE`, once more with the soft limit a little higher (up to
+/// the hard one, unless the process may raise that too) for that call only. The program's descriptors may fill its table (a server
+/// at its limit): the library's own descriptors must not make `fork` fail in its place. A
+/// descriptor above the soft limit stays valid; the program sees its limit unchanged. The
+/// numbers just above the limit may be the library's already (a forked child's copy of the
+/// heap), hence the margin.
+pub fn beyond_fd_limit(open: impl Fn() -> i32) -> i32 {
+    let fd = open();
+    if fd >= 0 || errno() != libc::EMFILE {
+        return fd;
+    }
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let get = |lim: &mut libc::rlimit| {
+        let out = lim as *mut libc::rlimit as usize;
+        // SAFETY: prlimit64 on this process, reading into `lim`.
+        let r = unsafe { raw_syscall(libc::SYS_prlimit64, [0, libc::RLIMIT_NOFILE as usize, 0, out, 0, 0]) };
+        r == 0
+    };
+    let set = |lim: &libc::rlimit| {
+        let new = lim as *const libc::rlimit as usize;
+        // SAFETY: prlimit64 on this process, from `lim`.
+        let r = unsafe { raw_syscall(libc::SYS_prlimit64, [0, libc::RLIMIT_NOFILE as usize, new, 0, 0, 0]) };
+        r == 0
+    };
+    if !get(&mut lim) || lim.rlim_cur == libc::RLIM_INFINITY {
+        set_errno(libc::EMFILE);
+        return -1;
+    }
+    // Up to the hard limit; past it only for a process allowed to raise that (CAP_SYS_RESOURCE).
+    let cur = if lim.rlim_cur < lim.rlim_max { (lim.rlim_cur + 16).min(lim.rlim_max) } else { lim.rlim_cur + 16 };
+    let raised = libc::rlimit { rlim_cur: cur, rlim_max: lim.rlim_max.max(cur) };
+    if !set(&raised) {
+        set_errno(libc::EMFILE);
+        return -1;
+    }
+    let fd = open();
+    let e = errno();
+    // Put back, unless another thread changed the limit meanwhile.
+    let mut now = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    if get(&mut now) && now.rlim_cur == raised.rlim_cur && now.rlim_max == raised.rlim_max {
+        set(&lim);
+    }
+    set_errno(e);
+    fd
 }
 
 /// The C library's function `name` (the next definition after this library's, which exports
@@ -317,8 +366,10 @@ pub fn move_fd_high(fd: i32) -> i32 {
 
 /// Opens a file for reading (close-on-exec); None on failure.
 pub fn open_read(path: &core::ffi::CStr) -> Option<i32> {
-    // SAFETY: plain syscall with a NUL-terminated path.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = beyond_fd_limit(|| {
+        // SAFETY: plain syscall with a NUL-terminated path.
+        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+    });
     (fd >= 0).then_some(fd)
 }
 

@@ -284,14 +284,15 @@ pub fn memfd(name: &core::ffi::CStr) -> i32 {
 
 /// `open()` (a call making a descriptor), and when it fails for want of a free number below
 /// the process's soft `RLIMIT_NOFILE`, once more with the soft limit a little higher (up to
-/// the hard one, unless the process may raise that too) for that call only. The program's descriptors may fill its table (a server
-/// at its limit): the library's own descriptors must not make `fork` fail in its place. A
-/// descriptor above the soft limit stays valid; the program sees its limit unchanged. The
-/// numbers just above the limit may be the library's already (a forked child's copy of the
-/// heap), hence the margin.
+/// the hard one, unless the process may raise that too) for that call only. The program's
+/// descriptors may fill its table (a server at its limit): the library's own descriptors
+/// must not make `fork` fail in its place. A descriptor above the soft limit stays valid;
+/// the program sees its limit unchanged. The numbers just above the limit may be the
+/// library's already (a forked child's copy of the heap), hence the margin. Not under a
+/// seccomp filter the program installed: it may kill the process for setting a limit.
 pub fn beyond_fd_limit(open: impl Fn() -> i32) -> i32 {
     let fd = open();
-    if fd >= 0 || errno() != libc::EMFILE {
+    if fd >= 0 || errno() != libc::EMFILE || crate::seccomp::filtered() {
         return fd;
     }
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

@@ -56,9 +56,11 @@ fn with_as_limit(bytes: u64, mode: &str, mb: &str) -> Output {
 /// `hostile ARGS` under the library with `options`, run by `prlimit LIMIT` (e.g. `--as=N`).
 fn under_limit(limit: &str, args: &[&str], options: &str) -> Output {
     let bin = compile("hostile.c", &[]);
-    let mut cmd = program(Path::new("prlimit"));
-    cmd.arg(limit).arg(&bin).args(args).env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", options);
-    wait_with_deadline(cmd, 60, &format!("hostile {} under prlimit {limit}", args.join(" ")))
+    wait_with_deadline(
+        limited(limit, &bin, args, options),
+        60,
+        &format!("hostile {} under prlimit {limit}", args.join(" ")),
+    )
 }
 
 /// RLIMIT_DATA counts private writable mappings whole, lazily committed or not: the library's
@@ -137,19 +139,31 @@ fn file_size_limit() {
 /// of the limit (256 MiB, ~990 objects) before going back to their oldest region's swept
 /// blocks: every allocation works, no address comes back before that, and no object,
 /// long-lived or not, is overwritten.
+/// The limit is set by `prlimit` running without the library (as systemd's `LimitAS=` would
+/// be): the library lives within it. Set by a program under the library, it bounds the heap
+/// instead (see `an_address_space_limit_from_a_program_under_the_library_bounds_the_heap`),
+/// and the same load runs without reusing addresses.
 #[test]
 fn large_objects_under_an_address_space_limit() {
     let bin = compile("large_churn.c", &[]);
     for mode in ["prevent", "detect"] {
+        let o = wait_with_deadline(
+            limited(&format!("--as={}", 1u64 << 30), &bin, &["reuse", "20000", "4"], &format!("mode={mode}")),
+            120,
+            "large_churn reuse under prlimit --as=1GiB",
+        );
+        assert_ok(&o);
+        assert_large_reuse(&o, mode, 256);
         let mut cmd = program(Path::new("prlimit"));
         cmd.arg(format!("--as={}", 1u64 << 30))
             .arg(&bin)
             .args(["reuse", "20000", "4"])
             .env("LD_PRELOAD", lib_path())
             .env("NEVERMORE_OPTIONS", format!("mode={mode}"));
-        let o = wait_with_deadline(cmd, 120, "large_churn reuse under prlimit --as=1GiB");
+        let o = wait_with_deadline(cmd, 120, "large_churn reuse under prlimit --as=1GiB, both under the library");
         assert_ok(&o);
-        assert_large_reuse(&o, mode, 256);
+        let out = stdout(&o);
+        assert!(out.contains("PINNED OK") && out.contains("\nOK") && !out.contains("CORRUPT"), "{mode}:\n{out}");
     }
 }
 
@@ -309,6 +323,24 @@ fn an_address_space_limit_lowered_while_running() {
                 stderr(&o)
             );
         }
+    }
+}
+
+/// A 256 MiB limit set by a program under the library for the program it starts (dovecot's
+/// `default_vsz_limit` for its services, a shell's `ulimit -v`): the started program's heap is
+/// held to it, not its address space, so the one-time address space is not cut to a quarter
+/// of it. Before, 256 MiB left it 64 MiB: dovecot's imap processes, openssl and this workload
+/// had their allocations fail within a second ("the one-time address space (64 MiB) is used
+/// up"); the same program under a limit set by `prlimit` without the library still may
+/// (`small_address_space_limit`).
+#[test]
+fn an_address_space_limit_from_a_program_under_the_library_bounds_the_heap() {
+    let bin = compile("hostile.c", &[]);
+    let shell = format!("ulimit -v 262144; exec {} work 256", bin.display());
+    for mode in ["prevent", "detect"] {
+        let mut cmd = program(Path::new("bash"));
+        cmd.args(["-c", &shell]).env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", format!("mode={mode}"));
+        ok_quiet(&wait_with_deadline(cmd, 60, "bash: ulimit -v; hostile work"));
     }
 }
 

@@ -131,16 +131,12 @@ fn signal_handlers_that_allocate_while_malloc_was_interrupted() {
 /// Allocations inside such handlers come from an arena of their own, used once. When it is
 /// used up (here made small, 16 MiB, by a 1 GiB RLIMIT_AS) they fail with ENOMEM and that is
 /// said once; the program sees a null pointer (and reports it itself), nothing crashes. With
-/// the default 64 GiB the same stress runs 20 s and more (4 GiB were used up in ~10 s).
+/// the default 64 GiB the same stress runs 20 s and more (4 GiB were used up in ~10 s). The
+/// limit is set by `prlimit` without the library, so that the library sizes its arenas by it.
 #[test]
 fn handler_allocations_beyond_their_arena_fail_cleanly() {
     let bin = compile("stress.c", &["-ldl"]);
-    let mut cmd = program(std::path::Path::new("prlimit"));
-    cmd.arg("--as=1073741824")
-        .arg(&bin)
-        .args(["signals-anywhere", "5000"])
-        .env("LD_PRELOAD", lib_path())
-        .env("NEVERMORE_OPTIONS", "mode=prevent");
+    let cmd = limited("--as=1073741824", &bin, &["signals-anywhere", "5000"], "mode=prevent");
     let o = wait_with_deadline(cmd, 60, "signal stress under prlimit");
     assert_eq!(o.status.code(), Some(2), "{:?}\n{}\n{}", o.status, stdout(&o), stderr(&o));
     // Whichever call of the handler meets the used-up arena gets the null pointer: one of its

@@ -225,6 +225,9 @@ fn init() -> bool {
     }
     fault::install();
     stack::init(detect() && options().stacks);
+    // Once the library's address space is reserved: a limit the previous program set for this
+    // one.
+    rlimit::after_init();
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: plain pthread calls with valid arguments; neither allocates in glibc for the
     // first keys and handlers.

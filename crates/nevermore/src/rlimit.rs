@@ -73,9 +73,18 @@ fn unmark(v: u64) -> Option<u64> {
     (v != INFINITY && v >= 1 << 44 && v & MARK_MASK == MARK).then_some(v & (LOW - 1))
 }
 
-/// At start-up, before anything is reserved: limits raised by the library of the process this
-/// one was before `exec` (a shell's `ulimit -v`, `prlimit --as=N PROGRAM`) are set back to
-/// what that program asked for, which the new program is started under.
+/// The limit a marked value in the kernel stood for at start-up (soft, hard), to be set for
+/// the program once the library has reserved its address space (`after_init`); 0: none.
+static INHERITED: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// At start-up, before anything is reserved: a limit raised by the library of the process this
+/// one was before `exec` (a shell's `ulimit -v`, `prlimit --as=N PROGRAM`, dovecot's
+/// `default_vsz_limit` set for the service it starts) is what that program asked for the new
+/// one. It stays raised in the kernel while the library reserves its address space, and
+/// `after_init` then sets it for the program as if the program had set it itself: the heap is
+/// held to it, and the program reads it back. (Set back in the kernel before the reservations,
+/// as it once was, it left a 256 MiB limit a one-time address space of 64 MiB, which dovecot's
+/// processes used up within seconds: their allocations failed.)
 pub fn after_exec() {
     let mut real = Rlimit { cur: 0, max: 0 };
     if raw(core::ptr::null(), &mut real, libc::RLIMIT_AS) != 0 {
@@ -86,8 +95,21 @@ pub fn after_exec() {
         return;
     }
     let max = max.unwrap_or(real.max);
-    let back = Rlimit { cur: cur.unwrap_or(real.cur).min(max), max };
-    raw(&back, core::ptr::null_mut(), libc::RLIMIT_AS);
+    let cur = cur.unwrap_or(real.cur).min(max);
+    INHERITED[0].store(cur, Ordering::Relaxed);
+    INHERITED[1].store(max, Ordering::Relaxed);
+}
+
+/// At the end of start-up: the limit `after_exec` found, set for the program.
+pub fn after_init() {
+    let wanted = Rlimit { cur: INHERITED[0].load(Ordering::Relaxed), max: INHERITED[1].load(Ordering::Relaxed) };
+    if wanted.max != 0 {
+        let r = set_for_program(wanted);
+        if r != 0 {
+            // As before: the kernel gets the program's own value.
+            raw(&wanted, core::ptr::null_mut(), libc::RLIMIT_AS);
+        }
+    }
 }
 
 /// The limits as the program sees them, from the kernel's: what it set, while the kernel
@@ -130,6 +152,25 @@ pub unsafe fn prlimit(resource: u32, new: *const Rlimit, old: *mut Rlimit) -> is
         return r;
     }
     let visible = seen(real_old);
+    let r = set_for_program(wanted);
+    if r == 0 && !old.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { *old = visible };
+    }
+    r
+}
+
+/// Sets the address-space limit the program asked for (`wanted`): the kernel gets it raised
+/// by the address space the process had when the first one was set, and the heap is held to
+/// it. Returns the system call's result (minus the error number).
+fn set_for_program(wanted: Rlimit) -> isize {
+    let resource = libc::RLIMIT_AS;
+    let mut real_old = Rlimit { cur: 0, max: 0 };
+    let r = raw(core::ptr::null(), &mut real_old, resource);
+    if r != 0 {
+        return r;
+    }
+    let visible = seen(real_old);
     let mut by = RAISED_BY.load(Ordering::Relaxed);
     if by == 0 && (wanted.cur != INFINITY || wanted.max != INFINITY) {
         // The first limit the program sets: what the process maps now, and room for ours.
@@ -147,10 +188,6 @@ pub unsafe fn prlimit(resource: u32, new: *const Rlimit, old: *mut Rlimit) -> is
         GIVEN[0].store(ours.cur, Ordering::Relaxed);
         GIVEN[1].store(ours.max, Ordering::Relaxed);
         crate::pool::POOL.set_cap(wanted.cur);
-        if !old.is_null() {
-            // SAFETY: the caller's contract.
-            unsafe { *old = visible };
-        }
     }
     r
 }

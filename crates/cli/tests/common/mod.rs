@@ -292,3 +292,18 @@ pub fn assert_large_reuse(o: &Output, what: &str, space_mib: i64) {
     let said = format!("the address space for large objects ({space_mib} MiB) is used up");
     assert_eq!(err.matches(&said).count(), 1, "{what}:\n{err}");
 }
+
+/// `bin ARGS` under the library with `options`, run by `prlimit LIMIT` without the library: a
+/// limit the library finds at start-up and lives within (as one set by systemd's `LimitAS=`).
+pub fn limited(limit: &str, bin: &Path, args: &[&str], options: &str) -> Command {
+    let mut cmd = program(Path::new("prlimit"));
+    cmd.arg(limit)
+        .arg("env")
+        .arg(format!("LD_PRELOAD={}", lib_path().display()))
+        .arg(format!("NEVERMORE_OPTIONS={options}"))
+        .arg(bin)
+        .args(args)
+        .env_remove("LD_PRELOAD")
+        .env_remove("NEVERMORE_OPTIONS");
+    cmd
+}

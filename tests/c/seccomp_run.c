@@ -1,7 +1,8 @@
 /* Runs a program with userfaultfd refused by a seccomp filter (as Docker's default profile
  * does), and optionally MADV_GUARD_INSTALL refused too (as on kernels before 6.13), or
+ * answered 0 without being carried out and process_madvise unknown (as under qemu-user), or
  * memfd_create refused with ENOSYS (as man-db's sandbox for its filters does).
- * Usage: seccomp_run [--no-guard | --no-memfd] PROGRAM ARGS... */
+ * Usage: seccomp_run [--no-guard | --fake-guard | --no-memfd] PROGRAM ARGS... */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/audit.h>
@@ -19,7 +20,8 @@
 int main(int argc, char **argv) {
     int no_guard = argc > 1 && !strcmp(argv[1], "--no-guard");
     int no_memfd = argc > 1 && !strcmp(argv[1], "--no-memfd");
-    char **prog = argv + 1 + no_guard + no_memfd;
+    int fake_guard = argc > 1 && !strcmp(argv[1], "--fake-guard");
+    char **prog = argv + 1 + no_guard + no_memfd + fake_guard;
     if (!*prog) return 2;
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -30,11 +32,17 @@ int main(int argc, char **argv) {
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, no_memfd ? (SECCOMP_RET_ERRNO | ENOSYS) : SECCOMP_RET_ALLOW),
+        /* qemu-user knows no process_madvise either: revocations then go through madvise. */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_madvise, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, fake_guard ? (SECCOMP_RET_ERRNO | ENOSYS) : SECCOMP_RET_ALLOW),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_GUARD_INSTALL_, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, no_guard ? (SECCOMP_RET_ERRNO | EINVAL) : SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K,
+                 no_guard     ? (SECCOMP_RET_ERRNO | EINVAL)
+                 : fake_guard ? (SECCOMP_RET_ERRNO | 0) /* returns 0, does nothing */
+                              : SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog p = {.len = sizeof f / sizeof f[0], .filter = f};

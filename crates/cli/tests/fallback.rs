@@ -52,6 +52,25 @@ fn fallbacks_trap_use_after_free() {
     }
 }
 
+/// Guard markers are trusted only once a marked page refuses the kernel's writes: where
+/// `madvise(MADV_GUARD_INSTALL)` answers 0 without doing anything (qemu-user does so for advice
+/// it does not know; here a filter), revoked addresses would have stayed readable with the
+/// guard notice said. The library falls back to mprotect, and a use after free still traps.
+#[test]
+fn guard_markers_that_do_nothing_are_not_trusted() {
+    let wrapper = compile("seccomp_run.c", &[]);
+    let prog = compile("uaf.c", &[]);
+    for (access, size) in [("read", "24"), ("write", "5000")] {
+        let o = run_preloaded(
+            &wrapper,
+            &["--fake-guard", prog.to_str().unwrap(), access, size],
+            &[("NEVERMORE_OPTIONS", "mode=detect")],
+        );
+        check_said_once(&o, true);
+        assert_report(&o, "heap-use-after-free");
+    }
+}
+
 #[test]
 fn fallbacks_keep_prevent_mode_safe() {
     for no_guard in [false, true] {

@@ -327,13 +327,20 @@ pub unsafe fn init() -> bool {
     true
 }
 
-/// Whether `MADV_GUARD_INSTALL` works here (Linux 6.13+, and not filtered).
+/// Whether `MADV_GUARD_INSTALL` works here (Linux 6.13+, and not filtered): the call succeeds
+/// and the page then refuses the kernel's writes. An emulator (qemu-user) or a filter may
+/// answer 0 to advice it does not carry out, and revoked addresses would then stay readable.
 fn guard_markers_work() -> bool {
     let p = crate::meta::map(PAGE);
     if p.is_null() {
         return false;
     }
-    let ok = sys::advise(p, PAGE, MADV_GUARD_INSTALL);
+    let ok = sys::advise(p, PAGE, MADV_GUARD_INSTALL) && {
+        // SAFETY: `uname` writes a `struct utsname` (390 bytes) at `p`, a page of ours: into
+        // the page if the marker is not there, or it fails with EFAULT.
+        let r = unsafe { sys::raw_syscall(libc::SYS_uname, [p as usize, 0, 0, 0, 0, 0]) };
+        r == -(libc::EFAULT as isize)
+    };
     crate::meta::unmap(p, PAGE);
     ok
 }

@@ -12,6 +12,9 @@
  *                                   allocating, fork; with "first" the descriptors are closed
  *                                   before the program's first allocation (as a daemon does
  *                                   first thing); with "uaf" then read a freed object
+ *   hostile pinned N                allocate N small objects (16-400 bytes), keeping one in
+ *                                   16 to the end (each pins the epoch it came from) and
+ *                                   freeing the others at once; check the kept ones
  *   hostile fdfull                  lower the soft descriptor limit to 128 (below the hard
  *                                   one), open /dev/null until EMFILE, then fork: the child
  *                                   must run (its own heap, the parent's object unchanged),
@@ -271,6 +274,29 @@ static int closefds(int first, int uaf) {
         return 1;
     }
     free(keep);
+    return 0;
+}
+
+static int pinned(long n) {
+    long kept_n = n / 16 + 1, k = 0;
+    unsigned char **kept = calloc((size_t)kept_n, sizeof *kept);
+    if (!kept) fail("calloc", errno);
+    for (long i = 0; i < n; i++) {
+        size_t size = 16 + (size_t)(i * 37 % 385);
+        unsigned char *p = malloc(size);
+        if (!p) fail("malloc failed", errno);
+        memset(p, (int)(i & 0xff), size);
+        if (i % 16 == 0 && k < kept_n) kept[k++] = p;
+        else free(p);
+    }
+    for (long j = 0; j < k; j++) {
+        long i = j * 16;
+        size_t size = 16 + (size_t)(i * 37 % 385);
+        for (size_t b = 0; b < size; b++)
+            if (kept[j][b] != (unsigned char)(i & 0xff)) fail("kept object changed", j);
+        free(kept[j]);
+    }
+    free(kept);
     return 0;
 }
 
@@ -622,7 +648,7 @@ static int ctor(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | fdfull | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [first] [uaf] | vmdata MB | ctor\n");
+        fprintf(stderr, "usage: hostile work MB | maps LEFT | clash | fds | fdfull | pinned N | leader-exits | clone heap|mmap | mlockall | mprotect [nohandler] | refault-threads | altstack BYTES | closefds [first] [uaf] | vmdata MB | ctor\n");
         return 64;
     }
     int r;
@@ -634,6 +660,7 @@ int main(int argc, char **argv) {
 #endif
     else if (!strcmp(argv[1], "fds")) r = fds();
     else if (!strcmp(argv[1], "fdfull")) r = fdfull();
+    else if (!strcmp(argv[1], "pinned") && argc > 2) r = pinned(atol(argv[2]));
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();
     else if (!strcmp(argv[1], "dup2-over") && argc > 2) r = dup2_over(argv[2]);
     else if (!strcmp(argv[1], "mlockall")) r = mlockall_case();

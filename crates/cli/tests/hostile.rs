@@ -167,6 +167,24 @@ fn large_objects_under_an_address_space_limit() {
     }
 }
 
+/// Under a 1 GiB limit the library lives within, the arena has room for few mirrors, and
+/// epochs are made longer: 20 000 small objects with one in 16 kept to the end (each pinning
+/// its epoch's mirror) fit in both modes. Before, detect mode started an epoch every 32
+/// objects and used the 256 MiB arena up within 5 000 (malloc failed with ENOMEM).
+#[test]
+fn epochs_grow_longer_where_the_arena_is_scarce() {
+    let bin = compile("hostile.c", &[]);
+    for mode in ["prevent", "detect"] {
+        let o = wait_with_deadline(
+            limited(&format!("--as={}", 1u64 << 30), &bin, &["pinned", "20000"], &format!("mode={mode},stats=1")),
+            60,
+            "hostile pinned under prlimit --as=1GiB",
+        );
+        ok_quiet(&o);
+        assert!(!stderr(&o).contains("is used up"), "{mode}: {}", stderr(&o));
+    }
+}
+
 /// RLIMIT_AS of 1 GiB: the pool and arenas shrink to fit and the program works (and an 8 GiB
 /// request fails with ENOMEM); 256 MiB: a small program works, a bigger one gets ENOMEM with a
 /// one-line notice once the alias arena is used up (the program reports the failure itself).

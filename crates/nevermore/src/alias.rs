@@ -687,12 +687,30 @@ const MIRROR_BUDGET: u32 = 4096;
 /// of the pool waits (with half the pool, the pool held twice the pages that long-lived
 /// objects keep: `bench/soak.c` 2·10^7, 87.7 MiB physical against 67.4 MiB with a quarter).
 /// Shorter epochs make more mirrors (mappings): 145 at that soak's end, 275 with a quarter.
+///
+/// An epoch also spends one-time address space: its mirror, the pool and some slack, whatever
+/// it issues. Where the arena has room for fewer than `SCARCE_EPOCHS` more mirrors of the
+/// current one's size (an address-space limit sized it, or it is nearly used up; with the
+/// default 32 TiB, a heap of over ~25 GiB), an epoch issues at least half its mirror first,
+/// which grows the pool instead. Under a 1 GiB limit, detect mode's 32-page epochs put 4 MiB
+/// of addresses behind every 32 objects, and openssl's start-up used up the 256 MiB arena
+/// (every mirror pinned by a long-lived object): its allocations failed. Now it uses 58 MiB
+/// of it (and 6.9 MiB of pool).
 pub fn may_advance() -> bool {
     let in_use = POOL.stats().0.pages_in_use as u32;
     let st = STATE.lock();
-    let min = if st.live_mirrors >= MIRROR_BUDGET { in_use } else { (in_use / 4).max(32) };
+    let mut min = if st.live_mirrors >= MIRROR_BUDGET { in_use } else { (in_use / 4).max(32) };
+    let f = fixed();
+    let npages = mirror(current()).npages.load(Ordering::Relaxed);
+    let left = (f.arena + f.arena_len).saturating_sub(st.cursor);
+    if npages > 0 && left / ((npages as usize) << PAGE_SHIFT) < SCARCE_EPOCHS {
+        min = min.max(npages / 2);
+    }
     ISSUED_NOW.load(Ordering::Relaxed) >= min
 }
+
+/// Room for fewer epochs than this in the arena's fresh part makes epochs longer (`may_advance`).
+const SCARCE_EPOCHS: usize = 1024;
 
 /// Makes a new mirror covering at least `min_pages` pool pages and makes it the issuing
 /// epoch. Returns it, or None when out of address space or mappings.

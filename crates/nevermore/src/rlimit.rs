@@ -44,7 +44,8 @@ pub struct Rlimit {
     pub max: u64,
 }
 
-fn raw(new: *const Rlimit, old: *mut Rlimit, resource: u32) -> isize {
+/// `prlimit64` of this process for `resource` (no translation): 0 or minus the error number.
+pub fn raw(new: *const Rlimit, old: *mut Rlimit, resource: u32) -> isize {
     // SAFETY: prlimit64 of this process with the caller's (or our own) records.
     unsafe { sys::raw_syscall(libc::SYS_prlimit64, [0, resource as usize, new as usize, old as usize, 0, 0]) }
 }
@@ -103,12 +104,9 @@ pub fn after_exec() {
 /// At the end of start-up: the limit `after_exec` found, set for the program.
 pub fn after_init() {
     let wanted = Rlimit { cur: INHERITED[0].load(Ordering::Relaxed), max: INHERITED[1].load(Ordering::Relaxed) };
-    if wanted.max != 0 {
-        let r = set_for_program(wanted);
-        if r != 0 {
-            // As before: the kernel gets the program's own value.
-            raw(&wanted, core::ptr::null_mut(), libc::RLIMIT_AS);
-        }
+    if wanted.max != 0 && set_for_program(wanted).is_err() {
+        // As before: the kernel gets the program's own value.
+        raw(&wanted, core::ptr::null_mut(), libc::RLIMIT_AS);
     }
 }
 
@@ -147,28 +145,27 @@ pub unsafe fn prlimit(resource: u32, new: *const Rlimit, old: *mut Rlimit) -> is
     if wanted.cur > wanted.max {
         return -(libc::EINVAL as isize);
     }
-    let r = raw(core::ptr::null(), &mut real_old, resource);
-    if r != 0 {
-        return r;
+    match set_for_program(wanted) {
+        Ok(visible) => {
+            if !old.is_null() {
+                // SAFETY: the caller's contract.
+                unsafe { *old = visible };
+            }
+            0
+        }
+        Err(r) => r,
     }
-    let visible = seen(real_old);
-    let r = set_for_program(wanted);
-    if r == 0 && !old.is_null() {
-        // SAFETY: the caller's contract.
-        unsafe { *old = visible };
-    }
-    r
 }
 
 /// Sets the address-space limit the program asked for (`wanted`): the kernel gets it raised
 /// by the address space the process had when the first one was set, and the heap is held to
-/// it. Returns the system call's result (minus the error number).
-fn set_for_program(wanted: Rlimit) -> isize {
+/// it. Returns the limits the program saw before, or the system call's error (negative).
+fn set_for_program(wanted: Rlimit) -> Result<Rlimit, isize> {
     let resource = libc::RLIMIT_AS;
     let mut real_old = Rlimit { cur: 0, max: 0 };
     let r = raw(core::ptr::null(), &mut real_old, resource);
     if r != 0 {
-        return r;
+        return Err(r);
     }
     let visible = seen(real_old);
     let mut by = RAISED_BY.load(Ordering::Relaxed);
@@ -188,8 +185,10 @@ fn set_for_program(wanted: Rlimit) -> isize {
         GIVEN[0].store(ours.cur, Ordering::Relaxed);
         GIVEN[1].store(ours.max, Ordering::Relaxed);
         crate::pool::POOL.set_cap(wanted.cur);
+        Ok(visible)
+    } else {
+        Err(r)
     }
-    r
 }
 
 #[cfg(test)]

@@ -416,7 +416,8 @@ fn with_filter(theirs: usize, call: impl Fn(usize) -> isize) -> isize {
     let passed = crate::api::syscall_resume();
     #[cfg(test)]
     let passed = 0;
-    let fits = prefix(&rules[..n], text, passed, buf).filter(|p| p + len <= MAX_INSNS);
+    let made = prefix(&rules[..n], text, passed, buf);
+    let fits = made.filter(|p| p + len <= MAX_INSNS);
     let r = match fits {
         Some(p) => {
             // SAFETY: the call's contract: the filter is `len` instructions at `header.filter`;
@@ -434,11 +435,7 @@ fn with_filter(theirs: usize, call: impl Fn(usize) -> isize) -> isize {
         None => {
             if !SAID.swap(true, Ordering::Relaxed) {
                 // Why, for the one who reads it: the code's place unknown, or no room left.
-                let mut room = 0;
-                if text.0 < text.1 {
-                    let mut probe = [Insn { code: 0, jt: 0, jf: 0, k: 0 }; PREFIX_MAX];
-                    room = prefix(&rules[..n], text, passed, &mut probe).unwrap_or(0);
-                }
+                let room = made.unwrap_or(0);
                 report::say(format_args!(
                     "the program's seccomp filter is installed as it is ({len} instructions; the allocator's own calls could \
                      not be let through: code at {:#x}..{:#x}, prefix {room} instructions): a call it refuses ends the \

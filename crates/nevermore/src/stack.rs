@@ -410,8 +410,9 @@ fn refresh_locked() {
             e.key.store(0, Ordering::Release);
         }
     }
+    // Our own range comes from our ELF header (`init`); from the table only if that failed.
     let me = capture as *const () as usize;
-    if let Some(m) = module_of(me) {
+    if let Some(m) = module_of(me).filter(|_| own_text().is_none()) {
         SELF_LO.store(m.lo, Ordering::Relaxed);
         SELF_HI.store(m.hi, Ordering::Relaxed);
     }

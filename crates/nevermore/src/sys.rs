@@ -295,36 +295,26 @@ pub fn beyond_fd_limit(open: impl Fn() -> i32) -> i32 {
     if fd >= 0 || errno() != libc::EMFILE || crate::seccomp::filtered() {
         return fd;
     }
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    let get = |lim: &mut libc::rlimit| {
-        let out = lim as *mut libc::rlimit as usize;
-        // SAFETY: prlimit64 on this process, reading into `lim`.
-        let r = unsafe { raw_syscall(libc::SYS_prlimit64, [0, libc::RLIMIT_NOFILE as usize, 0, out, 0, 0]) };
-        r == 0
-    };
-    let set = |lim: &libc::rlimit| {
-        let new = lim as *const libc::rlimit as usize;
-        // SAFETY: prlimit64 on this process, from `lim`.
-        let r = unsafe { raw_syscall(libc::SYS_prlimit64, [0, libc::RLIMIT_NOFILE as usize, new, 0, 0, 0]) };
-        r == 0
-    };
-    if !get(&mut lim) || lim.rlim_cur == libc::RLIM_INFINITY {
+    use crate::rlimit::{raw, Rlimit};
+    let nofile = libc::RLIMIT_NOFILE;
+    let mut lim = Rlimit { cur: 0, max: 0 };
+    if raw(ptr::null(), &mut lim, nofile) != 0 || lim.cur == libc::RLIM_INFINITY {
         set_errno(libc::EMFILE);
         return -1;
     }
     // Up to the hard limit; past it only for a process allowed to raise that (CAP_SYS_RESOURCE).
-    let cur = if lim.rlim_cur < lim.rlim_max { (lim.rlim_cur + 16).min(lim.rlim_max) } else { lim.rlim_cur + 16 };
-    let raised = libc::rlimit { rlim_cur: cur, rlim_max: lim.rlim_max.max(cur) };
-    if !set(&raised) {
+    let cur = if lim.cur < lim.max { (lim.cur + 16).min(lim.max) } else { lim.cur + 16 };
+    let raised = Rlimit { cur, max: lim.max.max(cur) };
+    if raw(&raised, ptr::null_mut(), nofile) != 0 {
         set_errno(libc::EMFILE);
         return -1;
     }
     let fd = open();
     let e = errno();
     // Put back, unless another thread changed the limit meanwhile.
-    let mut now = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    if get(&mut now) && now.rlim_cur == raised.rlim_cur && now.rlim_max == raised.rlim_max {
-        set(&lim);
+    let mut now = Rlimit { cur: 0, max: 0 };
+    if raw(ptr::null(), &mut now, nofile) == 0 && (now.cur, now.max) == (raised.cur, raised.max) {
+        raw(&lim, ptr::null_mut(), nofile);
     }
     set_errno(e);
     fd

@@ -336,6 +336,26 @@ static int fds_mode(void) {
     return 0;
 }
 
+/* A live object the kernel could not reach in the child (`r`: what the call returned): says
+ * which of its pages fail a one-byte write(2) and the mappings around them, then fails. */
+static void unreachable(int fd, const char *what, ssize_t r, int i, const unsigned char *p, size_t n) {
+    int e = errno;
+    fprintf(stderr, "child: object %d at %p (%zu bytes): %s returned %zd (errno %d)\n", i, (const void *)p, n, what,
+            r, r < 0 ? e : 0);
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = (uintptr_t)p + n;
+    for (uintptr_t a = lo; a < hi; a += 4096)
+        if (pwrite(fd, (const void *)a, 1, 0) != 1)
+            fprintf(stderr, "child: page %#lx: errno %d\n", (unsigned long)a, errno);
+    FILE *m = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (m && fgets(line, sizeof line, m)) {
+        unsigned long from, to;
+        if (sscanf(line, "%lx-%lx", &from, &to) == 2 && to + (8ul << 20) > lo && from < hi + (8ul << 20))
+            fprintf(stderr, "child: %s", line);
+    }
+    fail("child", what, i);
+}
+
 /* See the usage: what a child needs of a heap with as much freed memory as live. */
 static int holes_mode(void) {
     enum { N = 3000 };
@@ -376,10 +396,12 @@ static int holes_mode(void) {
         if (fd < 0)
             fail("child", "memfd_create", errno);
         for (int i = 1; i < N; i += 2) {
-            if (pwrite(fd, obj[i], len[i], 0) != (ssize_t)len[i])
-                fail("child", "write(2) from a live object", i);
-            if (pread(fd, obj[i], len[i], 0) != (ssize_t)len[i])
-                fail("child", "read(2) into a live object", i);
+            ssize_t r = pwrite(fd, obj[i], len[i], 0);
+            if (r != (ssize_t)len[i])
+                unreachable(fd, "write(2) from a live object", r, i, obj[i], len[i]);
+            r = pread(fd, obj[i], len[i], 0);
+            if (r != (ssize_t)len[i])
+                unreachable(fd, "read(2) into a live object", r, i, obj[i], len[i]);
         }
         close(fd);
         for (int i = 1; i < N; i += 2)

@@ -888,10 +888,11 @@ fn register(base: usize, len: usize) -> bool {
 }
 
 /// Maps `n` issued alias pages at `addr`. Pool pages must hold data (see `pool::populate`).
-pub fn install(addr: usize, n: usize) -> bool {
+/// Err: the error number that stopped it (`errno` is left as it was either way).
+pub fn install(addr: usize, n: usize) -> Result<(), i32> {
     let f = fixed();
     if f.revoke != Revoke::Uffd || n == 0 {
-        return true;
+        return Ok(());
     }
     INSTALL_RUNS.fetch_add(1, Ordering::Relaxed);
     INSTALL_PAGES.fetch_add(n as u64, Ordering::Relaxed);
@@ -902,14 +903,19 @@ pub fn install(addr: usize, n: usize) -> bool {
         sys::set_errno(saved);
         ok
     };
-    if continue_pages(f.uffd, addr, n, fill).is_ok() {
-        return true;
-    }
+    let Err(e) = continue_pages(f.uffd, addr, n, fill) else { return Ok(()) };
     // The program may have closed or replaced the descriptor.
     let saved = sys::errno();
-    let ok = sys::file_id(f.uffd) != Some(f.uffd_id) && recover() && install(addr, n);
+    let replaced = sys::file_id(f.uffd) != Some(f.uffd_id);
+    let r = if !replaced {
+        Err(e)
+    } else if recover() {
+        install(addr, n)
+    } else {
+        Err(libc::EBADF)
+    };
     sys::set_errno(saved);
-    ok
+    r
 }
 
 /// `UFFDIO_CONTINUE` over the `n` alias pages at `addr` with raw system calls (no `errno`):
@@ -1022,7 +1028,7 @@ pub fn reinstall_live() {
     let mut run = Run::default();
     if list.is_null() {
         for_each_live_alias(|e, addr, n| run.add(e, addr, n));
-        run.flush();
+        run.finish();
         return;
     }
     // SAFETY: a fresh private mapping of room for `count` entries, ours until unmapped below.
@@ -1040,7 +1046,7 @@ pub fn reinstall_live() {
     for &(addr, n, e) in &entries[..k] {
         run.add(e, addr, n);
     }
-    run.flush();
+    run.finish();
     sys::unmap(list as *mut u8, bytes);
 }
 
@@ -1080,11 +1086,15 @@ fn for_each_live_alias(mut f: impl FnMut(u32, usize, usize)) {
 
 /// Alias pages gathered into one install while they follow each other in one epoch's mirror
 /// (an install may not cross from one mirror to the next, even where they lie side by side).
+/// A run that fails is tried again page by page; `failed` counts the pages that still could
+/// not be mapped, `error` is the last error number.
 #[derive(Default)]
 struct Run {
     epoch: u32,
     start: usize,
     pages: usize,
+    failed: usize,
+    error: i32,
 }
 
 impl Run {
@@ -1103,9 +1113,26 @@ impl Run {
     }
 
     fn flush(&mut self) {
-        if self.pages > 0 {
-            install(self.start, self.pages);
-            self.pages = 0;
+        if self.pages > 0 && install(self.start, self.pages).is_err() {
+            for p in 0..self.pages {
+                if let Err(e) = install(self.start + (p << PAGE_SHIFT), 1) {
+                    self.failed += 1;
+                    self.error = e;
+                }
+            }
+        }
+        self.pages = 0;
+    }
+
+    /// Ends the runs; says what could not be mapped.
+    fn finish(mut self) {
+        self.flush();
+        if self.failed > 0 {
+            report::say(format_args!(
+                "{} pages of live objects could not be mapped again (errno {}): the kernel cannot \
+                 read or write them (read(2) into them fails with EFAULT) until the program touches them",
+                self.failed, self.error
+            ));
         }
     }
 }

@@ -235,7 +235,7 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
 /// a swap-in, a pageout, the program's own `madvise`). Another thread may have mapped it meanwhile, which
 /// is as good.
 fn reinstall(addr: usize) -> bool {
-    let ok = alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1);
+    let ok = alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1).is_ok();
     if ok {
         alias::FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
     }

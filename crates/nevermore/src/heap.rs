@@ -447,8 +447,8 @@ fn alloc_pages(size: usize, align: usize, zero: bool) -> *mut u8 {
     s.epoch.store(e, Ordering::Relaxed);
     s.size.store(size, Ordering::Release);
     alias::note_issue(e, start_page, npages);
-    if !alias::install(base, npages as usize - guard as usize) {
-        report::say(format_args!("installing aliases failed (errno {}); aborting", sys::errno()));
+    if let Err(err) = alias::install(base, npages as usize - guard as usize) {
+        report::say(format_args!("installing aliases failed (errno {err}); aborting"));
         sys::die();
     }
     alias::unpin(e);

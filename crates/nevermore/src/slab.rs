@@ -933,12 +933,9 @@ fn install_cursors(_c: &Class, cur: &[Cursor]) {
         while i + n < cur.len() && (cur[i + n].next & !(PAGE - 1)) == start + n * PAGE {
             n += 1;
         }
-        if !alias::install(start, n) {
+        if let Err(err) = alias::install(start, n) {
             crate::report::say(format_args!(
-                "installing aliases at {:#x} ({} pages) failed (errno {}); aborting",
-                start,
-                n,
-                crate::sys::errno()
+                "installing aliases at {start:#x} ({n} pages) failed (errno {err}); aborting"
             ));
             crate::sys::die();
         }

@@ -371,6 +371,24 @@ fn sweeps_recycle_only_retired_addresses_no_pointer_leads_to() {
     assert!(counter(&stderr(&o), "degrade mode") > 0, "{}", stderr(&o));
 }
 
+/// Sweeps held to a slow pace (`sweep_share=1`: after a sweep that took `t`, the next waits
+/// `99 t`; a busy machine stretches `t` alike) still prove retired ranges before the arena runs
+/// out: when what is left would hold few more mirrors, a refill sweeps ahead of the pace. (With
+/// the pace alone, this run put 88 epochs in degrade mode and new objects landed on kept
+/// dangling pointers.)
+#[test]
+fn proofs_come_in_time_however_slow_the_sweeps_pace() {
+    let opts = "alias_space=512:stats=1:sweep_share=1";
+    let o = run_preloaded(&uaf(), &["recycle", "2000000"], &[("NEVERMORE_OPTIONS", opts)]);
+    assert_ok(&o);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(out.contains("KEPT NEVER REUSED"), "{out}\n{err}");
+    assert_eq!(counter(&err, "degrade mode"), 0, "{err}");
+    assert!(!err.contains("is used up"), "{err}");
+    let [recycled, proofs] = counters(&err, "recycled")[..] else { panic!("recycled line:\n{err}") };
+    assert!(recycled > 100 && proofs > 0, "{err}");
+}
+
 /// Detect mode records every free in its history (for use-after-free reports) and never
 /// searches it on the way: with `stacks=0` each free searched the whole ring of 65 536 entries
 /// for stacks that were never recorded (the benchmark's python script at a hundredth of its

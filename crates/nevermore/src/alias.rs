@@ -1501,6 +1501,10 @@ static PROVEN: [AtomicU64; PROOF_WORDS] = [const { AtomicU64::new(0) }; PROOF_WO
 static PROVEN_BASE: AtomicUsize = AtomicUsize::new(0);
 /// Bytes of proven chunks not taken yet (an estimate: it only decides when to prove again).
 static PROVEN_LEFT: AtomicUsize = AtomicUsize::new(0);
+/// Mirrors of the size current at the proof that its proven chunks hold side by side (a
+/// mirror needs contiguous chunks: scattered ones, however many, may hold none), less those
+/// taken since.
+static PROVEN_MIRRORS: AtomicUsize = AtomicUsize::new(0);
 /// Epochs placed in proven chunks, and sweeps that completed a proof.
 pub static RECYCLED: AtomicU64 = AtomicU64::new(0);
 pub static PROOFS: AtomicU64 = AtomicU64::new(0);
@@ -1517,6 +1521,28 @@ pub fn proof_wanted() -> bool {
     f.arena_len != 0
         && f.arena_len - ARENA_USED.load(Ordering::Relaxed) < f.arena_len / 8
         && PROVEN_LEFT.load(Ordering::Relaxed) < proof_window() / 2
+}
+
+/// Mirrors of the current size below which the fresh and proven addresses left make a proof
+/// urgent (`proof_urgent`).
+const URGENT_MIRRORS: usize = 8;
+
+/// Whether a proof is wanted and the addresses left for new epochs (fresh, and proven not
+/// taken) would hold fewer than `URGENT_MIRRORS` more mirrors: then the next refill sweeps at
+/// once, whatever the pace of sweeps (`sweep_share`) says, since the epoch after those falls
+/// back to degrade mode. Cheap: a few loads.
+pub fn proof_urgent() -> bool {
+    if !proof_wanted() {
+        return false;
+    }
+    let f = fixed();
+    let fresh = f.arena_len - ARENA_USED.load(Ordering::Relaxed);
+    fresh / current_mirror_len() + PROVEN_MIRRORS.load(Ordering::Relaxed) < URGENT_MIRRORS
+}
+
+/// The current epoch's mirror length (at least a chunk).
+fn current_mirror_len() -> usize {
+    ((mirror(current()).npages.load(Ordering::Relaxed) as usize) << PAGE_SHIFT).max(CHUNK)
 }
 
 /// A sweep begins (every other thread held still, or none): if a proof is wanted, starts one
@@ -1563,7 +1589,8 @@ pub fn proof_end(complete: bool) {
     let st = STATE.lock();
     let first = (base - f.arena) >> CHUNK_SHIFT;
     let n = (proof_window().min(f.arena + f.arena_len - base)) >> CHUNK_SHIFT;
-    let mut proven = 0;
+    let need = current_mirror_len() >> CHUNK_SHIFT;
+    let (mut proven, mut run, mut mirrors) = (0, 0, 0);
     for k in 0..PROOF_WORDS {
         let mut bits = 0u64;
         for b in 0..64 {
@@ -1571,12 +1598,18 @@ pub fn proof_end(complete: bool) {
             if i < n && chunk_retired(first + i) && TOUCHED[k].load(Ordering::Relaxed) & (1 << b) == 0 {
                 bits |= 1 << b;
                 proven += 1;
+                run += 1;
+            } else {
+                mirrors += run / need;
+                run = 0;
             }
         }
         PROVEN[k].store(bits, Ordering::Relaxed);
     }
+    mirrors += run / need;
     PROVEN_BASE.store(base, Ordering::Relaxed);
     PROVEN_LEFT.store(proven << CHUNK_SHIFT, Ordering::Relaxed);
+    PROVEN_MIRRORS.store(mirrors, Ordering::Relaxed);
     PROOFS.fetch_add(1, Ordering::Relaxed);
     drop(st);
 }
@@ -1623,6 +1656,8 @@ fn proven_range(st: &mut State, len: usize) -> Option<usize> {
                 st.wrap = base + len;
                 unprove(base, len);
                 let _ = PROVEN_LEFT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_sub(len)));
+                let _ =
+                    PROVEN_MIRRORS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_sub(1)));
                 return Some(base);
             }
         } else {
@@ -1630,6 +1665,7 @@ fn proven_range(st: &mut State, len: usize) -> Option<usize> {
         }
     }
     PROVEN_LEFT.store(0, Ordering::Relaxed);
+    PROVEN_MIRRORS.store(0, Ordering::Relaxed);
     if pb + (n << CHUNK_SHIFT) >= f.arena + f.arena_len {
         // The window reached the arena's end: the next proof starts over at its start.
         st.wrap = f.arena;

@@ -1129,8 +1129,8 @@ impl Run {
         self.flush();
         if self.failed > 0 {
             report::say(format_args!(
-                "{} pages of live objects could not be mapped again (errno {}): the kernel cannot \
-                 read or write them (read(2) into them fails with EFAULT) until the program touches them",
+                "{} pages of live objects could not be mapped again (errno {}): until they are, the \
+                 kernel cannot read or write them (read(2) into them fails with EFAULT)",
                 self.failed, self.error
             ));
         }

@@ -19,8 +19,9 @@
  *              without one, none of which may fail with EINTR (prints EINTR <call>, exit 1).
  *              The same checks as `reuse`.
  *   vfork      the same as `reuse` while a second thread waits in vfork(2) for a child that
- *              sleeps 1.5 s before it exits: no stop reaches a vfork parent, so a sweep that
- *              tries to hold the threads gives up after a second, and the program goes on.
+ *              exits only once the allocations are over: no stop reaches a vfork parent, so
+ *              every sweep that tries to hold the threads gives up after a second, and the
+ *              program goes on.
  *   sleeping   the same as `reuse` while a second thread sleeps (with sweep_threads=0, no
  *              sweep may run: IN PLACE 0). "undumpable-sleeping": the same in a process that
  *              made itself non-dumpable (unprivileged, it may not hold its threads).
@@ -243,14 +244,16 @@ static void *epoll_thread(void *arg) {
 }
 
 static volatile int vforking;
+/* Written when the allocations are over: the vfork child waits for it (at most a minute). */
+static int vfork_release[2];
 
 static void *vfork_thread(void *arg) {
     (void)arg;
     vforking = 1;
     pid_t pid = vfork();
     if (pid == 0) {
-        struct timespec ts = {1, 500 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        struct pollfd p = {.fd = vfork_release[0], .events = POLLIN};
+        poll(&p, 1, 60 * 1000);
         _exit(0);
     }
     int st;
@@ -803,7 +806,7 @@ int main(int argc, char **argv) {
     int threads = !strcmp(mode, "threads");
     pthread_t vforker;
     if (!strcmp(mode, "vfork")) {
-        if (pthread_create(&vforker, NULL, vfork_thread, NULL) != 0)
+        if (pipe(vfork_release) != 0 || pthread_create(&vforker, NULL, vfork_thread, NULL) != 0)
             return 2;
         while (!vforking)
             usleep(1000);
@@ -914,7 +917,7 @@ int main(int argc, char **argv) {
     if (threads && !stop_threads())
         bad = 1;
     void *vfork_failed = NULL;
-    if (!strcmp(mode, "vfork") && (pthread_join(vforker, &vfork_failed) != 0 || vfork_failed)) {
+    if (!strcmp(mode, "vfork") && (write(vfork_release[1], "x", 1) != 1 || pthread_join(vforker, &vfork_failed) != 0 || vfork_failed)) {
         printf("VFORK FAILED\n");
         bad = 1;
     }

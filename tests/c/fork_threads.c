@@ -12,8 +12,8 @@
  *                            (and more after a few rounds of churn): the child sees every live
  *                            one intact, and the memory it allocates in the freed places is
  *                            zeroed by calloc and its own, and the kernel can read and write
- *                            every live one before the child touches it; prints ALLOCATED_KIB n
- *                            and LIVE_KIB n
+ *                            every live one before the child touches it (some paged out
+ *                            first); prints ALLOCATED_KIB n and LIVE_KIB n
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -391,7 +391,13 @@ static int holes_mode(void) {
         fail("parent", "fork", errno);
     if (pid == 0) {
         /* First the kernel: every live object must be mapped in the child before the program
-         * touches it, or write(2) from it and read(2) into it fail with EFAULT. */
+         * touches it, or write(2) from it and read(2) into it fail with EFAULT. Some are paged
+         * out first (as the kernel's pageout may do to any of them at any time): those too. */
+        for (int i = 1; i < N; i += 14) {
+            uintptr_t a = (uintptr_t)obj[i] & ~4095UL, e = ((uintptr_t)obj[i] + len[i] + 4095) & ~4095UL;
+            if (madvise((void *)a, e - a, MADV_PAGEOUT) != 0)
+                fail("child", "madvise(MADV_PAGEOUT)", errno);
+        }
         int fd = memfd_create("fork-holes", 0);
         if (fd < 0)
             fail("child", "memfd_create", errno);

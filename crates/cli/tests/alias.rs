@@ -536,6 +536,32 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
     }
 }
 
+/// The kernel's pageout (swap, a DAMON scheme, `MADV_PAGEOUT`) drops the page-table entries of
+/// live objects, and a system call's access to them reaches no fault handler: `read(2)` into
+/// such a buffer failed with EFAULT, and `pread(2)` of a file stopped short at the page. The
+/// library's `read`, `write`, `pread`, `readv`, `send`, `recvmsg`, `epoll_wait` and the rest
+/// map those pages again and finish the call (`tests/c/pageout.c`: every case fails without);
+/// a bad `iovec` array still gets EFAULT, and a freed object's buffer too.
+#[test]
+fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
+    let bin = compile("pageout.c", &[]);
+    for mode in ["prevent", "detect"] {
+        let opt = format!("mode={mode}:stats=1");
+        let o = run_preloaded(&bin, &[], &[("NEVERMORE_OPTIONS", &opt)]);
+        assert_ok(&o);
+        let (out, err) = (stdout(&o), stderr(&o));
+        for case in ["pipe", "file", "vector", "socket", "epoll", "bad"] {
+            assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");
+        }
+        // The pages the calls met unmapped: more than one per call of the cases.
+        let mapped = counters(&err, "faults handled")[1];
+        assert!(mapped >= 25, "{mode}: {mapped} pages mapped again:\n{err}");
+    }
+    let o = run_preloaded(&bin, &["freed"], &[("NEVERMORE_OPTIONS", "mode=detect")]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("EFAULT"), "{}", stdout(&o));
+}
+
 /// A crash with core dumps enabled made the kernel fault in the pool's whole 64 GiB canonical
 /// view, filling the memfd with zeroed pages (memory ran out) and writing a core as big. The
 /// canonical view is left out of dumps now, while the views that hold the objects at the

@@ -179,7 +179,7 @@ fn exports_are_the_documented_interface() {
 }
 
 /// glibc's allocation functions, their internal names, C23's sized frees, the C++ operators,
-/// and the C library calls the allocator wraps.
+/// the C library calls the allocator wraps, and the I/O calls it makes again (`io`).
 const EXPORTS: &str = "
     malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
     cfree malloc_usable_size malloc_trim mallopt mallinfo mallinfo2 malloc_stats malloc_info
@@ -192,6 +192,9 @@ const EXPORTS: &str = "
     _ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t
     sigaction signal sigprocmask pthread_sigmask clone syscall prctl mlockall munlockall dlopen fcntl fcntl64
     getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64
+    read write pread pread64 pwrite pwrite64 readv writev preadv preadv64 pwritev pwritev64
+    preadv2 preadv64v2 pwritev2 pwritev64v2 recv recvfrom recvmsg send sendto sendmsg
+    epoll_wait epoll_pwait __read_chk __pread_chk __pread64_chk __recv_chk __recvfrom_chk
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

@@ -890,9 +890,14 @@ fn register(base: usize, len: usize) -> bool {
 /// Maps `n` issued alias pages at `addr`. Pool pages must hold data (see `pool::populate`).
 /// Err: the error number that stopped it (`errno` is left as it was either way).
 pub fn install(addr: usize, n: usize) -> Result<(), i32> {
+    install_counted(addr, n).map(|_| ())
+}
+
+/// `install`, giving the number of pages it mapped (pages already mapped are left as they are).
+fn install_counted(addr: usize, n: usize) -> Result<usize, i32> {
     let f = fixed();
     if f.revoke != Revoke::Uffd || n == 0 {
-        return Ok(());
+        return Ok(0);
     }
     INSTALL_RUNS.fetch_add(1, Ordering::Relaxed);
     INSTALL_PAGES.fetch_add(n as u64, Ordering::Relaxed);
@@ -903,14 +908,17 @@ pub fn install(addr: usize, n: usize) -> Result<(), i32> {
         sys::set_errno(saved);
         ok
     };
-    let Err(e) = continue_pages(f.uffd, addr, n, fill) else { return Ok(()) };
+    let e = match continue_pages(f.uffd, addr, n, fill) {
+        Ok(mapped) => return Ok(mapped),
+        Err(e) => e,
+    };
     // The program may have closed or replaced the descriptor.
     let saved = sys::errno();
     let replaced = sys::file_id(f.uffd) != Some(f.uffd_id);
     let r = if !replaced {
         Err(e)
     } else if recover() {
-        install(addr, n)
+        install_counted(addr, n)
     } else {
         Err(libc::EBADF)
     };
@@ -922,10 +930,11 @@ pub fn install(addr: usize, n: usize) -> Result<(), i32> {
 /// pages already mapped (a racing fault handler) are skipped; a run of holes in the pool (fresh
 /// or punched pages, or pages allocated but never written, which a forked child's copy leaves
 /// out) is given memory once by `fill(first pool page, pages left)` and the call retried.
-/// Err: the error number that stopped it.
-fn continue_pages(uffd: i32, addr: usize, n: usize, mut fill: impl FnMut(u32, u32) -> bool) -> Result<(), i32> {
+/// Ok: the number of pages it mapped; Err: the error number that stopped it.
+fn continue_pages(uffd: i32, addr: usize, n: usize, mut fill: impl FnMut(u32, u32) -> bool) -> Result<usize, i32> {
     let len = n << PAGE_SHIFT;
     let mut done = 0usize;
+    let mut mapped = 0usize;
     let mut filled = false;
     while done < len {
         let mut c = UffdioContinue { start: (addr + done) as u64, len: (len - done) as u64, mode: 0, mapped: 0 };
@@ -937,10 +946,11 @@ fn continue_pages(uffd: i32, addr: usize, n: usize, mut fill: impl FnMut(u32, u3
             )
         };
         if r == 0 {
-            return Ok(());
+            return Ok((mapped + len - done) >> PAGE_SHIFT);
         }
         if c.mapped > 0 {
             done += c.mapped as usize;
+            mapped += c.mapped as usize;
             continue;
         }
         match -r as i32 {
@@ -956,7 +966,7 @@ fn continue_pages(uffd: i32, addr: usize, n: usize, mut fill: impl FnMut(u32, u3
             e => return Err(e),
         }
     }
-    Ok(())
+    Ok(mapped >> PAGE_SHIFT)
 }
 
 /// The program closed or replaced our userfaultfd (daemons close every descriptor): its
@@ -1158,6 +1168,35 @@ pub fn reinstall_raw(addr: usize) -> bool {
     }
     ok
 }
+
+/// Maps again the pages of live units in the `len` bytes at `addr` that lost their
+/// page-table entries, for a system call that failed on them (`io`); returns how many it
+/// mapped. Pages of freed objects, guard pages and addresses outside the arena are left as
+/// they are. Lock-free and `errno` is left alone, as in the fault handler.
+pub fn map_again(addr: usize, len: usize) -> usize {
+    if len == 0 || revoke_kind() != Revoke::Uffd {
+        return 0;
+    }
+    let f = fixed();
+    let (from, to) = (addr.max(f.arena), addr.saturating_add(len).min(f.arena + f.arena_len));
+    let mut mapped = 0;
+    let mut page = from & !(PAGE - 1);
+    while page < to {
+        if let Some((e, p)) = decode(page) {
+            if alias_live(e, p) {
+                mapped += install_counted(page, 1).unwrap_or(0);
+            }
+        }
+        page += PAGE;
+    }
+    if mapped > 0 {
+        SYSCALL_PAGES_MAPPED.fetch_add(mapped as u64, Ordering::Relaxed);
+    }
+    mapped
+}
+
+/// Pages of live objects mapped again because a system call failed on them (`map_again`).
+pub static SYSCALL_PAGES_MAPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the alias of pool page `p` in epoch `e` belongs to a live unit (a lane or page
 /// object issued in `e` and not dead).
@@ -1807,7 +1846,12 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
         g(&MIRRORS_RETIRED),
         current()
     );
-    let _ = writeln!(b, "=={pid}==   faults handled     {} (live aliases mapped again)", g(&FAULTS_HANDLED));
+    let _ = writeln!(
+        b,
+        "=={pid}==   faults handled     {} (live aliases mapped again); {} pages mapped again for system calls that failed on them",
+        g(&FAULTS_HANDLED),
+        g(&SYSCALL_PAGES_MAPPED)
+    );
     let _ = writeln!(
         b,
         "=={pid}==   windows freed      {} (dead 2 MiB windows zapped with their page tables); {} GiB of retired mirrors' tables freed",

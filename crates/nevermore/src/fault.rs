@@ -69,6 +69,9 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
     // SAFETY: the kernel passes a valid siginfo.
     let (addr, code) = unsafe { ((*info).si_addr() as usize, (*info).si_code) };
     // Only faults raised by the hardware/kernel (positive si_code) can be ours.
+    if code > 0 && probing(addr, ctx) {
+        return;
+    }
     if code > 0 && crate::is_ready() {
         // Inside the allocator while handling: a signal handler that interrupts this one and
         // allocates takes the re-entrant paths instead of the locks held here.
@@ -90,6 +93,28 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
         drop(scope);
     }
     chain(sig, info, ctx);
+}
+
+/// A fault of `sys::probe_word`'s load: the page is mapped again if it is a live object's
+/// that lost its page-table entry (the load is then made again, with `rdx` telling so), else
+/// the probe leaves through its failure exit. Nothing is reported: the memory was named by the
+/// program to a system call, and the probe only asks whether it can be read.
+fn probing(addr: usize, ctx: *mut c_void) -> bool {
+    let (load, fail) = sys::probe_points();
+    if ctx.is_null() {
+        return false;
+    }
+    // SAFETY: for SA_SIGINFO handlers the third argument is a ucontext_t, ours to change.
+    let g = unsafe { &mut (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs };
+    if g[libc::REG_RIP as usize] as usize != load {
+        return false;
+    }
+    if crate::is_ready() && alias::in_arena(addr) && alias::map_again(addr, 1) > 0 {
+        g[libc::REG_RDX as usize] = sys::PROBE_MAPPED_AGAIN as i64;
+    } else {
+        g[libc::REG_RIP as usize] = fail as i64;
+    }
+    true
 }
 
 /// The interrupted registers, where the reported stack starts.

@@ -21,6 +21,8 @@
 //! - `report` / `stats`: error reports and counters;
 //! - `stack`: call-stack capture (`.eh_frame` and frame pointers), module table, stack depot;
 //! - `fork`: giving a forked child its own heap;
+//! - `io`: I/O calls made again when the kernel met a live object's page that lost its
+//!   page-table entry;
 //! - `rlimit`: address-space limits the program sets while it runs;
 //! - `seccomp`: letting the allocator's own calls through filters the program installs later;
 //! - `api`: the exported C and C++ ABI.
@@ -65,6 +67,8 @@ mod tls;
 
 #[cfg(not(test))]
 mod api;
+#[cfg(not(any(test, feature = "embed")))]
+mod io;
 
 /// The boundaries a program linking the allocator statically (the coverage-guided fuzzer in
 /// `fuzz/`) aims its request sizes at, so that they follow the allocator's own tables.

@@ -823,15 +823,19 @@ fn to_syslog(text: &[u8]) {
         let mut m = Buf::<1024>::new();
         let _ = write!(m, "<11>nevermore[{pid}]: ");
         m.push_bytes(line);
-        // SAFETY: sendto from our buffer to the address built above.
+        // SAFETY: sendto from our buffer to the address built above (a system call: the
+        // exported `sendto` is the library's own, see `io`).
         let sent = unsafe {
-            libc::sendto(
-                fd,
-                m.as_bytes().as_ptr() as *const libc::c_void,
-                m.as_bytes().len(),
-                libc::MSG_NOSIGNAL,
-                &addr as *const libc::sockaddr_un as *const libc::sockaddr,
-                core::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            sys::own_syscall(
+                libc::SYS_sendto,
+                [
+                    fd as usize,
+                    m.as_bytes().as_ptr() as usize,
+                    m.as_bytes().len(),
+                    libc::MSG_NOSIGNAL as usize,
+                    &addr as *const libc::sockaddr_un as usize,
+                    core::mem::size_of::<libc::sockaddr_un>(),
+                ],
             )
         };
         if sent < 0 {

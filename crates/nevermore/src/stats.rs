@@ -84,7 +84,7 @@ pub fn vma_count() -> Option<u64> {
         }
         let mut lines = 0u64;
         loop {
-            let n = libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
+            let n = sys::read(fd, &mut buf);
             if n <= 0 {
                 break;
             }

@@ -876,8 +876,7 @@ fn read_gaps(buf: &mut [u8], list: &mut [(usize, u64)]) -> Option<usize> {
     let fd = sys::open_read(c"/proc/self/smaps")?;
     let (mut have, mut n, mut current, mut ok) = (0usize, 0usize, None, true);
     loop {
-        // SAFETY: reading into the rest of `buf`.
-        let r = unsafe { libc::read(fd, buf[have..].as_mut_ptr() as *mut libc::c_void, buf.len() - have) };
+        let r = sys::read(fd, &mut buf[have..]);
         if r < 0 && sys::errno() == libc::EINTR {
             continue;
         }

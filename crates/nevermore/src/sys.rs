@@ -150,6 +150,71 @@ pub fn sigreturn_resume() -> usize {
     (&raw const nevermore_sigreturn_resume) as usize
 }
 
+/// What `probe_word` found: the word, and whether it could be read (`PROBE_*`).
+#[repr(C)]
+pub struct Probe {
+    pub value: usize,
+    pub status: usize,
+}
+
+/// `probe_word`: the read faulted on memory that cannot be read.
+pub const PROBE_FAILED: usize = 0;
+/// `probe_word`: the word was read.
+pub const PROBE_READ: usize = 1;
+/// `probe_word`: the word was read once the fault handler had mapped its page again (a live
+/// object's page that had lost its page-table entry).
+pub const PROBE_MAPPED_AGAIN: usize = 2;
+
+// `probe_word`'s code: a function of its own, always there (the fault handler names its
+// labels).
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".pushsection .text.nevermore_probe_word,\"ax\",@progbits",
+    ".globl nevermore_probe_word",
+    ".hidden nevermore_probe_word",
+    ".type nevermore_probe_word,@function",
+    "nevermore_probe_word:",
+    "mov edx, {read}",
+    ".globl nevermore_probe_load",
+    ".hidden nevermore_probe_load",
+    "nevermore_probe_load:",
+    "mov rax, [rdi]",
+    "ret",
+    ".globl nevermore_probe_fail",
+    ".hidden nevermore_probe_fail",
+    "nevermore_probe_fail:",
+    "xor eax, eax",
+    "xor edx, edx",
+    "ret",
+    ".size nevermore_probe_word, . - nevermore_probe_word",
+    ".popsection",
+    read = const PROBE_READ,
+);
+
+unsafe extern "C" {
+    fn nevermore_probe_word(addr: usize) -> Probe;
+    /// `probe_word`'s load.
+    static nevermore_probe_load: u8;
+    /// `probe_word`'s exit for a load that faulted.
+    static nevermore_probe_fail: u8;
+}
+
+/// Reads the word at `addr`, which may not be readable: the program's memory that a system
+/// call has named, which only the kernel has looked at. A fault of its one load is turned by
+/// the fault handler (`fault::handler`) into a return through `nevermore_probe_fail`, or, on a
+/// live alias that lost its page-table entry, into a mapping of the page and `status`
+/// `PROBE_MAPPED_AGAIN` (the handler sets `rdx`), and the load is made again.
+pub fn probe_word(addr: usize) -> Probe {
+    // SAFETY: the load cannot crash the process: every fault it takes is handled as above
+    // (the handler is installed before the allocator is ready, and `io` probes only then).
+    unsafe { nevermore_probe_word(addr) }
+}
+
+/// Where `probe_word`'s load is, and where it leaves when the load faults.
+pub fn probe_points() -> (usize, usize) {
+    ((&raw const nevermore_probe_load) as usize, (&raw const nevermore_probe_fail) as usize)
+}
+
 /// The kernel's `struct sigaction` (x86-64).
 #[repr(C)]
 struct KernelSigaction {
@@ -364,12 +429,27 @@ pub fn open_read(path: &core::ffi::CStr) -> Option<i32> {
     (fd >= 0).then_some(fd)
 }
 
+/// `read(2)` into `buf` as a system call; `errno` is set on failure. The library's own reads
+/// and writes do not go through the C library's `read` and `write`: those names are the
+/// library's own exports (`io`).
+pub fn read(fd: i32, buf: &mut [u8]) -> isize {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+    unsafe { own_syscall(libc::SYS_read, [fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0]) }
+}
+
+/// `write(2)` of `buf` as a system call; `errno` is set on failure (see `read`).
+pub fn write(fd: i32, buf: &[u8]) -> isize {
+    // SAFETY: the kernel reads at most `buf.len()` bytes of `buf`.
+    unsafe { own_syscall(libc::SYS_write, [fd as usize, buf.as_ptr() as usize, buf.len(), 0, 0, 0]) }
+}
+
 /// Reads up to `buf.len()` bytes at offset `off` of `fd`, retrying on EINTR; the count read,
 /// or None on error.
 pub fn pread(fd: i32, buf: &mut [u8], off: usize) -> Option<usize> {
     loop {
         // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
-        let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), off as libc::off_t) };
+        let n =
+            unsafe { own_syscall(libc::SYS_pread64, [fd as usize, buf.as_mut_ptr() as usize, buf.len(), off, 0, 0]) };
         if n >= 0 {
             return Some(n as usize);
         }
@@ -388,8 +468,7 @@ pub fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
         if n == buf.len() {
             break None;
         }
-        // SAFETY: reading into the rest of `buf`.
-        let r = unsafe { libc::read(fd, buf[n..].as_mut_ptr() as *mut libc::c_void, buf.len() - n) };
+        let r = read(fd, &mut buf[n..]);
         match r {
             0 => break Some(n),
             r if r > 0 => n += r as usize,
@@ -526,11 +605,9 @@ pub fn getpid() -> u32 {
 /// Writes all of `buf` to `fd`, retrying on EINTR and short writes.
 pub fn write_all(fd: i32, mut buf: &[u8]) {
     while !buf.is_empty() {
-        // SAFETY: `buf` is valid for reads of its length.
-        let r = unsafe { libc::write(fd, buf.as_ptr() as *const c_void, buf.len()) };
+        let r = write(fd, buf);
         if r < 0 {
-            // SAFETY: reading errno of this thread.
-            if unsafe { *libc::__errno_location() } == libc::EINTR {
+            if errno() == libc::EINTR {
                 continue;
             }
             return;

@@ -1,0 +1,439 @@
+//! System calls on live objects whose pages lost their page-table entries.
+//!
+//! The kernel may drop the page-table entry of a live alias page at any time: its pageout does
+//! (swap-out; a DAMON `pageout` scheme, which on some hosts runs even without swap; a memory
+//! manager's `MADV_PAGEOUT`), and so does the program's own `madvise`. The program's next
+//! access to the page traps, and the fault handler maps it again (`fault`). An access by the
+//! kernel, inside a system call, reaches no handler: the userfaultfd traps accesses from user
+//! mode only, and the kernel's copy fails. `read(2)` into such a buffer, or `write(2)` from
+//! it, fails with `EFAULT`, or stops short at that page; under the C library's `malloc` the
+//! kernel brings the page back itself. (A server then drops a connection whose buffer sat idle
+//! long enough to be paged out.)
+//!
+//! So the library exports the C library's calls that move data between files or sockets and
+//! the program's buffers, and calls the C library's own:
+//!
+//! - when one fails with `EFAULT`, the pages of its buffers (and of the descriptions of its
+//!   buffers: `iovec` arrays, `msghdr`s, addresses) that belong to live objects and lost their
+//!   entries are mapped again (`alias::map_again`), and the call is made again, up to `TRIES`
+//!   times. A buffer of a freed object has no live page: the call fails with `EFAULT` as
+//!   before. A call that fails with `EFAULT` has transferred nothing (the kernel returns the
+//!   count instead when it transferred some), so making it again repeats nothing, with one
+//!   exception: a datagram whose copy failed is dropped by the kernel, and the call made
+//!   again waits for the next one;
+//! - when a read or write of a regular file or block device stops short at the page of a live
+//!   object that lost its entry, the page is mapped again and the rest is read or written by
+//!   further calls, so that the caller gets the count it would have had (PostgreSQL, for one,
+//!   takes a short read of a data file for an error). For other files (sockets, pipes) the
+//!   short count is returned as it is: a count the program must be ready for, and its next
+//!   call starts at that page, which is now mapped.
+//!
+//! The calls: `read`, `write`, `pread`, `pwrite`, `readv`, `writev`, `preadv`, `pwritev`,
+//! `preadv2`, `pwritev2` (and their `64` names), `recv`, `recvfrom`, `recvmsg`, `send`,
+//! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, and the checked `__read_chk`,
+//! `__pread_chk`, `__pread64_chk`, `__recv_chk`, `__recvfrom_chk` of programs built with
+//! `_FORTIFY_SOURCE`. Not reached: the calls the C library makes inside its own functions
+//! (`fread`, `fgets` and the rest of stdio into their buffers, `readdir`), calls made through
+//! `syscall()` or a `syscall` instruction, and the other calls that take buffers (`stat`,
+//! `getdents64`, `recvmmsg`, ...); those still fail as described above.
+//!
+//! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
+//! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
+//! succeeds costs a comparison, and a short one that ends in the alias arena a load.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::AtomicUsize;
+
+use crate::alias;
+use crate::sys;
+
+/// Calls made again, at most, after mapping pages again.
+const TRIES: u32 = 4;
+
+/// Most `iovec` entries looked at (the kernel's `UIO_MAXIOV`).
+const MAX_IOV: usize = 1024;
+
+/// Makes `call` again while it fails with `EFAULT` and `heal` maps pages again; `errno` is
+/// put back as it was before the call when a call made again succeeds.
+#[inline(always)]
+fn again(mut call: impl FnMut() -> isize, heal: impl Fn() -> usize) -> isize {
+    let saved = sys::errno();
+    let r = call();
+    if r >= 0 {
+        return r;
+    }
+    again_slow(saved, call, heal)
+}
+
+#[cold]
+#[inline(never)]
+fn again_slow(saved: i32, mut call: impl FnMut() -> isize, heal: impl Fn() -> usize) -> isize {
+    let mut r = -1;
+    for _ in 0..TRIES {
+        if sys::errno() != libc::EFAULT || !crate::is_ready() || heal() == 0 {
+            return r;
+        }
+        sys::set_errno(saved);
+        r = call();
+        if r >= 0 {
+            return r;
+        }
+    }
+    r
+}
+
+/// A read or write of `n` bytes at `buf`; `call(done)` transfers the bytes from `done` on.
+/// `file`: the descriptor is known to be a regular file (positioned calls), or None to look.
+#[inline(always)]
+fn transfer(fd: c_int, buf: usize, n: usize, file: bool, mut call: impl FnMut(usize) -> isize) -> isize {
+    let r = again(|| call(0), || alias::map_again(buf, n));
+    if r <= 0 || r as usize >= n || !alias::in_arena(buf + r as usize) {
+        return r;
+    }
+    transfer_rest(fd, buf, n, file, r as usize, call)
+}
+
+/// The rest of a transfer that stopped short at `done`, in the alias arena: continued if it
+/// stopped at a live object's page that had lost its entry, in a regular file or block device.
+#[cold]
+#[inline(never)]
+fn transfer_rest(
+    fd: c_int,
+    buf: usize,
+    n: usize,
+    file: bool,
+    mut done: usize,
+    mut call: impl FnMut(usize) -> isize,
+) -> isize {
+    let saved = sys::errno();
+    let seekable = || {
+        let st = sys::stat(fd);
+        sys::set_errno(saved);
+        st.is_some_and(|st| matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK))
+    };
+    if !crate::is_ready() || !lost_page_at(buf + done) || !(file || seekable()) {
+        return done as isize;
+    }
+    while done < n {
+        let from = done;
+        let r = again(|| call(from), || alias::map_again(buf + from, n - from));
+        if r <= 0 {
+            // What the first calls transferred stands; an error of a further call is the
+            // next call's to meet.
+            sys::set_errno(saved);
+            break;
+        }
+        done += r as usize;
+        if done < n && (!alias::in_arena(buf + done) || !lost_page_at(buf + done)) {
+            break;
+        }
+    }
+    done as isize
+}
+
+/// Whether the page of `addr` is a live object's that had lost its page-table entry (it is
+/// mapped again now). The aligned word is read, which never crosses into the next page.
+fn lost_page_at(addr: usize) -> bool {
+    sys::probe_word(addr & !7).status == sys::PROBE_MAPPED_AGAIN
+}
+
+/// The C library's function named `name` (looked up once into `slot`), as a `T`.
+///
+/// # Safety
+/// `T` must be the function's type.
+unsafe fn real<T: Copy>(slot: &AtomicUsize, name: &core::ffi::CStr) -> Option<T> {
+    let f = sys::next_symbol(slot, name)?;
+    // SAFETY: `T` is a function pointer type (the caller's contract), as wide as `usize`.
+    Some(unsafe { core::mem::transmute_copy::<usize, T>(&f) })
+}
+
+/// Reads the `n`-th word at `addr`, if it can be read.
+fn word(addr: usize, n: usize) -> Option<usize> {
+    let p = sys::probe_word(addr.checked_add(n * 8)?);
+    (p.status != sys::PROBE_FAILED).then_some(p.value)
+}
+
+/// Maps again the pages of an `iovec` array of `cnt` entries and of the buffers it names.
+fn heal_iov(iov: usize, cnt: usize) -> usize {
+    let cnt = cnt.min(MAX_IOV);
+    let mut mapped = alias::map_again(iov, cnt * 16);
+    for i in 0..cnt {
+        let (Some(base), Some(len)) = (word(iov, 2 * i), word(iov, 2 * i + 1)) else { break };
+        mapped += alias::map_again(base, len);
+    }
+    mapped
+}
+
+/// Maps again the pages of a `msghdr` and of everything it names.
+fn heal_msg(msg: usize) -> usize {
+    let mut mapped = alias::map_again(msg, core::mem::size_of::<libc::msghdr>());
+    // msg_name, msg_namelen, msg_iov, msg_iovlen, msg_control, msg_controllen.
+    let w = |n| word(msg, n);
+    if let (Some(name), Some(namelen), Some(iov), Some(iovlen), Some(control), Some(controllen)) =
+        (w(0), w(1), w(2), w(3), w(4), w(5))
+    {
+        mapped += alias::map_again(name, namelen & 0xffff_ffff);
+        mapped += heal_iov(iov, iovlen);
+        mapped += alias::map_again(control, controllen);
+    }
+    mapped
+}
+
+/// Bytes of a socket address buffer mapped again (a `sockaddr_storage`).
+const ADDR_BYTES: usize = 128;
+
+/// The system call `nr` with `a`, setting `errno`: where the C library's function is missing.
+fn raw(nr: i64, a: [usize; 6]) -> isize {
+    // SAFETY: the caller's arguments, handed to the kernel, which checks them.
+    unsafe { sys::own_syscall(nr, a) }
+}
+
+/// Defines an exported function that calls the C library's function of the same name,
+/// declared as `$ty`, through `$call` (which names it `f`), and the system call `$nr` with
+/// `$raw` when the C library has no such function.
+macro_rules! forward {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty;
+     type $ty:ty; $nr:expr, $raw:expr; |$f:ident| $body:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $aty),*) -> $ret {
+            static REAL: AtomicUsize = AtomicUsize::new(0);
+            const NAME: &core::ffi::CStr = c_name!($name);
+            // Looked up when the library is loaded: a first call may come from a signal
+            // handler, where `dlsym` must not run.
+            #[used]
+            #[link_section = ".init_array"]
+            static RESOLVE: extern "C" fn() = {
+                extern "C" fn resolve() {
+                    let _ = sys::next_symbol(&REAL, NAME);
+                }
+                resolve
+            };
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<$ty> = unsafe { real(&REAL, NAME) };
+            let $f = |$($arg: $aty),*| -> isize {
+                match real {
+                    // SAFETY: the caller's arguments, as the caller passed them.
+                    Some(g) => unsafe { g($($arg),*) as isize },
+                    None => raw($nr, $raw),
+                }
+            };
+            $body as $ret
+        }
+    };
+}
+
+/// The name of a function as a C string, made at compile time.
+macro_rules! c_name {
+    ($name:ident) => {
+        match core::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+            Ok(name) => name,
+            Err(_) => panic!("a function name with a NUL in it"),
+        }
+    };
+}
+
+type Fd = c_int;
+type Buf = *mut c_void;
+type CBuf = *const c_void;
+type Iov = *const libc::iovec;
+type Addr = *mut libc::sockaddr;
+type AddrLen = *mut libc::socklen_t;
+
+forward! {
+    /// `read(2)`: see the module's documentation.
+    fn read(fd: Fd, buf: Buf, n: usize) -> isize;
+    type unsafe extern "C" fn(Fd, Buf, usize) -> isize;
+    libc::SYS_read, [fd as usize, buf as usize, n, 0, 0, 0];
+    |f| transfer(fd, buf as usize, n, false, |d| f(fd, (buf as usize + d) as Buf, n - d))
+}
+
+forward! {
+    /// `write(2)`: see the module's documentation.
+    fn write(fd: Fd, buf: CBuf, n: usize) -> isize;
+    type unsafe extern "C" fn(Fd, CBuf, usize) -> isize;
+    libc::SYS_write, [fd as usize, buf as usize, n, 0, 0, 0];
+    |f| transfer(fd, buf as usize, n, false, |d| f(fd, (buf as usize + d) as CBuf, n - d))
+}
+
+macro_rules! positioned {
+    ($name:ident, $buf:ty, $nr:expr) => {
+        forward! {
+            /// `pread(2)`/`pwrite(2)` under one of their names: see the module's documentation.
+            fn $name(fd: Fd, buf: $buf, n: usize, off: i64) -> isize;
+            type unsafe extern "C" fn(Fd, $buf, usize, i64) -> isize;
+            $nr, [fd as usize, buf as usize, n, off as usize, 0, 0];
+            |f| transfer(fd, buf as usize, n, true, |d| f(fd, (buf as usize + d) as $buf, n - d, off + d as i64))
+        }
+    };
+}
+positioned!(pread, Buf, libc::SYS_pread64);
+positioned!(pread64, Buf, libc::SYS_pread64);
+positioned!(pwrite, CBuf, libc::SYS_pwrite64);
+positioned!(pwrite64, CBuf, libc::SYS_pwrite64);
+
+forward! {
+    /// `__read_chk`, `read` of a program built with `_FORTIFY_SOURCE`.
+    fn __read_chk(fd: Fd, buf: Buf, n: usize, size: usize) -> isize;
+    type unsafe extern "C" fn(Fd, Buf, usize, usize) -> isize;
+    libc::SYS_read, [fd as usize, buf as usize, n.min(size), 0, 0, 0];
+    |f| transfer(fd, buf as usize, n, false, |d| f(fd, (buf as usize + d) as Buf, n - d, size.saturating_sub(d)))
+}
+
+macro_rules! positioned_chk {
+    ($name:ident) => {
+        forward! {
+            /// `pread` of a program built with `_FORTIFY_SOURCE`.
+            fn $name(fd: Fd, buf: Buf, n: usize, off: i64, size: usize) -> isize;
+            type unsafe extern "C" fn(Fd, Buf, usize, i64, usize) -> isize;
+            libc::SYS_pread64, [fd as usize, buf as usize, n.min(size), off as usize, 0, 0];
+            |f| transfer(fd, buf as usize, n, true, |d| {
+                f(fd, (buf as usize + d) as Buf, n - d, off + d as i64, size.saturating_sub(d))
+            })
+        }
+    };
+}
+positioned_chk!(__pread_chk);
+positioned_chk!(__pread64_chk);
+
+macro_rules! vectored {
+    ($name:ident, $nr:expr) => {
+        forward! {
+            /// `readv(2)`/`writev(2)`: see the module's documentation.
+            fn $name(fd: Fd, iov: Iov, cnt: c_int) -> isize;
+            type unsafe extern "C" fn(Fd, Iov, c_int) -> isize;
+            $nr, [fd as usize, iov as usize, cnt as usize, 0, 0, 0];
+            |f| again(|| f(fd, iov, cnt), || heal_iov(iov as usize, cnt.max(0) as usize))
+        }
+    };
+}
+vectored!(readv, libc::SYS_readv);
+vectored!(writev, libc::SYS_writev);
+
+macro_rules! vectored_at {
+    ($name:ident, $nr:expr) => {
+        forward! {
+            /// `preadv(2)`/`pwritev(2)` under one of their names: see the module's documentation.
+            fn $name(fd: Fd, iov: Iov, cnt: c_int, off: i64) -> isize;
+            type unsafe extern "C" fn(Fd, Iov, c_int, i64) -> isize;
+            $nr, [fd as usize, iov as usize, cnt as usize, off as usize, 0, 0];
+            |f| again(|| f(fd, iov, cnt, off), || heal_iov(iov as usize, cnt.max(0) as usize))
+        }
+    };
+}
+vectored_at!(preadv, libc::SYS_preadv);
+vectored_at!(preadv64, libc::SYS_preadv);
+vectored_at!(pwritev, libc::SYS_pwritev);
+vectored_at!(pwritev64, libc::SYS_pwritev);
+
+macro_rules! vectored_at_flags {
+    ($name:ident, $nr:expr) => {
+        forward! {
+            /// `preadv2(2)`/`pwritev2(2)` under one of their names: see the module's documentation.
+            fn $name(fd: Fd, iov: Iov, cnt: c_int, off: i64, flags: c_int) -> isize;
+            type unsafe extern "C" fn(Fd, Iov, c_int, i64, c_int) -> isize;
+            $nr, [fd as usize, iov as usize, cnt as usize, off as usize, 0, flags as usize];
+            |f| again(|| f(fd, iov, cnt, off, flags), || heal_iov(iov as usize, cnt.max(0) as usize))
+        }
+    };
+}
+vectored_at_flags!(preadv2, libc::SYS_preadv2);
+vectored_at_flags!(preadv64v2, libc::SYS_preadv2);
+vectored_at_flags!(pwritev2, libc::SYS_pwritev2);
+vectored_at_flags!(pwritev64v2, libc::SYS_pwritev2);
+
+forward! {
+    /// `recv(2)`: see the module's documentation.
+    fn recv(fd: Fd, buf: Buf, n: usize, flags: c_int) -> isize;
+    type unsafe extern "C" fn(Fd, Buf, usize, c_int) -> isize;
+    libc::SYS_recvfrom, [fd as usize, buf as usize, n, flags as usize, 0, 0];
+    |f| again(|| f(fd, buf, n, flags), || alias::map_again(buf as usize, n))
+}
+
+forward! {
+    /// `__recv_chk`, `recv` of a program built with `_FORTIFY_SOURCE`.
+    fn __recv_chk(fd: Fd, buf: Buf, n: usize, size: usize, flags: c_int) -> isize;
+    type unsafe extern "C" fn(Fd, Buf, usize, usize, c_int) -> isize;
+    libc::SYS_recvfrom, [fd as usize, buf as usize, n.min(size), flags as usize, 0, 0];
+    |f| again(|| f(fd, buf, n, size, flags), || alias::map_again(buf as usize, n))
+}
+
+forward! {
+    /// `send(2)`: see the module's documentation.
+    fn send(fd: Fd, buf: CBuf, n: usize, flags: c_int) -> isize;
+    type unsafe extern "C" fn(Fd, CBuf, usize, c_int) -> isize;
+    libc::SYS_sendto, [fd as usize, buf as usize, n, flags as usize, 0, 0];
+    |f| again(|| f(fd, buf, n, flags), || alias::map_again(buf as usize, n))
+}
+
+/// Maps again a buffer and a socket address with its length.
+fn heal_addressed(buf: usize, n: usize, addr: usize, len: usize) -> usize {
+    alias::map_again(buf, n) + alias::map_again(addr, ADDR_BYTES) + alias::map_again(len, 4)
+}
+
+forward! {
+    /// `recvfrom(2)`: see the module's documentation.
+    fn recvfrom(fd: Fd, buf: Buf, n: usize, flags: c_int, addr: Addr, len: AddrLen) -> isize;
+    type unsafe extern "C" fn(Fd, Buf, usize, c_int, Addr, AddrLen) -> isize;
+    libc::SYS_recvfrom, [fd as usize, buf as usize, n, flags as usize, addr as usize, len as usize];
+    |f| again(|| f(fd, buf, n, flags, addr, len), || heal_addressed(buf as usize, n, addr as usize, len as usize))
+}
+
+forward! {
+    /// `__recvfrom_chk`, `recvfrom` of a program built with `_FORTIFY_SOURCE`.
+    fn __recvfrom_chk(fd: Fd, buf: Buf, n: usize, size: usize, flags: c_int, addr: Addr, len: AddrLen) -> isize;
+    type unsafe extern "C" fn(Fd, Buf, usize, usize, c_int, Addr, AddrLen) -> isize;
+    libc::SYS_recvfrom, [fd as usize, buf as usize, n.min(size), flags as usize, addr as usize, len as usize];
+    |f| again(|| f(fd, buf, n, size, flags, addr, len), || heal_addressed(buf as usize, n, addr as usize, len as usize))
+}
+
+forward! {
+    /// `sendto(2)`: see the module's documentation.
+    fn sendto(fd: Fd, buf: CBuf, n: usize, flags: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> isize;
+    type unsafe extern "C" fn(Fd, CBuf, usize, c_int, *const libc::sockaddr, libc::socklen_t) -> isize;
+    libc::SYS_sendto, [fd as usize, buf as usize, n, flags as usize, addr as usize, len as usize];
+    |f| again(|| f(fd, buf, n, flags, addr, len), || {
+        alias::map_again(buf as usize, n) + alias::map_again(addr as usize, len as usize)
+    })
+}
+
+forward! {
+    /// `recvmsg(2)`: see the module's documentation.
+    fn recvmsg(fd: Fd, msg: *mut libc::msghdr, flags: c_int) -> isize;
+    type unsafe extern "C" fn(Fd, *mut libc::msghdr, c_int) -> isize;
+    libc::SYS_recvmsg, [fd as usize, msg as usize, flags as usize, 0, 0, 0];
+    |f| again(|| f(fd, msg, flags), || heal_msg(msg as usize))
+}
+
+forward! {
+    /// `sendmsg(2)`: see the module's documentation.
+    fn sendmsg(fd: Fd, msg: *const libc::msghdr, flags: c_int) -> isize;
+    type unsafe extern "C" fn(Fd, *const libc::msghdr, c_int) -> isize;
+    libc::SYS_sendmsg, [fd as usize, msg as usize, flags as usize, 0, 0, 0];
+    |f| again(|| f(fd, msg, flags), || heal_msg(msg as usize))
+}
+
+/// Bytes of `n` `epoll_event`s (packed, 12 bytes each, on x86-64).
+fn events_bytes(n: c_int) -> usize {
+    n.max(0) as usize * core::mem::size_of::<libc::epoll_event>()
+}
+
+forward! {
+    /// `epoll_wait(2)`: see the module's documentation (the ready events the kernel could not
+    /// copy stay ready, so a wait made again returns them).
+    fn epoll_wait(ep: Fd, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int;
+    type unsafe extern "C" fn(Fd, *mut libc::epoll_event, c_int, c_int) -> c_int;
+    libc::SYS_epoll_pwait, [ep as usize, events as usize, max as usize, timeout as usize, 0, 8];
+    |f| again(|| f(ep, events, max, timeout), || alias::map_again(events as usize, events_bytes(max)))
+}
+
+forward! {
+    /// `epoll_pwait(2)`: as `epoll_wait`.
+    fn epoll_pwait(ep: Fd, events: *mut libc::epoll_event, max: c_int, timeout: c_int, mask: *const libc::sigset_t) -> c_int;
+    type unsafe extern "C" fn(Fd, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int;
+    libc::SYS_epoll_pwait, [ep as usize, events as usize, max as usize, timeout as usize, mask as usize, 8];
+    |f| again(|| f(ep, events, max, timeout, mask), || alias::map_again(events as usize, events_bytes(max)))
+}

@@ -1,0 +1,287 @@
+/*
+ * System calls on live heap objects whose pages the kernel paged out.
+ *
+ * A pageout (swap, a DAMON scheme, MADV_PAGEOUT) drops the page-table entries of the pages it
+ * takes; under the C library's malloc the kernel brings an anonymous page back when a system
+ * call touches it. Each case fills heap objects, pages them out with MADV_PAGEOUT, and hands
+ * them to a system call that must behave as it would on any memory: the full count, the
+ * right bytes.
+ *
+ * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
+ *                         bad); prints "<case> OK" for each, or "FAIL <case>: ..." and exits 1
+ *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
+ *                         the call fails with it, "READ n" otherwise
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+
+extern ssize_t __read_chk(int fd, void *buf, size_t n, size_t size);
+
+static const char *current = "";
+
+static void fail(const char *what, long a, long b) {
+    printf("FAIL %s: %s (%ld, %ld; errno %d)\n", current, what, a, b, errno);
+    fflush(stdout);
+    exit(1);
+}
+
+static void page_out(const void *p, size_t n) {
+    uintptr_t a = (uintptr_t)p & ~(PAGE - 1), e = ((uintptr_t)p + n + PAGE - 1) & ~(PAGE - 1);
+    if (madvise((void *)a, e - a, MADV_PAGEOUT) != 0)
+        fail("madvise(MADV_PAGEOUT)", (long)a, (long)(e - a));
+}
+
+static unsigned char pat(int tag, size_t i) { return (unsigned char)(tag * 31 + i * 7 + 3); }
+
+static void fill(unsigned char *p, size_t n, int tag) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = pat(tag, i);
+}
+
+static void check(const unsigned char *p, size_t n, int tag) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != pat(tag, i))
+            fail("wrong byte", (long)i, p[i]);
+}
+
+static void expect(ssize_t got, size_t want, const char *call) {
+    if (got != (ssize_t)want)
+        fail(call, (long)got, (long)want);
+}
+
+static unsigned char scratch[1 << 20];
+
+/* read(2) into, and write(2) from, paged-out objects, through a pipe (made as big as the
+ * object). */
+static void pipe_case(size_t n) {
+    int p[2];
+    if (pipe(p) != 0 || fcntl(p[1], F_SETPIPE_SZ, (int)n) < (int)n)
+        fail("pipe", (long)n, 0);
+    unsigned char *b = malloc(n);
+    fill(b, n, 1);
+    fill(scratch, n, 2);
+    expect(write(p[1], scratch, n), n, "write to the pipe");
+    page_out(b, n);
+    expect(read(p[0], b, n), n, "read(2) into a paged-out object");
+    check(b, n, 2);
+    fill(b, n, 3);
+    page_out(b, n);
+    expect(write(p[1], b, n), n, "write(2) from a paged-out object");
+    expect(read(p[0], scratch, n), n, "read from the pipe");
+    check(scratch, n, 3);
+    free(b);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* A regular file: the copy stops short at the paged-out page in the middle of the buffer. */
+static void file_case(void) {
+    size_t n = 5 * PAGE + 100;
+    FILE *t = tmpfile();
+    if (!t)
+        fail("tmpfile", 0, 0);
+    int fd = fileno(t);
+    fill(scratch, n, 4);
+    expect(pwrite(fd, scratch, n, 0), n, "pwrite of the file");
+    unsigned char *b = malloc(n);
+    memset(b, 0, n);
+    page_out(b + 2 * PAGE, PAGE);
+    expect(pread(fd, b, n, 0), n, "pread(2) into an object with a paged-out page");
+    check(b, n, 4);
+    memset(b, 0, n);
+    page_out(b + 3 * PAGE, 1);
+    if (lseek(fd, 0, SEEK_SET) != 0)
+        fail("lseek", 0, 0);
+    expect(read(fd, b, n), n, "read(2) of a file into an object with a paged-out page");
+    check(b, n, 4);
+    fill(b, n, 5);
+    page_out(b + PAGE, 2 * PAGE);
+    expect(pwrite(fd, b, n, 0), n, "pwrite(2) from an object with paged-out pages");
+    fill(b, n, 6);
+    page_out(b + 4 * PAGE, 1);
+    if (lseek(fd, n, SEEK_SET) != (off_t)n)
+        fail("lseek", 0, 0);
+    expect(write(fd, b, n), n, "write(2) to a file from an object with a paged-out page");
+    expect(pread(fd, scratch, 2 * n, 0), 2 * n, "pread of the file");
+    check(scratch, n, 5);
+    check(scratch + n, n, 6);
+    /* The checked read of programs built with _FORTIFY_SOURCE. */
+    memset(b, 0, n);
+    page_out(b, n);
+    if (lseek(fd, 0, SEEK_SET) != 0)
+        fail("lseek", 0, 0);
+    expect(__read_chk(fd, b, n, n), n, "__read_chk into a paged-out object");
+    check(b, n, 5);
+    free(b);
+    fclose(t);
+}
+
+/* readv/writev with the iovec array and both buffers on the heap, all paged out. */
+static void vector_case(void) {
+    int p[2];
+    if (pipe(p) != 0)
+        fail("pipe", 0, 0);
+    size_t n1 = 3000, n2 = 9000;
+    struct iovec *iov = malloc(2 * sizeof *iov);
+    unsigned char *a = malloc(n1), *b = malloc(n2);
+    fill(a, n1, 7);
+    fill(b, n2, 8);
+    iov[0] = (struct iovec){a, n1};
+    iov[1] = (struct iovec){b, n2};
+    page_out(a, n1);
+    page_out(b, n2);
+    page_out(iov, 2 * sizeof *iov);
+    expect(writev(p[1], iov, 2), n1 + n2, "writev(2) from paged-out objects");
+    memset(a, 0, n1);
+    memset(b, 0, n2);
+    page_out(a, n1);
+    page_out(b, n2);
+    page_out(iov, 2 * sizeof *iov);
+    expect(readv(p[0], iov, 2), n1 + n2, "readv(2) into paged-out objects");
+    check(a, n1, 7);
+    check(b, n2, 8);
+    free(iov);
+    free(a);
+    free(b);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* Sockets: recv/send, recvfrom/sendto, recvmsg/sendmsg with everything on the heap. */
+static void socket_case(void) {
+    int s[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s) != 0)
+        fail("socketpair", 0, 0);
+    size_t n = 6000;
+    unsigned char *b = malloc(n);
+    fill(b, n, 9);
+    page_out(b, n);
+    expect(send(s[0], b, n, 0), n, "send(2) from a paged-out object");
+    memset(b, 0, n);
+    page_out(b, n);
+    expect(recv(s[1], b, n, MSG_WAITALL), n, "recv(2) into a paged-out object");
+    check(b, n, 9);
+    fill(b, n, 10);
+    page_out(b, n);
+    expect(sendto(s[0], b, n, 0, NULL, 0), n, "sendto(2) from a paged-out object");
+    memset(b, 0, n);
+    page_out(b, n);
+    expect(recvfrom(s[1], b, n, MSG_WAITALL, NULL, NULL), n, "recvfrom(2) into a paged-out object");
+    check(b, n, 10);
+    struct msghdr *m = calloc(1, sizeof *m);
+    struct iovec *iov = malloc(sizeof *iov);
+    *iov = (struct iovec){b, n};
+    m->msg_iov = iov;
+    m->msg_iovlen = 1;
+    fill(b, n, 11);
+    page_out(b, n);
+    page_out(iov, sizeof *iov);
+    page_out(m, sizeof *m);
+    expect(sendmsg(s[0], m, 0), n, "sendmsg(2) from paged-out objects");
+    memset(b, 0, n);
+    page_out(b, n);
+    page_out(iov, sizeof *iov);
+    page_out(m, sizeof *m);
+    expect(recvmsg(s[1], m, MSG_WAITALL), n, "recvmsg(2) into paged-out objects");
+    check(b, n, 11);
+    free(m);
+    free(iov);
+    free(b);
+    close(s[0]);
+    close(s[1]);
+}
+
+/* epoll_wait(2) into a paged-out array of events. */
+static void epoll_case(void) {
+    int ep = epoll_create1(0), ev = eventfd(1, 0);
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = 77};
+    if (ep < 0 || ev < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ev, &e) != 0)
+        fail("epoll", 0, 0);
+    struct epoll_event *out = calloc(64, sizeof *out);
+    page_out(out, 64 * sizeof *out);
+    expect(epoll_wait(ep, out, 64, 1000), 1, "epoll_wait(2) into a paged-out object");
+    if (out[0].data.u64 != 77)
+        fail("wrong event", (long)out[0].data.u64, 77);
+    free(out);
+    close(ev);
+    close(ep);
+}
+
+/* A bad iovec array, or a bad buffer in a good one: EFAULT, and no crash. */
+static void bad_case(void) {
+    int p[2];
+    if (pipe(p) != 0 || write(p[1], "abc", 3) != 3)
+        fail("pipe", 0, 0);
+    void *none = mmap(NULL, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (none == MAP_FAILED)
+        fail("mmap", 0, 0);
+    errno = 0;
+    if (readv(p[0], (struct iovec *)none, 1) != -1 || errno != EFAULT)
+        fail("readv(2) with a no-access iovec array", errno, EFAULT);
+    struct iovec *iov = malloc(sizeof *iov);
+    *iov = (struct iovec){none, 3};
+    errno = 0;
+    if (readv(p[0], iov, 1) != -1 || errno != EFAULT)
+        fail("readv(2) into a no-access buffer", errno, EFAULT);
+    struct msghdr m = {.msg_iov = (struct iovec *)none, .msg_iovlen = 1};
+    errno = 0;
+    if (sendmsg(p[1], &m, 0) != -1 || (errno != EFAULT && errno != ENOTSOCK))
+        fail("sendmsg(2) with a no-access iovec array", errno, EFAULT);
+    free(iov);
+    close(p[0]);
+    close(p[1]);
+}
+
+static void freed_case(void) {
+    int p[2];
+    if (pipe(p) != 0 || write(p[1], "abc", 3) != 3)
+        fail("pipe", 0, 0);
+    unsigned char *volatile b = malloc(5000);
+    memset(b, 1, 5000);
+    free(b);
+    ssize_t r = read(p[0], b, 3);
+    if (r < 0 && errno == EFAULT)
+        printf("EFAULT\n");
+    else
+        printf("READ %zd\n", r);
+}
+
+static void pipes(void) {
+    /* A small object, page objects, a large object. */
+    static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        pipe_case(sizes[i]);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "freed") == 0) {
+        freed_case();
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
+                 {"socket", socket_case}, {"epoll", epoll_case}, {"bad", bad_case}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        current = cases[i].name;
+        cases[i].run();
+        printf("%s OK\n", current);
+    }
+    return 0;
+}

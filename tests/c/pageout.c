@@ -160,6 +160,13 @@ static void vector_case(void) {
     close(p[1]);
 }
 
+/* Pages out a message, its iovec array and its one buffer. */
+static void page_out_message(const struct msghdr *m) {
+    page_out(m->msg_iov[0].iov_base, m->msg_iov[0].iov_len);
+    page_out(m->msg_iov, sizeof m->msg_iov[0]);
+    page_out(m, sizeof *m);
+}
+
 /* Sockets: recv/send, recvfrom/sendto, recvmsg/sendmsg with everything on the heap. */
 static void socket_case(void) {
     int s[2];
@@ -187,14 +194,10 @@ static void socket_case(void) {
     m->msg_iov = iov;
     m->msg_iovlen = 1;
     fill(b, n, 11);
-    page_out(b, n);
-    page_out(iov, sizeof *iov);
-    page_out(m, sizeof *m);
+    page_out_message(m);
     expect(sendmsg(s[0], m, 0), n, "sendmsg(2) from paged-out objects");
     memset(b, 0, n);
-    page_out(b, n);
-    page_out(iov, sizeof *iov);
-    page_out(m, sizeof *m);
+    page_out_message(m);
     expect(recvmsg(s[1], m, MSG_WAITALL), n, "recvmsg(2) into paged-out objects");
     check(b, n, 11);
     free(m);

@@ -1172,13 +1172,17 @@ pub fn reinstall_raw(addr: usize) -> bool {
 /// Maps again the pages of live units in the `len` bytes at `addr` that lost their
 /// page-table entries, for a system call that failed on them (`io`); returns how many it
 /// mapped. Pages of freed objects, guard pages and addresses outside the arena are left as
-/// they are. Lock-free and `errno` is left alone, as in the fault handler.
+/// they are, and so is what lies past `MAP_AGAIN_PAGES` pages of the arena (a program may
+/// name a length far beyond its buffer: the kernel copies only what there is). Lock-free and
+/// `errno` is left alone, as in the fault handler.
 pub fn map_again(addr: usize, len: usize) -> usize {
     if len == 0 || revoke_kind() != Revoke::Uffd {
         return 0;
     }
     let f = fixed();
-    let (from, to) = (addr.max(f.arena), addr.saturating_add(len).min(f.arena + f.arena_len));
+    let from = addr.max(f.arena);
+    let to =
+        addr.saturating_add(len).min(f.arena + f.arena_len).min(from.saturating_add(MAP_AGAIN_PAGES << PAGE_SHIFT));
     let mut mapped = 0;
     let mut page = from & !(PAGE - 1);
     while page < to {
@@ -1194,6 +1198,10 @@ pub fn map_again(addr: usize, len: usize) -> usize {
     }
     mapped
 }
+
+/// Most pages of one buffer that `map_again` looks at: 16 MiB, far more than any object in
+/// the arena (page objects are at most 128 KiB).
+const MAP_AGAIN_PAGES: usize = 4096;
 
 /// Pages of live objects mapped again because a system call failed on them (`map_again`).
 pub static SYSCALL_PAGES_MAPPED: AtomicU64 = AtomicU64::new(0);

@@ -83,7 +83,7 @@ fn again_slow(saved: i32, mut call: impl FnMut() -> isize, heal: impl Fn() -> us
 }
 
 /// A read or write of `n` bytes at `buf`; `call(done)` transfers the bytes from `done` on.
-/// `file`: the descriptor is known to be a regular file (positioned calls), or None to look.
+/// `file`: the descriptor is known to be a regular file (positioned calls), or false to look.
 #[inline(always)]
 fn transfer(fd: c_int, buf: usize, n: usize, file: bool, mut call: impl FnMut(usize) -> isize) -> isize {
     let r = again(|| call(0), || alias::map_again(buf, n));

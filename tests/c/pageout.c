@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -212,7 +213,7 @@ static void socket_case(void) {
     close(s[1]);
 }
 
-/* epoll_wait(2) into a paged-out array of events. */
+/* epoll_wait(2) into a paged-out array of events, and poll(2) of a paged-out array. */
 static void epoll_case(void) {
     int ep = epoll_create1(0), ev = eventfd(1, 0);
     struct epoll_event e = {.events = EPOLLIN, .data.u64 = 77};
@@ -224,6 +225,15 @@ static void epoll_case(void) {
     if (out[0].data.u64 != 77)
         fail("wrong event", (long)out[0].data.u64, 77);
     free(out);
+    /* poll(2) with its array on the heap. */
+    struct pollfd *fds = calloc(2, sizeof *fds);
+    fds[0] = (struct pollfd){.fd = ev, .events = POLLIN};
+    fds[1] = (struct pollfd){.fd = ep, .events = POLLIN};
+    page_out(fds, 2 * sizeof *fds);
+    expect(poll(fds, 2, 1000), 2, "poll(2) of a paged-out array");
+    if (!(fds[0].revents & POLLIN))
+        fail("poll: no POLLIN", fds[0].revents, POLLIN);
+    free(fds);
     close(ev);
     close(ep);
 }

@@ -30,12 +30,13 @@
 //!
 //! The calls: `read`, `write`, `pread`, `pwrite`, `readv`, `writev`, `preadv`, `pwritev`,
 //! `preadv2`, `pwritev2` (and their `64` names), `recv`, `recvfrom`, `recvmsg`, `send`,
-//! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, and the checked `__read_chk`,
-//! `__pread_chk`, `__pread64_chk`, `__recv_chk`, `__recvfrom_chk` of programs built with
-//! `_FORTIFY_SOURCE`. Not reached: the calls the C library makes inside its own functions
+//! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, `poll`, `ppoll`, and the checked
+//! `__read_chk`, `__pread_chk`, `__pread64_chk`, `__recv_chk`, `__recvfrom_chk`, `__poll_chk`
+//! of programs built with `_FORTIFY_SOURCE`. Not reached: the calls the C library makes inside its own functions
 //! (`fread`, `fgets` and the rest of stdio into their buffers, `readdir`), calls made through
 //! `syscall()` or a `syscall` instruction, and the other calls that take buffers (`stat`,
-//! `getdents64`, `recvmmsg`, ...); those still fail as described above.
+//! `getdents64`, `recvmmsg`, ...), and every call that takes a path (`open`, `stat`,
+//! `unlink`, ...: a path kept in a heap object); those still fail as described above.
 //!
 //! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
@@ -436,4 +437,39 @@ forward! {
     type unsafe extern "C" fn(Fd, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int;
     libc::SYS_epoll_pwait, [ep as usize, events as usize, max as usize, timeout as usize, mask as usize, 8];
     |f| again(|| f(ep, events, max, timeout, mask), || alias::map_again(events as usize, events_bytes(max)))
+}
+
+/// Bytes of `n` `pollfd`s.
+fn pollfds_bytes(n: libc::nfds_t) -> usize {
+    (n as usize).saturating_mul(core::mem::size_of::<libc::pollfd>())
+}
+
+forward! {
+    /// `poll(2)`: see the module's documentation (a descriptor that was ready stays ready, so
+    /// a poll made again returns it).
+    fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int;
+    type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
+    libc::SYS_poll, [fds as usize, n as usize, timeout as usize, 0, 0, 0];
+    |f| again(|| f(fds, n, timeout), || alias::map_again(fds as usize, pollfds_bytes(n)))
+}
+
+forward! {
+    /// `__poll_chk`, `poll` of a program built with `_FORTIFY_SOURCE`.
+    fn __poll_chk(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int, size: usize) -> c_int;
+    type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int, usize) -> c_int;
+    libc::SYS_poll, [fds as usize, n as usize, timeout as usize, 0, 0, 0];
+    |f| again(|| f(fds, n, timeout, size), || alias::map_again(fds as usize, pollfds_bytes(n)))
+}
+
+forward! {
+    /// `ppoll(2)`: as `poll`.
+    fn ppoll(
+        fds: *mut libc::pollfd,
+        n: libc::nfds_t,
+        timeout: *const libc::timespec,
+        mask: *const libc::sigset_t
+    ) -> c_int;
+    type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int;
+    libc::SYS_ppoll, [fds as usize, n as usize, timeout as usize, mask as usize, 8, 0];
+    |f| again(|| f(fds, n, timeout, mask), || alias::map_again(fds as usize, pollfds_bytes(n)))
 }

@@ -540,8 +540,8 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// live objects, and a system call's access to them reaches no fault handler: `read(2)` into
 /// such a buffer failed with EFAULT, and `pread(2)` of a file stopped short at the page. The
 /// library's `read`, `write`, `pread`, `readv`, `send`, `recvmsg`, `epoll_wait` and the rest
-/// map those pages again and finish the call (`tests/c/pageout.c`: every case fails without);
-/// a bad `iovec` array still gets EFAULT, and a freed object's buffer too.
+/// map those pages again and finish the call (`tests/c/pageout.c`: each case but `bad` failed
+/// without); a bad `iovec` array still gets EFAULT, and a freed object's buffer too.
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);

@@ -32,11 +32,11 @@
 //! `preadv2`, `pwritev2` (and their `64` names), `recv`, `recvfrom`, `recvmsg`, `send`,
 //! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, `poll`, `ppoll`, and the checked
 //! `__read_chk`, `__pread_chk`, `__pread64_chk`, `__recv_chk`, `__recvfrom_chk`, `__poll_chk`
-//! of programs built with `_FORTIFY_SOURCE`. Not reached: the calls the C library makes inside its own functions
-//! (`fread`, `fgets` and the rest of stdio into their buffers, `readdir`), calls made through
-//! `syscall()` or a `syscall` instruction, and the other calls that take buffers (`stat`,
-//! `getdents64`, `recvmmsg`, ...), and every call that takes a path (`open`, `stat`,
-//! `unlink`, ...: a path kept in a heap object); those still fail as described above.
+//! of programs built with `_FORTIFY_SOURCE`. Not reached: the calls the C library makes inside
+//! its own functions (`fread`, `fgets` and the rest of stdio into their buffers, `readdir`),
+//! calls made through `syscall()` or a `syscall` instruction, the other calls that take
+//! buffers (`stat`, `getdents64`, `recvmmsg`, ...), and every call that takes a path (`open`,
+//! `stat`, `unlink`, ...: a path kept in a heap object); those still fail as described above.
 //!
 //! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that

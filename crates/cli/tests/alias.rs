@@ -562,6 +562,37 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     assert!(stdout(&o).contains("EFAULT"), "{}", stdout(&o));
 }
 
+/// The C library reads heap memory with every signal blocked, where a SIGBUS reaches no
+/// handler and the kernel kills the process: a new thread's first steps read the global
+/// locale's `LC_CTYPE` data, and exiting threads trim the cache of thread stacks, reading the
+/// DTVs of the stacks cached. With those pages paged out, a threaded Python server under
+/// steady pageout died of SIGBUS. Now what `setlocale` allocates and the dynamic linker's own
+/// allocations (DTVs among them) get views that userfaultfd does not watch, a `free` on a thread without a cache reads the canary through the pool's
+/// canonical view, and SIGSEGV and SIGBUS are taken out of the masks of the program's
+/// handlers (a handler installed with a full mask touched a page the same way;
+/// `tests/c/blocked.c`: every case died of SIGBUS without).
+#[test]
+fn heap_memory_the_c_library_reads_with_signals_blocked_survives_pageout() {
+    let bin = compile("blocked.c", &[]);
+    for mode in ["prevent", "detect"] {
+        let opt = format!("mode={mode}:stats=1");
+        for case in ["start", "exit", "free", "handler"] {
+            let o = run_preloaded(&bin, &[case], &[("NEVERMORE_OPTIONS", &opt)]);
+            let (out, err) = (stdout(&o), stderr(&o));
+            assert!(
+                o.status.success() && out.contains(&format!("{case} OK")),
+                "{mode}: {case}: {:?}\n{out}\n{err}",
+                o.status
+            );
+            if case == "exit" || case == "start" {
+                // Eight threads' DTVs, or the locale data, at least.
+                let loader = *counters(&err, "large objects").last().unwrap();
+                assert!(loader >= 8, "{mode}: {loader} objects for the dynamic linker:\n{err}");
+            }
+        }
+    }
+}
+
 /// A crash with core dumps enabled made the kernel fault in the pool's whole 64 GiB canonical
 /// view, filling the memfd with zeroed pages (memory ran out) and writing a core as big. The
 /// canonical view is left out of dumps now, while the views that hold the objects at the

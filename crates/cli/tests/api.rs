@@ -179,7 +179,8 @@ fn exports_are_the_documented_interface() {
 }
 
 /// glibc's allocation functions, their internal names, C23's sized frees, the C++ operators,
-/// the C library calls the allocator wraps, and the I/O calls it makes again (`io`).
+/// the C library calls the allocator wraps, the I/O calls it makes again, and `setlocale` and
+/// `newlocale` (`io`).
 const EXPORTS: &str = "
     malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
     cfree malloc_usable_size malloc_trim mallopt mallinfo mallinfo2 malloc_stats malloc_info
@@ -195,7 +196,7 @@ const EXPORTS: &str = "
     read write pread pread64 pwrite pwrite64 readv writev preadv preadv64 pwritev pwritev64
     preadv2 preadv64v2 pwritev2 pwritev64v2 recv recvfrom recvmsg send sendto sendmsg
     epoll_wait epoll_pwait poll ppoll __read_chk __pread_chk __pread64_chk __recv_chk __recvfrom_chk
-    __poll_chk
+    __poll_chk setlocale newlocale
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

@@ -493,6 +493,30 @@ pub fn decode(addr: usize) -> Option<(u32, u32)> {
     Some((e, page as u32))
 }
 
+/// Where the allocator itself can touch the byte at `addr` of a live object without a
+/// fault that needs the handler: the same byte in the pool's canonical view for an alias of a
+/// mirror, `addr` itself elsewhere (large views and the fallback modes' aliases refault like
+/// any shared mapping).
+///
+/// An alias page can lose its page-table entry at any time (pageout, swap, the program's own
+/// `madvise`), and the next access through it raises SIGBUS, which the fault handler mends.
+/// A SIGBUS raised while the signal is blocked cannot reach any handler: the kernel kills the
+/// process. The C library blocks every signal for a thread's last steps and frees the
+/// thread's TLS in them (`free` of its DTV and TLS blocks, and of cached stacks' ones). The
+/// canonical view is not registered with userfaultfd, so a missing entry there is an
+/// ordinary page fault; but each page read through it also counts in RSS again, so it is
+/// used only where signals may be blocked (see `heap::check_canary`).
+#[inline]
+pub fn backing(addr: usize) -> usize {
+    if fixed().revoke != Revoke::Uffd {
+        return addr;
+    }
+    match decode(addr) {
+        Some((_, page)) => POOL.page_addr(page) + (addr & (PAGE - 1)),
+        None => addr,
+    }
+}
+
 /// Whether `addr` lies in a 2 MiB chunk of the arena that a mirror took: its aliases were
 /// handed out, even when `decode` no longer knows the epoch (its table entry went to a newer
 /// one). Reports then say `FORGOTTEN`.

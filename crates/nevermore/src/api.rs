@@ -38,8 +38,19 @@ fn keep_errno_or(f: impl FnOnce() -> *mut u8, fallback: impl FnOnce() -> *mut c_
     p as *mut c_void
 }
 
+// `malloc`, `calloc` and `realloc` pass on their return address: the dynamic linker's own
+// allocations are told apart by it (`heap::needs_view`). One load and a jump.
+
+#[unsafe(naked)]
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
+    core::arch::naked_asm!("mov rsi, qword ptr [rsp]", "jmp {f}", f = sym malloc_from)
+}
+
+extern "C" fn malloc_from(size: usize, caller: usize) -> *mut c_void {
+    if heap::needs_view(caller) {
+        return keep_errno_or(|| heap::loader_malloc(size, false), || passthrough::malloc(size));
+    }
     keep_errno_or(|| heap::malloc(size), || passthrough::malloc(size))
 }
 
@@ -53,9 +64,17 @@ pub extern "C" fn cfree(p: *mut c_void) {
     free_keep_errno(p, "free", Family::Malloc)
 }
 
+#[unsafe(naked)]
 #[no_mangle]
 pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    core::arch::naked_asm!("mov rdx, qword ptr [rsp]", "jmp {f}", f = sym calloc_from)
+}
+
+extern "C" fn calloc_from(n: usize, size: usize, caller: usize) -> *mut c_void {
     match n.checked_mul(size) {
+        Some(total) if heap::needs_view(caller) => {
+            keep_errno_or(|| heap::loader_malloc(total, true), || passthrough::calloc(n, size))
+        }
         Some(total) => keep_errno_or(|| heap::malloc_zeroed(total), || passthrough::calloc(n, size)),
         None => {
             sys::set_errno(libc::ENOMEM);
@@ -64,14 +83,23 @@ pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     }
 }
 
+#[unsafe(naked)]
 #[no_mangle]
 pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    core::arch::naked_asm!("mov rdx, qword ptr [rsp]", "jmp {f}", f = sym realloc_from)
+}
+
+extern "C" fn realloc_from(p: *mut c_void, size: usize, caller: usize) -> *mut c_void {
     if passthrough::on() {
         return passthrough::realloc(p, size);
     }
     let saved = sys::errno();
     heap::check_family(p as *mut u8, Family::Malloc, "realloc");
-    let q = heap::realloc(p as *mut u8, size);
+    let q = if heap::needs_view(caller) {
+        heap::loader_realloc(p as *mut u8, size)
+    } else {
+        heap::realloc(p as *mut u8, size)
+    };
     if !q.is_null() || size == 0 {
         sys::set_errno(saved);
     }

@@ -260,11 +260,22 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
 /// a swap-in, a pageout, the program's own `madvise`). Another thread may have mapped it meanwhile, which
 /// is as good.
 fn reinstall(addr: usize) -> bool {
-    let ok = alias::revoke_kind() == alias::Revoke::Uffd && alias::install(addr & !(PAGE - 1), 1).is_ok();
-    if ok {
-        alias::FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
+    if alias::revoke_kind() != alias::Revoke::Uffd {
+        return false;
     }
-    ok
+    match alias::install(addr & !(PAGE - 1), 1) {
+        Ok(()) => {
+            alias::FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        Err(e) => {
+            // The fault then goes to the program's handler or kills the process: say why.
+            report::say(format_args!(
+                "could not map again the page of a live object at {addr:#x} after a fault (errno {e})"
+            ));
+            false
+        }
+    }
 }
 
 fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
@@ -362,6 +373,17 @@ pub unsafe fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc:
             }
             PROGRAM_LOCK.unlock();
             0
+        }
+        _ if !act.is_null() && INSTALLED.load(Ordering::Acquire) => {
+            // A handler of another signal runs with its mask blocked: SIGSEGV and SIGBUS are
+            // taken out of it, as out of `sigprocmask`'s sets (`unblockable`), or a fault on a
+            // live page that lost its entry, inside the handler, would kill the process.
+            // SAFETY: `act` is valid per the C contract; the copy is ours.
+            let mut copy = unsafe { *act };
+            clear_signal(&mut copy.sa_mask, libc::SIGSEGV);
+            clear_signal(&mut copy.sa_mask, libc::SIGBUS);
+            // SAFETY: forwarding to glibc with our copy.
+            unsafe { __sigaction(sig, &copy, old) }
         }
         // SAFETY: forwarding to glibc.
         _ => unsafe { __sigaction(sig, act, old) },

@@ -62,15 +62,16 @@ pub unsafe fn arm(obj: usize, size: usize) {
     unsafe { (at as *mut u64).write_unaligned(canary_for(at)) }
 }
 
-/// Checks the canary after an object of `size` bytes at `obj`.
+/// Checks the canary after an object of `size` bytes at `obj`, reading its bytes where `view`
+/// maps the object (`obj` itself, or another view of the same memory: `alias::backing`); the
+/// value expected is the one for the canary's address after `obj`.
 ///
 /// # Safety
-/// `obj + size .. obj + size + CANARY` must be readable memory of the object's slot.
+/// `view + size .. view + size + CANARY` must be readable and hold the object's canary bytes.
 #[inline]
-pub unsafe fn intact(obj: usize, size: usize) -> bool {
-    let at = obj + size;
+pub unsafe fn intact_via(obj: usize, size: usize, view: usize) -> bool {
     // SAFETY: guaranteed by the caller.
-    unsafe { (at as *const u64).read_unaligned() == canary_for(at) }
+    unsafe { ((view + size) as *const u64).read_unaligned() == canary_for(obj + size) }
 }
 
 /// Fills `[from, to)` with canary bytes: the gap between a large object's canary and the end of
@@ -149,12 +150,31 @@ mod tests {
             // SAFETY: base + size + 8 <= base + 64.
             unsafe {
                 arm(base, size);
-                assert!(intact(base, size));
+                assert!(intact_via(base, size, base));
                 buf[size] ^= 1;
-                assert!(!intact(base, size), "size {size}");
+                assert!(!intact_via(base, size, base), "size {size}");
                 buf[size] ^= 1;
-                assert!(intact(base, size));
+                assert!(intact_via(base, size, base));
             }
+        }
+    }
+
+    /// Read through another view of the same bytes (here a copy), the canary is still the one
+    /// for the object's own address, not the view's.
+    #[test]
+    fn a_canary_read_through_another_view_is_checked_for_the_objects_address() {
+        let _one = TEST_SECRET.lock().unwrap();
+        init_secret();
+        let mut buf = [0u8; 64];
+        let base = buf.as_mut_ptr() as usize;
+        // SAFETY: base + 24 + 8 <= base + 64.
+        unsafe { arm(base, 24) };
+        let copy = buf;
+        let view = copy.as_ptr() as usize;
+        // SAFETY: both arrays hold 64 bytes; the canary lies at 24..32.
+        unsafe {
+            assert!(intact_via(base, 24, view));
+            assert!(!intact_via(view, 24, view), "the view's own address gave the same canary");
         }
     }
 

@@ -8,7 +8,7 @@
 //! page's span; it is live only if the span's record for that epoch says so.
 
 use core::ptr;
-use core::sync::atomic::{compiler_fence, AtomicU16, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicU16, AtomicUsize, Ordering};
 
 use crate::cache::{self, Cache, Pending};
 use crate::guard::{self, CANARY};
@@ -98,9 +98,95 @@ pub fn malloc_zeroed(size: usize) -> *mut u8 {
     if scope.nested() {
         return reentry::malloc(size, 16);
     }
+    zeroed_in(size)
+}
+
+#[inline]
+fn zeroed_in(size: usize) -> *mut u8 {
     match slab::class_for(size) {
         Some(ci) => alloc_small(ci, size, true),
         None => alloc_big(size, 16, true, false),
+    }
+}
+
+// ---- what the C library reads with every signal blocked ----
+
+/// The dynamic linker's image, start and length (`sys::loader_image`), set at initialisation.
+static LOADER: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// Finds the dynamic linker's image (initialisation).
+pub fn note_loader() {
+    let (start, len) = sys::loader_image();
+    LOADER[0].store(start, Ordering::Relaxed);
+    LOADER[1].store(len, Ordering::Relaxed);
+}
+
+/// Whether an allocation whose call returns to `caller` is one the C library may read with
+/// every signal blocked, which gets a view of its own (`loader_malloc`): the dynamic linker's
+/// own (a thread's DTV, the TLS blocks of modules loaded later, its records of them), and
+/// those made inside `setlocale` and `newlocale` (the locale data, `io`).
+#[inline(always)]
+pub fn needs_view(caller: usize) -> bool {
+    caller.wrapping_sub(LOADER[0].load(Ordering::Relaxed)) < LOADER[1].load(Ordering::Relaxed) || tls::in_views()
+}
+
+/// `malloc`/`calloc` for what `needs_view`: a large object, in a view of its own that
+/// userfaultfd does not watch, instead of a slot behind an alias.
+///
+/// Why: a live alias page can lose its page-table entry (pageout, swap), and the next access
+/// raises SIGBUS, which the fault handler mends; but a SIGBUS raised while it is blocked
+/// reaches no handler, and the kernel kills the process. The C library blocks every signal
+/// in a thread's first and last steps and reads heap memory there: a new thread reads the
+/// global locale's `LC_CTYPE` data (`__ctype_init`), and an exiting thread trims the cache of
+/// thread stacks, reading the DTVs of the stacks it drops (`__nptl_free_stacks`,
+/// `_dl_deallocate_tls`). A threaded Python server under steady pageout died of both. A
+/// missing entry in a view is an ordinary page fault. The object still has an address of its
+/// own and a guard page, its view becomes no-access when it is freed, and its canary is
+/// checked as any other's.
+#[cold]
+#[inline(never)]
+pub fn loader_malloc(size: usize, zero: bool) -> *mut u8 {
+    let scope = Scope::enter();
+    if scope.nested() {
+        return reentry::malloc(size, 16);
+    }
+    loader_alloc(size, zero)
+}
+
+/// `realloc` for what `needs_view` (`loader_malloc`): a growing DTV moves to a view too.
+#[cold]
+#[inline(never)]
+pub fn loader_realloc(p: *mut u8, size: usize) -> *mut u8 {
+    let scope = Scope::enter();
+    if scope.nested() {
+        return realloc_nested(p as usize, size);
+    }
+    if p.is_null() {
+        return loader_alloc(size, false);
+    }
+    if size == 0 || size > MAX_REQUEST || !crate::ensure_init() {
+        return realloc_in(p, size);
+    }
+    let old = live_size(p as usize, "realloc");
+    moved(p as usize, old, size, |n| loader_alloc(n, false), free_in)
+}
+
+fn loader_alloc(size: usize, zero: bool) -> *mut u8 {
+    if size <= MAX_REQUEST
+        && crate::ensure_init()
+        && alias::revoke_kind() == alias::Revoke::Uffd
+        && !large::views_scarce()
+    {
+        let p = large::alloc(size, 16, zero, false);
+        if !p.is_null() {
+            stats::add(&stats::LOADER_OBJECTS, 1);
+            return p;
+        }
+    }
+    if zero {
+        zeroed_in(size)
+    } else {
+        malloc_in(size)
     }
 }
 
@@ -649,8 +735,14 @@ fn resolve_or_die(p: usize, op: &'static str) -> (Obj, usize) {
 /// bytes was overwritten.
 #[inline(always)]
 pub fn check_canary(p: usize, size: usize, op: &'static str) {
-    // SAFETY: callers pass a live object of `size` bytes followed by its canary.
-    if !unsafe { guard::intact(p, size) } {
+    // A thread without a cache is exiting (or new): the C library frees an exiting thread's
+    // TLS with every signal blocked, so the canary is read where no fault can need the
+    // handler (`alias::backing`).
+    let c = tls::get();
+    let view = if c.is_null() || c == tls::EXITED { alias::backing(p) } else { p };
+    // SAFETY: callers pass a live object of `size` bytes followed by its canary, which `view`
+    // maps too.
+    if !unsafe { guard::intact_via(p, size, view) } {
         overflowed(p, size, op);
     }
 }

@@ -473,3 +473,53 @@ forward! {
     libc::SYS_ppoll, [fds as usize, n as usize, timeout as usize, mask as usize, 8, 0];
     |f| again(|| f(fds, n, timeout, mask), || alias::map_again(fds as usize, pollfds_bytes(n)))
 }
+
+// ---- locale data ----
+
+/// Defines an exported function that calls the C library's own of the same name with the
+/// thread's allocations going to views of their own (`heap::needs_view`).
+macro_rules! in_views {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty; $fail:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $aty),*) -> $ret {
+            static REAL: AtomicUsize = AtomicUsize::new(0);
+            const NAME: &core::ffi::CStr = c_name!($name);
+            #[used]
+            #[link_section = ".init_array"]
+            static RESOLVE: extern "C" fn() = {
+                extern "C" fn resolve() {
+                    let _ = sys::next_symbol(&REAL, NAME);
+                }
+                resolve
+            };
+            // SAFETY: the C library's function of this name has this type.
+            let Some(real) = (unsafe { real::<unsafe extern "C" fn($($aty),*) -> $ret>(&REAL, NAME) }) else {
+                return $fail;
+            };
+            crate::tls::add_views(1);
+            // SAFETY: the caller's arguments, as the caller passed them.
+            let r = unsafe { real($($arg),*) };
+            crate::tls::add_views(-1);
+            r
+        }
+    };
+}
+
+in_views! {
+    /// `setlocale`: the C library's own, its allocations in views of their own. A new thread
+    /// reads the global locale's `LC_CTYPE` data with every signal blocked (`__ctype_init`),
+    /// and once the program has called `setlocale` (Python does at start) that data is on the
+    /// heap: see `heap::loader_malloc` for why such objects get views.
+    fn setlocale(category: c_int, name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
+    core::ptr::null_mut()
+}
+
+in_views! {
+    /// `newlocale`: as `setlocale` (a locale made with it may become a thread's own).
+    fn newlocale(mask: c_int, name: *const core::ffi::c_char, base: libc::locale_t) -> libc::locale_t;
+    core::ptr::null_mut()
+}

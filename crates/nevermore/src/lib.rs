@@ -197,6 +197,7 @@ fn init() -> bool {
     let keyed = guard::init_secret();
     // Before anything is sized by the address-space limit.
     rlimit::after_exec();
+    heap::note_loader();
     // SAFETY: called once, before any other thread can see the pool (STATE is not READY).
     if let Err(e) = unsafe { pool::POOL.init() } {
         let why = match e {

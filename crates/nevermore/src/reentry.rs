@@ -427,7 +427,7 @@ mod tests {
             assert!(bytes.iter().all(|&b| b == 0));
             bytes.fill(0xa5);
             // SAFETY: the canary follows the object.
-            assert!(unsafe { guard::intact(p, size) });
+            assert!(unsafe { guard::intact_via(p, size, p) });
             assert!(!page_mapped(sys::round_up(p + size + CANARY, PAGE)));
             assert_eq!(object_around(p + size / 2), Some((p, size, LIVE)));
             free(p, None, "free");

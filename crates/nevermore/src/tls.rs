@@ -114,3 +114,48 @@ pub fn depth_offset() -> usize {
     }
     t
 }
+
+global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".balign 4",
+    ".globl nevermore_tls_views",
+    ".hidden nevermore_tls_views",
+    ".type nevermore_tls_views, @object",
+    ".size nevermore_tls_views, 4",
+    "nevermore_tls_views:",
+    ".zero 4",
+    ".popsection",
+);
+
+/// Whether the thread is inside a call whose allocations get views of their own
+/// (`heap::needs_view`).
+#[inline(always)]
+pub fn in_views() -> bool {
+    let v: u32;
+    // SAFETY: reads this thread's own word.
+    unsafe {
+        asm!(
+            "mov {t}, qword ptr [rip + nevermore_tls_views@GOTTPOFF]",
+            "mov {v:e}, dword ptr fs:[{t}]",
+            t = out(reg) _,
+            v = out(reg) v,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    v != 0
+}
+
+/// Adds `d` (1 to begin such a call, -1 to end it) to the thread's count of them.
+#[inline(always)]
+pub fn add_views(d: i32) {
+    // SAFETY: writes this thread's own word.
+    unsafe {
+        asm!(
+            "mov {t}, qword ptr [rip + nevermore_tls_views@GOTTPOFF]",
+            "add dword ptr fs:[{t}], {d:e}",
+            t = out(reg) _,
+            d = in(reg) d,
+            options(nostack)
+        );
+    }
+}

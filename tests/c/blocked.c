@@ -6,7 +6,9 @@
  * page again. A fault raised while SIGBUS is blocked reaches no handler: the kernel kills the
  * process. The C library blocks every signal in a new thread's first steps and in an exiting
  * thread's last ones, and reads heap memory there. Each case pages that memory out first (and
- * checks in /proc/self/pagemap that it is out) and must end with "<case> OK".
+ * checks in /proc/self/pagemap that it is out) and must end with "<case> OK". The process
+ * keeps to one processor: MADV_PAGEOUT passes over a page that still waits in another
+ * processor's batch of pages to put on the kernel's lists, as a page just allocated may.
  *
  * Usage: blocked CASE
  *   start  setlocale(LC_ALL, "C.UTF-8"), then 20 times: page out the LC_CTYPE data, start a
@@ -25,6 +27,7 @@
 #include <fcntl.h>
 #include <locale.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -184,6 +187,11 @@ int main(int argc, char **argv) {
         if (argc < 2 || strcmp(argv[1], cases[i].name) != 0)
             continue;
         current = cases[i].name;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu(), &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0)
+            fail("sched_setaffinity", 0);
         cases[i].run();
         printf("%s OK\n", current);
         return 0;

@@ -48,7 +48,7 @@ pub extern "C" fn malloc(size: usize) -> *mut c_void {
 }
 
 extern "C" fn malloc_from(size: usize, caller: usize) -> *mut c_void {
-    if heap::needs_view(caller) {
+    if heap::needs_view(caller, size) {
         return keep_errno_or(|| heap::loader_malloc(size, false), || passthrough::malloc(size));
     }
     keep_errno_or(|| heap::malloc(size), || passthrough::malloc(size))
@@ -72,7 +72,7 @@ pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 
 extern "C" fn calloc_from(n: usize, size: usize, caller: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(total) if heap::needs_view(caller) => {
+        Some(total) if heap::needs_view(caller, total) => {
             keep_errno_or(|| heap::loader_malloc(total, true), || passthrough::calloc(n, size))
         }
         Some(total) => keep_errno_or(|| heap::malloc_zeroed(total), || passthrough::calloc(n, size)),
@@ -95,7 +95,7 @@ extern "C" fn realloc_from(p: *mut c_void, size: usize, caller: usize) -> *mut c
     }
     let saved = sys::errno();
     heap::check_family(p as *mut u8, Family::Malloc, "realloc");
-    let q = if heap::needs_view(caller) {
+    let q = if heap::needs_view(caller, size) {
         heap::loader_realloc(p as *mut u8, size)
     } else {
         heap::realloc(p as *mut u8, size)

@@ -121,14 +121,22 @@ pub fn note_loader() {
     LOADER[1].store(len, Ordering::Relaxed);
 }
 
-/// Whether an allocation whose call returns to `caller` is one the C library may read with
-/// every signal blocked, which gets a view of its own (`loader_malloc`): the dynamic linker's
-/// own (a thread's DTV, the TLS blocks of modules loaded later, its records of them), and
-/// those made inside `setlocale` and `newlocale` (the locale data, `io`).
+/// Whether an allocation of `size` bytes whose call returns to `caller` is one the C library
+/// may read with every signal blocked, which gets a view of its own (`loader_malloc`): the
+/// dynamic linker's own (a thread's DTV, the TLS blocks of modules loaded later, its records
+/// of them), and the locale data tables made inside `setlocale` and `newlocale` (`io`).
 #[inline(always)]
-pub fn needs_view(caller: usize) -> bool {
-    caller.wrapping_sub(LOADER[0].load(Ordering::Relaxed)) < LOADER[1].load(Ordering::Relaxed) || tls::in_views()
+pub fn needs_view(caller: usize, size: usize) -> bool {
+    caller.wrapping_sub(LOADER[0].load(Ordering::Relaxed)) < LOADER[1].load(Ordering::Relaxed)
+        || (size >= LOCALE_TABLE_MIN && tls::in_views())
 }
+
+/// The smallest allocation inside `setlocale` and `newlocale` that gets a view. A category's
+/// data table is a header and 8 bytes per item: `LC_CTYPE`'s, the one a new thread reads, has
+/// some 90 items (792 bytes for C.UTF-8). The rest are the names, paths and lists the lookup
+/// makes, below 256 bytes: `setlocale(LC_ALL, "")` for C.UTF-8 allocated 198 objects, 5 of
+/// them of 256 bytes or more (424, 472, 792, 1328, 4096). A view costs a page at least.
+const LOCALE_TABLE_MIN: usize = 256;
 
 /// `malloc`/`calloc` for what `needs_view`: a large object, in a view of its own that
 /// userfaultfd does not watch, instead of a slot behind an alias.

@@ -477,7 +477,8 @@ forward! {
 // ---- locale data ----
 
 /// Defines an exported function that calls the C library's own of the same name with the
-/// thread's allocations going to views of their own (`heap::needs_view`).
+/// thread's allocations of locale data tables going to views of their own
+/// (`heap::needs_view`).
 macro_rules! in_views {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty; $fail:expr) => {
         $(#[$doc])*
@@ -510,7 +511,7 @@ macro_rules! in_views {
 }
 
 in_views! {
-    /// `setlocale`: the C library's own, its allocations in views of their own. A new thread
+    /// `setlocale`: the C library's own, its data tables in views of their own. A new thread
     /// reads the global locale's `LC_CTYPE` data with every signal blocked (`__ctype_init`),
     /// and once the program has called `setlocale` (Python does at start) that data is on the
     /// heap: see `heap::loader_malloc` for why such objects get views.

@@ -201,20 +201,8 @@ macro_rules! forward {
         /// The C contract of the function.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $aty),*) -> $ret {
-            static REAL: AtomicUsize = AtomicUsize::new(0);
-            const NAME: &core::ffi::CStr = c_name!($name);
-            // Looked up when the library is loaded: a first call may come from a signal
-            // handler, where `dlsym` must not run.
-            #[used]
-            #[link_section = ".init_array"]
-            static RESOLVE: extern "C" fn() = {
-                extern "C" fn resolve() {
-                    let _ = sys::next_symbol(&REAL, NAME);
-                }
-                resolve
-            };
             // SAFETY: the C library's function of this name has this type.
-            let real: Option<$ty> = unsafe { real(&REAL, NAME) };
+            let real: Option<$ty> = unsafe { real_fn!($name) };
             let $f = |$($arg: $aty),*| -> isize {
                 match real {
                     // SAFETY: the caller's arguments, as the caller passed them.
@@ -225,6 +213,24 @@ macro_rules! forward {
             $body as $ret
         }
     };
+}
+
+/// The C library's function of the same name as the one this is used in, `$name` (`real`):
+/// looked up when the library is loaded, since a first call may come from a signal handler,
+/// where `dlsym` must not run. Unsafe: the caller names the function's type.
+macro_rules! real_fn {
+    ($name:ident) => {{
+        static REAL: AtomicUsize = AtomicUsize::new(0);
+        #[used]
+        #[link_section = ".init_array"]
+        static RESOLVE: extern "C" fn() = {
+            extern "C" fn resolve() {
+                let _ = sys::next_symbol(&REAL, c_name!($name));
+            }
+            resolve
+        };
+        real(&REAL, c_name!($name))
+    }};
 }
 
 /// The name of a function as a C string, made at compile time.
@@ -487,20 +493,9 @@ macro_rules! in_views {
         /// The C contract of the function.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $aty),*) -> $ret {
-            static REAL: AtomicUsize = AtomicUsize::new(0);
-            const NAME: &core::ffi::CStr = c_name!($name);
-            #[used]
-            #[link_section = ".init_array"]
-            static RESOLVE: extern "C" fn() = {
-                extern "C" fn resolve() {
-                    let _ = sys::next_symbol(&REAL, NAME);
-                }
-                resolve
-            };
             // SAFETY: the C library's function of this name has this type.
-            let Some(real) = (unsafe { real::<unsafe extern "C" fn($($aty),*) -> $ret>(&REAL, NAME) }) else {
-                return $fail;
-            };
+            let real: Option<unsafe extern "C" fn($($aty),*) -> $ret> = unsafe { real_fn!($name) };
+            let Some(real) = real else { return $fail };
             crate::tls::add_views(1);
             // SAFETY: the caller's arguments, as the caller passed them.
             let r = unsafe { real($($arg),*) };

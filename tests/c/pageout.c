@@ -8,7 +8,8 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         bad); prints "<case> OK" for each, or "FAIL <case>: ..." and exits 1
+ *                         path, bad); prints "<case> OK" for each, or "FAIL <case>: ..." and
+ *                         exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
  */
@@ -24,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -277,6 +279,69 @@ static void freed_case(void) {
         printf("READ %zd\n", r);
 }
 
+/* A path in a heap object of its own, paged out. */
+static char *heap_path(const char *dir, const char *name) {
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(p, "%s/%s", dir, name);
+    page_out(p, strlen(p) + 1);
+    return p;
+}
+
+/* Calls that take paths (and stat buffers, readlink's buffer) in heap objects paged out. */
+static void path_case(void) {
+    char dir[] = "/tmp/nevermore-pageout-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp", 0, 0);
+    int fd = open(heap_path(dir, "a"), O_CREAT | O_WRONLY | O_EXCL, 0600);
+    if (fd < 0 || write(fd, "12345", 5) != 5)
+        fail("open(O_CREAT) of a paged-out path", fd, 0);
+    close(fd);
+    struct stat *st = malloc(sizeof *st);
+    page_out(st, sizeof *st);
+    if (stat(heap_path(dir, "a"), st) != 0 || st->st_size != 5)
+        fail("stat", -1, 0);
+    page_out(st, sizeof *st);
+    if (lstat(heap_path(dir, "a"), st) != 0 || st->st_size != 5)
+        fail("lstat", -1, 0);
+    page_out(st, sizeof *st);
+    if (fstatat(AT_FDCWD, heap_path(dir, "a"), st, 0) != 0 || st->st_size != 5)
+        fail("fstatat", -1, 0);
+    struct statx *sx = malloc(sizeof *sx);
+    page_out(sx, sizeof *sx);
+    if (statx(AT_FDCWD, heap_path(dir, "a"), 0, STATX_SIZE, sx) != 0 || sx->stx_size != 5)
+        fail("statx", -1, 0);
+    if (access(heap_path(dir, "a"), R_OK) != 0 || faccessat(AT_FDCWD, heap_path(dir, "a"), R_OK, 0) != 0)
+        fail("access/faccessat", -1, 0);
+    fd = openat(AT_FDCWD, heap_path(dir, "a"), O_RDONLY);
+    if (fd < 0)
+        fail("openat", fd, 0);
+    close(fd);
+    fd = creat(heap_path(dir, "b"), 0600);
+    if (fd < 0)
+        fail("creat", fd, 0);
+    close(fd);
+    char link[64];
+    snprintf(link, sizeof link, "%s/l", dir);
+    if (symlink("a-target", link) != 0)
+        fail("symlink", -1, 0);
+    char *buf = malloc(100);
+    page_out(buf, 100);
+    if (readlink(heap_path(dir, "l"), buf, 100) != 8 || memcmp(buf, "a-target", 8) != 0)
+        fail("readlink", -1, 0);
+    if (rename(heap_path(dir, "b"), heap_path(dir, "c")) != 0)
+        fail("rename", -1, 0);
+    if (mkdir(heap_path(dir, "d"), 0700) != 0 || rmdir(heap_path(dir, "d")) != 0)
+        fail("mkdir/rmdir", -1, 0);
+    if (unlink(heap_path(dir, "c")) != 0 || unlinkat(AT_FDCWD, heap_path(dir, "l"), 0) != 0 ||
+        unlink(heap_path(dir, "a")) != 0)
+        fail("unlink/unlinkat", -1, 0);
+    char here[256];
+    if (!getcwd(here, sizeof here) || chdir(heap_path(dir, ".")) != 0 || chdir(here) != 0)
+        fail("chdir", -1, 0);
+    if (rmdir(dir) != 0)
+        fail("rmdir of the directory", -1, 0);
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -293,7 +358,8 @@ int main(int argc, char **argv) {
         const char *name;
         void (*run)(void);
     } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
-                 {"socket", socket_case}, {"epoll", epoll_case}, {"bad", bad_case}};
+                 {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
+                 {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

@@ -32,11 +32,15 @@
 //! `preadv2`, `pwritev2` (and their `64` names), `recv`, `recvfrom`, `recvmsg`, `send`,
 //! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, `poll`, `ppoll`, and the checked
 //! `__read_chk`, `__pread_chk`, `__pread64_chk`, `__recv_chk`, `__recvfrom_chk`, `__poll_chk`
-//! of programs built with `_FORTIFY_SOURCE`. Not reached: the calls the C library makes inside
-//! its own functions (`fread`, `fgets` and the rest of stdio into their buffers, `readdir`),
-//! calls made through `syscall()` or a `syscall` instruction, the other calls that take
-//! buffers (`stat`, `getdents64`, `recvmmsg`, ...), and every call that takes a path (`open`,
-//! `stat`, `unlink`, ...: a path kept in a heap object); those still fail as described above.
+//! of programs built with `_FORTIFY_SOURCE`; and the common calls that take a path (a path
+//! kept in a heap object: a threaded Python server answered 404 when its `stat` or `open`
+//! failed so): `open`, `openat`, `creat`, `stat`, `lstat`, `fstatat`, `statx`, `access`,
+//! `faccessat`, `unlink`, `unlinkat`, `rename`, `mkdir`, `rmdir`, `chdir`, `readlink` (and
+//! the `64` names), with their `stat` and `readlink` buffers. Not reached: the calls the C
+//! library makes inside its own functions (`fopen`, `opendir`, `realpath`; `fread`, `fgets`
+//! and the rest of stdio into their buffers, `readdir`), calls made through `syscall()` or a
+//! `syscall` instruction, the other calls that take buffers or paths (`getdents64`,
+//! `recvmmsg`, `execve`, `chmod`, `link`, ...); those still fail as described above.
 //!
 //! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
@@ -478,6 +482,156 @@ forward! {
     type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int;
     libc::SYS_ppoll, [fds as usize, n as usize, timeout as usize, mask as usize, 8, 0];
     |f| again(|| f(fds, n, timeout, mask), || alias::map_again(fds as usize, pollfds_bytes(n)))
+}
+
+// ---- calls that take paths ----
+
+/// Bytes of a path the kernel may read: `PATH_MAX`, the name's terminating NUL included. A
+/// path lies on two pages at most, and only live objects' pages among them are mapped again.
+const PATH_BYTES: usize = 4096;
+
+type Path = *const core::ffi::c_char;
+type StatBuf = *mut libc::stat;
+
+/// Maps the pages of a path again.
+fn heal_path(path: Path) -> usize {
+    alias::map_again(path as usize, PATH_BYTES)
+}
+
+/// Defines the wrapper of a call that takes one path (and perhaps an output buffer of
+/// `$out_len` bytes at `$out`): made again after `EFAULT` like the calls above. The call
+/// fails with `EFAULT` when copying the path in, before it does anything, or when copying a
+/// result out, after something that can be done again (`stat`, `readlink`).
+macro_rules! path_call {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty;
+     $nr:expr, [$($raw:expr),*]; $path:ident $(, $out:ident, $out_len:expr)?) => {
+        forward! {
+            $(#[$doc])*
+            fn $name($($arg: $aty),*) -> $ret;
+            type unsafe extern "C" fn($($aty),*) -> $ret;
+            $nr, path_args([$($raw as usize),*]);
+            |f| again(|| f($($arg),*), || heal_path($path) $(+ alias::map_again($out as usize, $out_len))?)
+        }
+    };
+}
+
+/// The raw system call's six arguments from fewer.
+fn path_args<const N: usize>(a: [usize; N]) -> [usize; 6] {
+    let mut six = [0; 6];
+    six[..N].copy_from_slice(&a);
+    six
+}
+
+const STAT_BYTES: usize = core::mem::size_of::<libc::stat>();
+const STATX_BYTES: usize = core::mem::size_of::<libc::statx>();
+
+path_call! {
+    /// `open(2)`: see the module's documentation. (`mode` is read only with `O_CREAT` or
+    /// `O_TMPFILE`, as the C library's own does; on x86-64 a variadic argument arrives where a
+    /// third one does.)
+    fn open(path: Path, flags: c_int, mode: libc::c_uint) -> c_int;
+    libc::SYS_open, [path, flags, mode]; path
+}
+path_call! {
+    /// `open64`: as `open`.
+    fn open64(path: Path, flags: c_int, mode: libc::c_uint) -> c_int;
+    libc::SYS_open, [path, flags, mode]; path
+}
+path_call! {
+    /// `openat(2)`: as `open`.
+    fn openat(dir: c_int, path: Path, flags: c_int, mode: libc::c_uint) -> c_int;
+    libc::SYS_openat, [dir, path, flags, mode]; path
+}
+path_call! {
+    /// `openat64`: as `open`.
+    fn openat64(dir: c_int, path: Path, flags: c_int, mode: libc::c_uint) -> c_int;
+    libc::SYS_openat, [dir, path, flags, mode]; path
+}
+path_call! {
+    /// `creat(2)`: as `open`.
+    fn creat(path: Path, mode: libc::mode_t) -> c_int;
+    libc::SYS_creat, [path, mode]; path
+}
+path_call! {
+    /// `stat(2)`: see the module's documentation.
+    fn stat(path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_stat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `stat64`: as `stat`.
+    fn stat64(path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_stat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `lstat(2)`: as `stat`.
+    fn lstat(path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_lstat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `lstat64`: as `stat`.
+    fn lstat64(path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_lstat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `fstatat(2)`: as `stat`.
+    fn fstatat(dir: c_int, path: Path, buf: StatBuf, flags: c_int) -> c_int;
+    libc::SYS_newfstatat, [dir, path, buf, flags]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `fstatat64`: as `stat`.
+    fn fstatat64(dir: c_int, path: Path, buf: StatBuf, flags: c_int) -> c_int;
+    libc::SYS_newfstatat, [dir, path, buf, flags]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `statx(2)`: as `stat`.
+    fn statx(dir: c_int, path: Path, flags: c_int, mask: libc::c_uint, buf: *mut libc::statx) -> c_int;
+    libc::SYS_statx, [dir, path, flags, mask, buf]; path, buf, STATX_BYTES
+}
+path_call! {
+    /// `access(2)`: see the module's documentation.
+    fn access(path: Path, mode: c_int) -> c_int;
+    libc::SYS_access, [path, mode]; path
+}
+path_call! {
+    /// `faccessat(2)`: as `access`.
+    fn faccessat(dir: c_int, path: Path, mode: c_int, flags: c_int) -> c_int;
+    libc::SYS_faccessat2, [dir, path, mode, flags]; path
+}
+path_call! {
+    /// `unlink(2)`: see the module's documentation.
+    fn unlink(path: Path) -> c_int;
+    libc::SYS_unlink, [path]; path
+}
+path_call! {
+    /// `unlinkat(2)`: as `unlink`.
+    fn unlinkat(dir: c_int, path: Path, flags: c_int) -> c_int;
+    libc::SYS_unlinkat, [dir, path, flags]; path
+}
+path_call! {
+    /// `mkdir(2)`: see the module's documentation.
+    fn mkdir(path: Path, mode: libc::mode_t) -> c_int;
+    libc::SYS_mkdir, [path, mode]; path
+}
+path_call! {
+    /// `rmdir(2)`: see the module's documentation.
+    fn rmdir(path: Path) -> c_int;
+    libc::SYS_rmdir, [path]; path
+}
+path_call! {
+    /// `chdir(2)`: see the module's documentation.
+    fn chdir(path: Path) -> c_int;
+    libc::SYS_chdir, [path]; path
+}
+path_call! {
+    /// `readlink(2)`: see the module's documentation (the link's text may go to a heap
+    /// buffer too).
+    fn readlink(path: Path, buf: *mut core::ffi::c_char, n: usize) -> isize;
+    libc::SYS_readlink, [path, buf, n]; path, buf, n
+}
+path_call! {
+    /// `rename(2)`: see the module's documentation; `to` is the second path.
+    fn rename(from: Path, to: Path) -> c_int;
+    libc::SYS_rename, [from, to]; from, to, PATH_BYTES
 }
 
 // ---- locale data ----

@@ -223,10 +223,8 @@ fn open_report_path(create: bool) -> Option<i32> {
     }
     p.bytes[p.len] = 0;
     let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | if create { libc::O_CREAT } else { 0 };
-    let f = sys::beyond_fd_limit(|| {
-        // SAFETY: `p` holds a NUL-terminated path.
-        unsafe { libc::open(p.bytes.as_ptr() as *const libc::c_char, flags, 0o644) }
-    });
+    // `p` holds a NUL-terminated path.
+    let f = sys::beyond_fd_limit(|| sys::open(p.bytes.as_ptr() as *const libc::c_char, flags, 0o644));
     (f >= 0).then(|| sys::move_fd_high(f))
 }
 

@@ -333,8 +333,7 @@ extern "C" fn add_module(info: *mut DlPhdrInfo, size: usize, data: *mut c_void) 
     }
     if name_len == 0 && first {
         // The main program has an empty name: ask the kernel.
-        // SAFETY: readlink into our buffer, bounded by its length.
-        let r = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), name.as_mut_ptr() as *mut c_char, NAME_MAX) };
+        let r = crate::sys::readlink(c"/proc/self/exe", &mut name[..NAME_MAX]);
         name_len = r.max(0) as usize;
     }
     // Known already (loaded again at the same place counts as the same)?

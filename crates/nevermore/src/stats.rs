@@ -81,7 +81,7 @@ pub fn vma_count() -> Option<u64> {
     let mut buf = [0u8; 4096];
     // SAFETY: reading a procfs file into a stack buffer, chunk by chunk.
     unsafe {
-        let fd = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let fd = sys::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
         if fd < 0 {
             return None;
         }

@@ -453,11 +453,24 @@ pub fn move_fd_high(fd: i32) -> i32 {
 
 /// Opens a file for reading (close-on-exec); None on failure.
 pub fn open_read(path: &core::ffi::CStr) -> Option<i32> {
-    let fd = beyond_fd_limit(|| {
-        // SAFETY: plain syscall with a NUL-terminated path.
-        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
-    });
+    let fd = beyond_fd_limit(|| open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0));
     (fd >= 0).then_some(fd)
+}
+
+/// `open(2)` as a system call; `errno` is set on failure. Like `read` below, not through the
+/// C library's `open`, which is the library's own export (`io`).
+pub fn open(path: *const core::ffi::c_char, flags: i32, mode: u32) -> i32 {
+    // SAFETY: the kernel reads a NUL-terminated path at `path` (the callers pass one).
+    unsafe {
+        own_syscall(libc::SYS_openat, [libc::AT_FDCWD as usize, path as usize, flags as usize, mode as usize, 0, 0])
+            as i32
+    }
+}
+
+/// `readlink(2)` as a system call, into `buf`: the length read, or -1 (`errno` set).
+pub fn readlink(path: &core::ffi::CStr, buf: &mut [u8]) -> isize {
+    // SAFETY: a NUL-terminated path, and a buffer of `buf.len()` bytes for the kernel to fill.
+    unsafe { own_syscall(libc::SYS_readlink, [path.as_ptr() as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0]) }
 }
 
 /// `read(2)` into `buf` as a system call; `errno` is set on failure. The library's own reads

@@ -8,8 +8,8 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         path, bad); prints "<case> OK" for each, or "FAIL <case>: ..." and
- *                         exits 1
+ *                         path, exec, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
  */
@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
@@ -342,6 +343,54 @@ static void path_case(void) {
         fail("rmdir of the directory", -1, 0);
 }
 
+/* A string in a heap object of its own. */
+static char *heap_string(const char *s) {
+    char *p = malloc(strlen(s) + 1);
+    strcpy(p, s);
+    return p;
+}
+
+/* execve, execv, execvp and execvpe with the path, the argv and envp arrays and their strings
+ * in heap objects paged out (the child pages them out: its copies of the pages are its own).
+ * The program run exits with the status its argument names. */
+static void exec_case(void) {
+    char **argv = malloc(4 * sizeof *argv), **envp = malloc(2 * sizeof *envp);
+    argv[0] = heap_string("sh");
+    argv[1] = heap_string("-c");
+    argv[2] = heap_string("exit $NEVERMORE_EXEC_STATUS");
+    argv[3] = NULL;
+    envp[0] = heap_string("NEVERMORE_EXEC_STATUS=7");
+    envp[1] = NULL;
+    char *sh = heap_string("/bin/sh"), *name = heap_string("sh");
+    setenv("NEVERMORE_EXEC_STATUS", "7", 1);
+    for (int how = 0; how < 4; how++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            fail("fork", how, 0);
+        if (pid == 0) {
+            page_out(argv, 4 * sizeof *argv);
+            page_out(envp, 2 * sizeof *envp);
+            for (int i = 0; i < 3; i++)
+                page_out(argv[i], strlen(argv[i]) + 1);
+            page_out(envp[0], strlen(envp[0]) + 1);
+            page_out(sh, 8);
+            page_out(name, 3);
+            if (how == 0)
+                execve(sh, argv, envp);
+            else if (how == 1)
+                execv(sh, argv);
+            else if (how == 2)
+                execvp(name, argv);
+            else
+                execvpe(name, argv, envp);
+            _exit(errno == EFAULT ? 98 : 99);
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
+            fail("the program run did not exit with 7 (98: EFAULT)", how, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -359,7 +408,7 @@ int main(int argc, char **argv) {
         void (*run)(void);
     } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
-                 {"bad", bad_case}};
+                 {"exec", exec_case},     {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

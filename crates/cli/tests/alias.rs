@@ -550,7 +550,7 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
         let o = run_preloaded(&bin, &[], &[("NEVERMORE_OPTIONS", &opt)]);
         assert_ok(&o);
         let (out, err) = (stdout(&o), stderr(&o));
-        for case in ["pipe", "file", "vector", "socket", "epoll", "path", "bad"] {
+        for case in ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "bad"] {
             assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");
         }
         // The pages the calls met unmapped: more than one per call of the cases.

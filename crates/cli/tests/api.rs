@@ -197,7 +197,8 @@ const EXPORTS: &str = "
     preadv2 preadv64v2 pwritev2 pwritev64v2 recv recvfrom recvmsg send sendto sendmsg
     epoll_wait epoll_pwait poll ppoll __read_chk __pread_chk __pread64_chk __recv_chk __recvfrom_chk
     __poll_chk open open64 openat openat64 creat stat stat64 lstat lstat64 fstatat fstatat64 statx
-    access faccessat unlink unlinkat mkdir rmdir chdir readlink rename setlocale newlocale
+    access faccessat unlink unlinkat mkdir rmdir chdir readlink rename execve execv execvp execvpe
+    setlocale newlocale
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

@@ -36,11 +36,12 @@
 //! kept in a heap object: a threaded Python server answered 404 when its `stat` or `open`
 //! failed so): `open`, `openat`, `creat`, `stat`, `lstat`, `fstatat`, `statx`, `access`,
 //! `faccessat`, `unlink`, `unlinkat`, `rename`, `mkdir`, `rmdir`, `chdir`, `readlink` (and
-//! the `64` names), with their `stat` and `readlink` buffers. Not reached: the calls the C
-//! library makes inside its own functions (`fopen`, `opendir`, `realpath`; `fread`, `fgets`
-//! and the rest of stdio into their buffers, `readdir`), calls made through `syscall()` or a
-//! `syscall` instruction, the other calls that take buffers or paths (`getdents64`,
-//! `recvmmsg`, `execve`, `chmod`, `link`, ...); those still fail as described above.
+//! the `64` names), with their `stat` and `readlink` buffers; and `execve`, `execv`, `execvp`
+//! and `execvpe`, with their `argv` and `envp` arrays and strings. Not reached: the calls the
+//! C library makes inside its own functions (`fopen`, `opendir`, `realpath`, `posix_spawn`,
+//! `execl`; `fread`, `fgets` and the rest of stdio into their buffers, `readdir`), calls made
+//! through `syscall()` or a `syscall` instruction, the other calls that take buffers or paths
+//! (`getdents64`, `recvmmsg`, `chmod`, `link`, ...); those still fail as described above.
 //!
 //! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
@@ -632,6 +633,93 @@ path_call! {
     /// `rename(2)`: see the module's documentation; `to` is the second path.
     fn rename(from: Path, to: Path) -> c_int;
     libc::SYS_rename, [from, to]; from, to, PATH_BYTES
+}
+
+// ---- exec ----
+
+/// Most entries of an `argv` or `envp` array looked at.
+const MAX_STRINGS: usize = 1 << 16;
+
+/// Maps again the pages of a NULL-terminated array of strings (`argv`, `envp`) and of the
+/// strings: the number of pages mapped. The array and the strings are read with
+/// `sys::probe_word`, which maps a lost page itself (counted too) and fails on a bad one.
+fn heal_strings(v: usize) -> usize {
+    let mut mapped = 0;
+    for i in 0..MAX_STRINGS {
+        let at = v.wrapping_add(i * 8);
+        let p = sys::probe_word(at);
+        mapped += (p.status == sys::PROBE_MAPPED_AGAIN) as usize;
+        if p.status == sys::PROBE_FAILED || p.value == 0 {
+            break;
+        }
+        mapped += heal_string(p.value);
+    }
+    mapped
+}
+
+/// Maps again the pages of a NUL-terminated string, read word by word (`heal_strings`).
+fn heal_string(s: usize) -> usize {
+    let mut mapped = 0;
+    let mut w = s & !7;
+    loop {
+        let p = sys::probe_word(w);
+        mapped += (p.status == sys::PROBE_MAPPED_AGAIN) as usize;
+        if p.status == sys::PROBE_FAILED {
+            return mapped;
+        }
+        // The bytes of this word from the string's start on (little-endian).
+        let skip = s.saturating_sub(w).min(8);
+        if (skip..8).any(|b| (p.value >> (8 * b)) & 0xff == 0) {
+            return mapped;
+        }
+        w += 8;
+    }
+}
+
+extern "C" {
+    static environ: *const *const core::ffi::c_char;
+}
+
+type Strings = *const *const core::ffi::c_char;
+
+/// The process's environment, as `execv` and `execvp` pass it.
+fn environment() -> usize {
+    // SAFETY: reading the C library's `environ` pointer.
+    unsafe { environ as usize }
+}
+
+forward! {
+    /// `execve(2)`: see the module's documentation. It fails with `EFAULT` before the program
+    /// is replaced, so making it again repeats nothing.
+    fn execve(path: Path, argv: Strings, envp: Strings) -> c_int;
+    type unsafe extern "C" fn(Path, Strings, Strings) -> c_int;
+    libc::SYS_execve, [path as usize, argv as usize, envp as usize, 0, 0, 0];
+    |f| again(|| f(path, argv, envp), || heal_path(path) + heal_strings(argv as usize) + heal_strings(envp as usize))
+}
+
+forward! {
+    /// `execv`: as `execve`, with the process's environment.
+    fn execv(path: Path, argv: Strings) -> c_int;
+    type unsafe extern "C" fn(Path, Strings) -> c_int;
+    libc::SYS_execve, [path as usize, argv as usize, environment(), 0, 0, 0];
+    |f| again(|| f(path, argv), || heal_path(path) + heal_strings(argv as usize) + heal_strings(environment()))
+}
+
+forward! {
+    /// `execvp`: as `execve`, with the process's environment, the program looked for in
+    /// `PATH` (by the C library; without its function, the system call takes `file` as it is).
+    fn execvp(file: Path, argv: Strings) -> c_int;
+    type unsafe extern "C" fn(Path, Strings) -> c_int;
+    libc::SYS_execve, [file as usize, argv as usize, environment(), 0, 0, 0];
+    |f| again(|| f(file, argv), || heal_path(file) + heal_strings(argv as usize) + heal_strings(environment()))
+}
+
+forward! {
+    /// `execvpe`: as `execvp`, with the environment given.
+    fn execvpe(file: Path, argv: Strings, envp: Strings) -> c_int;
+    type unsafe extern "C" fn(Path, Strings, Strings) -> c_int;
+    libc::SYS_execve, [file as usize, argv as usize, envp as usize, 0, 0, 0];
+    |f| again(|| f(file, argv, envp), || heal_path(file) + heal_strings(argv as usize) + heal_strings(envp as usize))
 }
 
 // ---- locale data ----

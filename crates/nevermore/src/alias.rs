@@ -1194,11 +1194,14 @@ pub fn reinstall_raw(addr: usize) -> bool {
 }
 
 /// Maps again the pages of live units in the `len` bytes at `addr` that lost their
-/// page-table entries, for a system call that failed on them (`io`); returns how many it
-/// mapped. Pages of freed objects, guard pages and addresses outside the arena are left as
-/// they are, and so is what lies past `MAP_AGAIN_PAGES` pages of the arena (a program may
-/// name a length far beyond its buffer: the kernel copies only what there is). Lock-free and
-/// `errno` is left alone, as in the fault handler.
+/// page-table entries, for a system call that failed on them (`io`); returns how many pages
+/// of live units the range holds that are mapped now, by this call or before it: another
+/// thread's fault may have mapped a page between the failed call and this one, and the call
+/// is still worth making again (a threaded Python server's `recv` gave up with EFAULT so).
+/// Pages of freed objects, guard pages and addresses outside the arena are left as they are,
+/// and so is what lies past `MAP_AGAIN_PAGES` pages of the arena (a program may name a length
+/// far beyond its buffer: the kernel copies only what there is). Lock-free and `errno` is
+/// left alone, as in the fault handler.
 pub fn map_again(addr: usize, len: usize) -> usize {
     if len == 0 || revoke_kind() != Revoke::Uffd {
         return 0;
@@ -1207,12 +1210,15 @@ pub fn map_again(addr: usize, len: usize) -> usize {
     let from = addr.max(f.arena);
     let to =
         addr.saturating_add(len).min(f.arena + f.arena_len).min(from.saturating_add(MAP_AGAIN_PAGES << PAGE_SHIFT));
-    let mut mapped = 0;
+    let (mut live, mut mapped) = (0, 0);
     let mut page = from & !(PAGE - 1);
     while page < to {
         if let Some((e, p)) = decode(page) {
             if alias_live(e, p) {
-                mapped += install_counted(page, 1).unwrap_or(0);
+                if let Ok(n) = install_counted(page, 1) {
+                    live += 1;
+                    mapped += n;
+                }
             }
         }
         page += PAGE;
@@ -1220,7 +1226,7 @@ pub fn map_again(addr: usize, len: usize) -> usize {
     if mapped > 0 {
         SYSCALL_PAGES_MAPPED.fetch_add(mapped as u64, Ordering::Relaxed);
     }
-    mapped
+    live
 }
 
 /// Most pages of one buffer that `map_again` looks at: 16 MiB, far more than any object in

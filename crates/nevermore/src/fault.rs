@@ -69,7 +69,7 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
     // SAFETY: the kernel passes a valid siginfo.
     let (addr, code) = unsafe { ((*info).si_addr() as usize, (*info).si_code) };
     // Only faults raised by the hardware/kernel (positive si_code) can be ours.
-    if code > 0 && probing(addr, ctx) {
+    if code > 0 && probing(sig, addr, ctx) {
         return;
     }
     if code > 0 && crate::is_ready() {
@@ -99,7 +99,7 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
 /// that lost its page-table entry (the load is then made again, with `rdx` telling so), else
 /// the probe leaves through its failure exit. Nothing is reported: the memory was named by the
 /// program to a system call, and the probe only asks whether it can be read.
-fn probing(addr: usize, ctx: *mut c_void) -> bool {
+fn probing(sig: c_int, addr: usize, ctx: *mut c_void) -> bool {
     let (load, fail) = sys::probe_points();
     if ctx.is_null() {
         return false;
@@ -109,7 +109,9 @@ fn probing(addr: usize, ctx: *mut c_void) -> bool {
     if g[libc::REG_RIP as usize] as usize != load {
         return false;
     }
-    if crate::is_ready() && alias::in_arena(addr) && alias::map_again(addr, 1) > 0 {
+    // Only a SIGBUS says the page lacked its entry: a SIGSEGV on a live page that is mapped
+    // is the program's protection, and loading again would fault for ever.
+    if sig == libc::SIGBUS && crate::is_ready() && alias::in_arena(addr) && alias::map_again(addr, 1) > 0 {
         g[libc::REG_RDX as usize] = sys::PROBE_MAPPED_AGAIN as i64;
     } else {
         g[libc::REG_RIP as usize] = fail as i64;

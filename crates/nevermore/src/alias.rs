@@ -501,11 +501,12 @@ pub fn decode(addr: usize) -> Option<(u32, u32)> {
 /// An alias page can lose its page-table entry at any time (pageout, swap, the program's own
 /// `madvise`), and the next access through it raises SIGBUS, which the fault handler mends.
 /// A SIGBUS raised while the signal is blocked cannot reach any handler: the kernel kills the
-/// process. The C library blocks every signal for a thread's last steps and frees the
-/// thread's TLS in them (`free` of its DTV and TLS blocks, and of cached stacks' ones). The
-/// canonical view is not registered with userfaultfd, so a missing entry there is an
-/// ordinary page fault; but each page read through it also counts in RSS again, so it is
-/// used only where signals may be blocked (see `heap::check_canary`).
+/// process. The C library blocks every signal for a thread's last steps and frees memory in
+/// them (the TLS of the thread stacks it drops from its cache: those are views of their own
+/// now, `heap::loader_malloc`, but whatever else is freed there need not be). The canonical
+/// view is not registered with userfaultfd, so a missing entry there is an ordinary page
+/// fault; but each page read through it also counts in RSS again, so it is used only where
+/// signals may be blocked (see `heap::check_canary`).
 #[inline]
 pub fn backing(addr: usize) -> usize {
     if fixed().revoke != Revoke::Uffd {

@@ -743,9 +743,10 @@ fn resolve_or_die(p: usize, op: &'static str) -> (Obj, usize) {
 /// bytes was overwritten.
 #[inline(always)]
 pub fn check_canary(p: usize, size: usize, op: &'static str) {
-    // A thread without a cache is exiting (or new): the C library frees an exiting thread's
-    // TLS with every signal blocked, so the canary is read where no fault can need the
-    // handler (`alias::backing`).
+    // A thread without a cache is exiting (or has not allocated yet): the C library frees
+    // memory in an exiting thread's last steps, with every signal blocked, where a fault on an
+    // alias page that lost its entry would kill the process; so the canary is read where no
+    // fault can need the handler (`alias::backing`).
     let c = tls::get();
     let view = if c.is_null() || c == tls::EXITED { alias::backing(p) } else { p };
     // SAFETY: callers pass a live object of `size` bytes followed by its canary, which `view`

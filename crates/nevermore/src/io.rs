@@ -33,8 +33,8 @@
 //! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, `poll`, `ppoll`, and the checked
 //! `__read_chk`, `__pread_chk`, `__pread64_chk`, `__recv_chk`, `__recvfrom_chk`, `__poll_chk`
 //! of programs built with `_FORTIFY_SOURCE`; and the common calls that take a path (a path
-//! kept in a heap object: a threaded Python server answered 404 when its `stat` or `open`
-//! failed so): `open`, `openat`, `creat`, `stat`, `lstat`, `fstatat`, `statx`, `access`,
+//! kept in a heap object: a threaded Python server answered 404 for an existing file when its
+//! `open` failed, most likely so): `open`, `openat`, `creat`, `stat`, `lstat`, `fstatat`, `statx`, `access`,
 //! `faccessat`, `unlink`, `unlinkat`, `rename`, `mkdir`, `rmdir`, `chdir`, `readlink` (and
 //! the `64` names), with their `stat` and `readlink` buffers; and `execve`, `execv`, `execvp`
 //! and `execvpe`, with their `argv` and `envp` arrays and strings. Not reached: the calls the

@@ -111,14 +111,15 @@ fn zeroed_in(size: usize) -> *mut u8 {
 
 // ---- what the C library reads with every signal blocked ----
 
-/// The dynamic linker's image, start and length (`sys::loader_image`), set at initialisation.
+/// The dynamic linker's code, start and length (`stack::loader_text`), set at initialisation.
 static LOADER: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
 
-/// Finds the dynamic linker's image (initialisation).
+/// Finds the dynamic linker's code (initialisation).
 pub fn note_loader() {
-    let (start, len) = sys::loader_image();
-    LOADER[0].store(start, Ordering::Relaxed);
-    LOADER[1].store(len, Ordering::Relaxed);
+    if let Some((lo, hi)) = stack::loader_text() {
+        LOADER[0].store(lo, Ordering::Relaxed);
+        LOADER[1].store(hi - lo, Ordering::Relaxed);
+    }
 }
 
 /// Whether an allocation of `size` bytes whose call returns to `caller` is one the C library

@@ -258,7 +258,26 @@ extern "C" {
 /// This library's executable range, read from its own program headers: what `describe` finds
 /// for it through `dl_iterate_phdr`, without the loader's lock.
 fn text_from_own_header() -> Option<(usize, usize)> {
-    let base = ptr::addr_of!(__ehdr_start) as usize;
+    // SAFETY: the linker's symbol for our own ELF header, mapped with our first segment.
+    unsafe { text_from_header(ptr::addr_of!(__ehdr_start) as usize) }
+}
+
+/// The dynamic linker's executable range, from its ELF header at `AT_BASE`; None when the
+/// program was started without one (`AT_BASE` is 0: run by the linker itself, or static).
+pub fn loader_text() -> Option<(usize, usize)> {
+    // SAFETY: getauxval only reads the auxiliary vector.
+    let base = unsafe { libc::getauxval(libc::AT_BASE) } as usize;
+    // SAFETY: AT_BASE is where the kernel mapped the interpreter, starting with its ELF
+    // header, which stays mapped for the process's life.
+    (base != 0).then(|| unsafe { text_from_header(base) }).flatten()
+}
+
+/// The executable range of the module whose ELF header is mapped at `base`, read from its
+/// program headers without the loader's lock.
+///
+/// # Safety
+/// `base` must be the mapped ELF header of a loaded module.
+unsafe fn text_from_header(base: usize) -> Option<(usize, usize)> {
     // SAFETY: the ELF header is mapped at `base`: e_phoff at 32, e_phentsize and e_phnum at
     // 54 and 56; the program headers it points to are in the same loaded segment.
     let (phoff, phentsize, phnum) = unsafe {
@@ -1288,5 +1307,17 @@ mod tests {
         assert_eq!(from_header, (m.lo, m.hi));
         let pc = own_header_gives_the_range_the_loader_gives as *const () as usize;
         assert!(pc >= from_header.0 && pc < from_header.1);
+    }
+
+    /// The dynamic linker's code as read from its header at `AT_BASE` is the range the loaded
+    /// objects' list gives for the object named after it (`heap::needs_view` relies on it).
+    #[test]
+    fn the_dynamic_linkers_header_gives_its_range() {
+        let (lo, hi) = loader_text().expect("a dynamically linked test binary has AT_BASE");
+        assert!(refresh_modules());
+        let m = module_of(lo).expect("the dynamic linker is a known module");
+        assert_eq!((lo, hi), (m.lo, m.hi));
+        let name = core::str::from_utf8(m.name()).unwrap();
+        assert!(name.contains("ld-linux"), "{name}");
     }
 }

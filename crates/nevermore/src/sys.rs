@@ -38,37 +38,6 @@ pub fn file_size_limit() -> Option<usize> {
     limit(libc::RLIMIT_FSIZE)
 }
 
-/// The dynamic linker's image in memory, (start, length): the span of its loadable
-/// segments, read from its ELF header at `AT_BASE`. (0, 0) when the program was started
-/// without one (`AT_BASE` is 0) or the header is not what was expected.
-pub fn loader_image() -> (usize, usize) {
-    // SAFETY: getauxval only reads the auxiliary vector.
-    let base = unsafe { libc::getauxval(libc::AT_BASE) } as usize;
-    if base == 0 {
-        return (0, 0);
-    }
-    // SAFETY: AT_BASE is where the kernel mapped the interpreter, starting with its ELF header,
-    // which stays mapped read-only for the process's life.
-    let eh = unsafe { &*(base as *const libc::Elf64_Ehdr) };
-    if eh.e_ident[..4] != *b"\x7fELF" || eh.e_phentsize as usize != core::mem::size_of::<libc::Elf64_Phdr>() {
-        return (0, 0);
-    }
-    let (mut lo, mut hi) = (usize::MAX, 0usize);
-    for i in 0..eh.e_phnum as usize {
-        // SAFETY: the program headers lie in the first page of the image (checked by the
-        // loader itself), `e_phnum` of them at `e_phoff`.
-        let ph = unsafe { &*((base + eh.e_phoff as usize) as *const libc::Elf64_Phdr).add(i) };
-        if ph.p_type == libc::PT_LOAD {
-            lo = lo.min(ph.p_vaddr as usize & !(PAGE - 1));
-            hi = hi.max(ph.p_vaddr as usize + ph.p_memsz as usize);
-        }
-    }
-    if lo >= hi {
-        return (0, 0);
-    }
-    (base + lo, hi - lo)
-}
-
 /// The address-space limit (`RLIMIT_AS`), if one is set.
 pub fn as_limit() -> Option<usize> {
     limit(libc::RLIMIT_AS)

@@ -261,6 +261,14 @@ static void bad_case(void) {
     errno = 0;
     if (sendmsg(p[1], &m, 0) != -1 || (errno != EFAULT && errno != ENOTSOCK))
         fail("sendmsg(2) with a no-access iovec array", errno, EFAULT);
+    /* execve(2) with a no-access argv array, and with a no-access string in it. */
+    char *args[] = {"sh", (char *)none, NULL};
+    errno = 0;
+    if (execve("/bin/sh", (char **)none, NULL) != -1 || errno != EFAULT)
+        fail("execve(2) with a no-access argv array", errno, EFAULT);
+    errno = 0;
+    if (execve("/bin/sh", args, NULL) != -1 || errno != EFAULT)
+        fail("execve(2) with a no-access argument", errno, EFAULT);
     free(iov);
     close(p[0]);
     close(p[1]);

@@ -641,36 +641,34 @@ path_call! {
 const MAX_STRINGS: usize = 1 << 16;
 
 /// Maps again the pages of a NULL-terminated array of strings (`argv`, `envp`) and of the
-/// strings: the number of pages mapped. The array and the strings are read with
-/// `sys::probe_word`, which maps a lost page itself (counted too) and fails on a bad one.
+/// strings (`alias::map_again`, which counts them whoever mapped them). Both are read with
+/// `sys::probe_word`, which fails on a bad pointer instead of crashing.
 fn heal_strings(v: usize) -> usize {
     let mut mapped = 0;
-    for i in 0..MAX_STRINGS {
-        let at = v.wrapping_add(i * 8);
-        let p = sys::probe_word(at);
-        mapped += (p.status == sys::PROBE_MAPPED_AGAIN) as usize;
+    let mut n = 0;
+    while n < MAX_STRINGS {
+        let p = sys::probe_word(v.wrapping_add(n * 8));
         if p.status == sys::PROBE_FAILED || p.value == 0 {
             break;
         }
-        mapped += heal_string(p.value);
+        mapped += alias::map_again(p.value, string_bytes(p.value));
+        n += 1;
     }
-    mapped
+    mapped + alias::map_again(v, (n + 1) * 8)
 }
 
-/// Maps again the pages of a NUL-terminated string, read word by word (`heal_strings`).
-fn heal_string(s: usize) -> usize {
-    let mut mapped = 0;
+/// Bytes of the NUL-terminated string at `s`, its NUL included, as far as it can be read.
+fn string_bytes(s: usize) -> usize {
     let mut w = s & !7;
     loop {
         let p = sys::probe_word(w);
-        mapped += (p.status == sys::PROBE_MAPPED_AGAIN) as usize;
         if p.status == sys::PROBE_FAILED {
-            return mapped;
+            return w.saturating_sub(s).max(1);
         }
         // The bytes of this word from the string's start on (little-endian).
         let skip = s.saturating_sub(w).min(8);
-        if (skip..8).any(|b| (p.value >> (8 * b)) & 0xff == 0) {
-            return mapped;
+        if let Some(b) = (skip..8).find(|b| (p.value >> (8 * b)) & 0xff == 0) {
+            return w + b + 1 - s;
         }
         w += 8;
     }

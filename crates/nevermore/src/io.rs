@@ -238,14 +238,17 @@ macro_rules! real_fn {
     }};
 }
 
-/// The name of a function as a C string, made at compile time.
+/// The name of a function as a C string, made at compile time (in a constant: as an
+/// expression, the check for a NUL ran on every call, 19 % of a small `fread`'s time).
 macro_rules! c_name {
-    ($name:ident) => {
-        match core::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-            Ok(name) => name,
-            Err(_) => panic!("a function name with a NUL in it"),
-        }
-    };
+    ($name:ident) => {{
+        const NAME: &core::ffi::CStr =
+            match core::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(name) => name,
+                Err(_) => panic!("a function name with a NUL in it"),
+            };
+        NAME
+    }};
 }
 
 type Fd = c_int;

@@ -503,7 +503,7 @@ pub fn decode(addr: usize) -> Option<(u32, u32)> {
 /// A SIGBUS raised while the signal is blocked cannot reach any handler: the kernel kills the
 /// process. The C library blocks every signal for a thread's last steps and frees memory in
 /// them (the TLS of the thread stacks it drops from its cache: those are views of their own
-/// now, `heap::loader_malloc`, but whatever else is freed there need not be). The canonical
+/// now, `heap::view_malloc`, but whatever else is freed there need not be). The canonical
 /// view is not registered with userfaultfd, so a missing entry there is an ordinary page
 /// fault; but each page read through it also counts in RSS again, so it is used only where
 /// signals may be blocked (see `heap::check_canary`).

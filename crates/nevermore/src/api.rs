@@ -7,7 +7,7 @@ use core::ffi::{c_int, c_void};
 use core::ptr;
 
 use crate::heap::{self, Family};
-use crate::passthrough;
+use crate::{passthrough, streams};
 use crate::sys::{self, PAGE};
 
 /// `free` (or `op`, a deallocation function of `family`) that leaves `errno` alone.
@@ -49,13 +49,26 @@ pub extern "C" fn malloc(size: usize) -> *mut c_void {
 
 extern "C" fn malloc_from(size: usize, caller: usize) -> *mut c_void {
     if heap::needs_view(caller, size) {
-        return keep_errno_or(|| heap::loader_malloc(size, false), || passthrough::malloc(size));
+        return keep_errno_or(|| heap::view_malloc(size, false, caller), || passthrough::malloc(size));
     }
     keep_errno_or(|| heap::malloc(size), || passthrough::malloc(size))
 }
 
+/// `free` passes on its return address too: the C library's own frees of a stream's buffer
+/// are told apart by it (`streams`).
+#[unsafe(naked)]
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
+    core::arch::naked_asm!("mov rsi, qword ptr [rsp]", "jmp {f}", f = sym free_from)
+}
+
+extern "C" fn free_from(p: *mut c_void, caller: usize) {
+    if streams::frees_from(caller) {
+        let saved = sys::errno();
+        heap::free_stream_buffer(p as *mut u8);
+        sys::set_errno(saved);
+        return;
+    }
     free_keep_errno(p, "free", Family::Malloc)
 }
 
@@ -73,7 +86,7 @@ pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 extern "C" fn calloc_from(n: usize, size: usize, caller: usize) -> *mut c_void {
     match n.checked_mul(size) {
         Some(total) if heap::needs_view(caller, total) => {
-            keep_errno_or(|| heap::loader_malloc(total, true), || passthrough::calloc(n, size))
+            keep_errno_or(|| heap::view_malloc(total, true, caller), || passthrough::calloc(n, size))
         }
         Some(total) => keep_errno_or(|| heap::malloc_zeroed(total), || passthrough::calloc(n, size)),
         None => {
@@ -96,7 +109,7 @@ extern "C" fn realloc_from(p: *mut c_void, size: usize, caller: usize) -> *mut c
     let saved = sys::errno();
     heap::check_family(p as *mut u8, Family::Malloc, "realloc");
     let q = if heap::needs_view(caller, size) {
-        heap::loader_realloc(p as *mut u8, size)
+        heap::view_realloc(p as *mut u8, size)
     } else {
         heap::realloc(p as *mut u8, size)
     };

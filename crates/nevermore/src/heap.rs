@@ -17,7 +17,7 @@ use crate::reentry::{self, Scope};
 use crate::report::{self, Kind, Object, Report};
 use crate::slab::{self, Slot, CLASSES, FREED};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
-use crate::{alias, large, stack, stats, tls};
+use crate::{alias, large, stack, stats, streams, tls};
 
 /// Objects whose size plus canary fit in this many bytes are page objects; bigger ones are
 /// large objects with their own guarded view.
@@ -109,7 +109,7 @@ fn zeroed_in(size: usize) -> *mut u8 {
     }
 }
 
-// ---- what the C library reads with every signal blocked ----
+// ---- what the C library reads where a fault cannot be mended ----
 
 /// The dynamic linker's code, start and length (`stack::loader_text`), set at initialisation.
 static LOADER: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
@@ -122,14 +122,23 @@ pub fn note_loader() {
     }
 }
 
+/// Whether `caller` is in the code `range` (start, length) names.
+#[inline(always)]
+pub fn within(range: &[AtomicUsize; 2], caller: usize) -> bool {
+    caller.wrapping_sub(range[0].load(Ordering::Relaxed)) < range[1].load(Ordering::Relaxed)
+}
+
 /// Whether an allocation of `size` bytes whose call returns to `caller` is one the C library
-/// may read with every signal blocked, which gets a view of its own (`loader_malloc`): the
-/// dynamic linker's own (a thread's DTV, the TLS blocks of modules loaded later, its records
-/// of them), and the locale data tables made inside `setlocale` and `newlocale` (`io`).
+/// reads where a fault on a page that lost its entry cannot be mended, which gets a view of
+/// its own (`view_malloc`):
+///
+/// - with every signal blocked: the dynamic linker's own (a thread's DTV, the TLS blocks of
+///   modules loaded later, its records of them), and the locale data tables made inside
+///   `setlocale` and `newlocale` (`io`);
+/// - inside its own system calls: a stream's buffer (`streams`).
 #[inline(always)]
 pub fn needs_view(caller: usize, size: usize) -> bool {
-    caller.wrapping_sub(LOADER[0].load(Ordering::Relaxed)) < LOADER[1].load(Ordering::Relaxed)
-        || (size >= LOCALE_TABLE_MIN && tls::in_views())
+    within(&LOADER, caller) || streams::called_from(caller) || (size >= LOCALE_TABLE_MIN && tls::in_views())
 }
 
 /// The smallest allocation inside `setlocale` and `newlocale` that gets a view. A category's
@@ -148,39 +157,58 @@ const LOCALE_TABLE_MIN: usize = 256;
 /// in a thread's first and last steps and reads heap memory there: a new thread reads the
 /// global locale's `LC_CTYPE` data (`__ctype_init`), and an exiting thread trims the cache of
 /// thread stacks, reading the DTVs of the stacks it drops (`__nptl_free_stacks`,
-/// `_dl_deallocate_tls`). A threaded Python server under steady pageout died of both. A
-/// missing entry in a view is an ordinary page fault. The object still has an address of its
-/// own and a guard page, its view becomes no-access when it is freed, and its canary is
-/// checked as any other's.
+/// `_dl_deallocate_tls`). A threaded Python server under steady pageout died of both. And an
+/// access by the kernel, inside a system call, reaches no handler either: stdio's own `read`
+/// and `write` on a stream's buffer fail with `EFAULT`. A missing entry in a view is an
+/// ordinary page fault, which the kernel mends for itself too. The object still has an address
+/// of its own and a guard page, its view becomes no-access when it is freed, and its canary is
+/// checked as any other's; what is given up is the one-time address (a view's range may be
+/// reused once it has been no-access long enough, as any large object's).
+///
+/// A stream's buffer is taken from those that closed streams left (`streams`) when one of
+/// its size is there, and a new one is kept for that.
 #[cold]
 #[inline(never)]
-pub fn loader_malloc(size: usize, zero: bool) -> *mut u8 {
+pub fn view_malloc(size: usize, zero: bool, caller: usize) -> *mut u8 {
     let scope = Scope::enter();
     if scope.nested() {
         return reentry::malloc(size, 16);
     }
-    loader_alloc(size, zero)
+    if zero || !streams::called_from(caller) {
+        return view_alloc(size, zero);
+    }
+    if let Some(p) = streams::take(size) {
+        restamp_stream_buffer(p, true);
+        return p as *mut u8;
+    }
+    let p = view_alloc(size, false);
+    // Only a view: `view_alloc` falls back to an ordinary object, whose `free` never looks
+    // for kept buffers.
+    if !p.is_null() && !alias::in_arena(p as usize) && !reentrant_object(p as usize) {
+        streams::keep(p as usize, size);
+    }
+    p
 }
 
-/// `realloc` for what `needs_view` (`loader_malloc`): a growing DTV moves to a view too.
+/// `realloc` for what `needs_view` (`view_malloc`): a growing DTV moves to a view too.
 #[cold]
 #[inline(never)]
-pub fn loader_realloc(p: *mut u8, size: usize) -> *mut u8 {
+pub fn view_realloc(p: *mut u8, size: usize) -> *mut u8 {
     let scope = Scope::enter();
     if scope.nested() {
         return realloc_nested(p as usize, size);
     }
     if p.is_null() {
-        return loader_alloc(size, false);
+        return view_alloc(size, false);
     }
     if size == 0 || size > MAX_REQUEST || !crate::ensure_init() {
         return realloc_in(p, size);
     }
     let old = live_size(p as usize, "realloc");
-    moved(p as usize, old, size, |n| loader_alloc(n, false), free_in)
+    moved(p as usize, old, size, |n| view_alloc(n, false), free_in)
 }
 
-fn loader_alloc(size: usize, zero: bool) -> *mut u8 {
+fn view_alloc(size: usize, zero: bool) -> *mut u8 {
     if size <= MAX_REQUEST
         && crate::ensure_init()
         && alias::revoke_kind() == alias::Revoke::Uffd
@@ -188,7 +216,7 @@ fn loader_alloc(size: usize, zero: bool) -> *mut u8 {
     {
         let p = large::alloc(size, 16, zero, false);
         if !p.is_null() {
-            stats::add(&stats::LOADER_OBJECTS, 1);
+            stats::add(&stats::VIEW_OBJECTS, 1);
             return p;
         }
     }
@@ -936,8 +964,54 @@ fn begin_other(p: usize, claimed: Option<usize>, op: &'static str) -> Option<(Ob
     }
     let (obj, size) = checked_other(p, op);
     check_claim(p, size, claimed, op);
+    if let Some(parked) = streams::kept(p) {
+        stream_buffer_misfreed(p, size, parked, op);
+    }
     kill_checked(obj, p, size, op);
     Some((obj, size))
+}
+
+/// `free` of a stream's buffer by the C library (`streams`): a kept buffer waits for the next
+/// stream, after the same checks as any object's.
+pub fn free_stream_buffer(p: *mut u8) {
+    if !p.is_null() && crate::is_ready() {
+        match streams::park(p as usize) {
+            streams::Park::No => {}
+            streams::Park::Kept(size) => {
+                check_canary(p as usize, size, "free");
+                return restamp_stream_buffer(p as usize, false);
+            }
+            streams::Park::Again(size) => stream_buffer_misfreed(p as usize, size, true, "free"),
+        }
+    }
+    free(p, "free")
+}
+
+/// Detect mode: records the stack of the C library's `free` (`alloc`: `malloc`) of the kept
+/// stream buffer `p`, which stays live, so that a report about it names the latest.
+fn restamp_stream_buffer(p: usize, alloc: bool) {
+    if !stack::enabled() {
+        return;
+    }
+    if let Ok((obj @ (Obj::Large { idx } | Obj::Pages { idx }), _)) = resolve(p, "free", Kind::InvalidFree) {
+        if alloc {
+            POOL.span(idx).trace.set_alloc(stack::record(), my_tid(), 0);
+        } else {
+            note_free(obj);
+        }
+    }
+}
+
+/// Reports a `free` of the kept stream buffer `p` that the C library did not make, or made
+/// twice (`parked`: it was already freed).
+#[cold]
+fn stream_buffer_misfreed(p: usize, size: usize, parked: bool, op: &'static str) -> ! {
+    let (kind, what) = if parked {
+        (Kind::DoubleFree, "the memory is a stream's buffer, already freed")
+    } else {
+        (Kind::InvalidFree, "the memory is the buffer of an open stream, which the C library frees")
+    };
+    report::fatal(Report { kind, addr: p, op, what, object: Some(Object { start: p, size }), claimed: None })
 }
 
 /// Marks the object `obj` at `p`, which passed its checks, dead (or reports a racing free)

@@ -752,7 +752,7 @@ in_views! {
     /// `setlocale`: the C library's own, its data tables in views of their own. A new thread
     /// reads the global locale's `LC_CTYPE` data with every signal blocked (`__ctype_init`),
     /// and once the program has called `setlocale` (Python does at start) that data is on the
-    /// heap: see `heap::loader_malloc` for why such objects get views.
+    /// heap: see `heap::view_malloc` for why such objects get views.
     fn setlocale(category: c_int, name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
     core::ptr::null_mut()
 }

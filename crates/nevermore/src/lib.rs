@@ -61,6 +61,7 @@ mod slab;
 mod stack;
 mod stats;
 mod stop;
+mod streams;
 mod sweep;
 mod sys;
 mod tls;

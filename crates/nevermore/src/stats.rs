@@ -23,9 +23,10 @@ pub static LARGE_OBJECTS: AtomicU64 = AtomicU64::new(0);
 /// Objects over `MAX_PAGE_OBJECT` made page objects because live large views took their share
 /// of the process's mappings (`large::views_scarce`).
 pub static LARGE_AS_PAGES: AtomicU64 = AtomicU64::new(0);
-/// Objects the C library may read with every signal blocked, given views of their own
+/// Objects given views of their own because the C library reads them where a fault on them
+/// cannot be mended: with every signal blocked, or inside its own system calls
 /// (`heap::needs_view`).
-pub static LOADER_OBJECTS: AtomicU64 = AtomicU64::new(0);
+pub static VIEW_OBJECTS: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_VA_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static LARGE_BLOCKS_SWEPT: AtomicU64 = AtomicU64::new(0);
 /// Tables of a gigabyte of large-object addresses given back once every block in it was swept.
@@ -127,14 +128,14 @@ pub fn print() {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept, {} tables of 1 GiB retired, {} regions reused); {} page objects instead, for want of mappings; {} for the dynamic linker and locales",
+        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept, {} tables of 1 GiB retired, {} regions reused); {} page objects instead, for want of mappings; {} for the dynamic linker, locales and stdio buffers",
         get(&LARGE_OBJECTS),
         get(&LARGE_VA_BYTES) / 1024,
         get(&LARGE_BLOCKS_SWEPT),
         get(&LARGE_LEAVES_RETIRED),
         get(&LARGE_VA_REUSED),
         get(&LARGE_AS_PAGES),
-        get(&LOADER_OBJECTS)
+        get(&VIEW_OBJECTS)
     );
     let _ = writeln!(
         b,

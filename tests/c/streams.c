@@ -1,0 +1,61 @@
+/*
+ * Stream buffers: the C library allocates a stream's buffer itself, and the library gives it
+ * a view of its own, kept for the next stream when the stream is closed.
+ *
+ * Usage: streams reuse    opens, reads and closes a file 200 times, with other streams
+ *                         opened in between; prints "reuse OK"
+ *        streams invalid  frees the buffer of an open stream (the C library frees it)
+ *        streams double   closes a stream, then frees its buffer (freed twice)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void fail(const char *what) {
+    printf("FAIL %s\n", what);
+    exit(1);
+}
+
+int main(int argc, char **argv) {
+    const char *which = argc > 1 ? argv[1] : "reuse";
+    /* Standard output gets its buffer now, so that it does not take the one freed below. */
+    printf("%s\n", which);
+    fflush(stdout);
+    char path[] = "/tmp/nevermore-streams-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || write(fd, "first line\nsecond line\n", 23) != 23)
+        fail("mkstemp");
+    close(fd);
+    if (strcmp(which, "reuse") == 0) {
+        char line[64];
+        for (int i = 0; i < 200; i++) {
+            FILE *a = fopen(path, "r"), *b = fopen(path, "r");
+            if (!a || !b || !fgets(line, sizeof line, a) || strcmp(line, "first line\n") != 0)
+                fail("fopen or fgets");
+            if (!fgets(line, sizeof line, b) || !fgets(line, sizeof line, b) || strcmp(line, "second line\n") != 0)
+                fail("the second stream");
+            if (fclose(a) != 0 || fclose(b) != 0)
+                fail("fclose");
+        }
+        unlink(path);
+        printf("reuse OK\n");
+        return 0;
+    }
+    FILE *f = fopen(path, "r");
+    unlink(path);
+    if (!f || fgetc(f) != 'f' || !f->_IO_buf_base)
+        fail("fopen");
+    char *buf = f->_IO_buf_base;
+    if (strcmp(which, "invalid") == 0) {
+        free(buf);
+        printf("freed the buffer of an open stream\n");
+        return 0;
+    }
+    fclose(f);
+    printf("closed\n");
+    fflush(stdout);
+    free(buf);
+    printf("freed the buffer of a closed stream\n");
+    return 0;
+}

@@ -1,5 +1,7 @@
-/* A successful allocation, free or signal-mask change never changes errno (glibc's behaviour,
+/* A successful allocation, free, signal-mask change, stream transfer or directory read never
+ * changes errno (glibc's behaviour,
  * which programs rely on: PostgreSQL checks errno after blocking signals around select()). */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,6 +52,35 @@ int main(void) {
     pthread_sigmask(SIG_BLOCK, &all, &old);
     CHECK("pthread_sigmask");
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* Calls the library makes again when they fail on paged-out pages (io). */
+    FILE *f = tmpfile();
+    char buf[3];
+    errno = EINTR;
+    if (!f || fwrite("abc", 1, 3, f) != 3)
+        return 1;
+    CHECK("fwrite");
+    rewind(f);
+    errno = EINTR;
+    if (fread(buf, 1, 3, f) != 3)
+        return 1;
+    CHECK("fread");
+    if (fread(buf, 1, 3, f) != 0)
+        return 1;
+    CHECK("fread at the end of the file");
+    fclose(f);
+    DIR *d = opendir("/");
+    if (!d)
+        return 1;
+    errno = EINTR;
+    int entries = 0;
+    while (readdir(d)) {
+        CHECK("readdir");
+        entries++;
+    }
+    CHECK("readdir at the end of the directory");
+    closedir(d);
+    if (entries < 3)
+        return 1;
     if (failures) return 1;
     printf("OK\n");
     return 0;

@@ -8,7 +8,7 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         path, exec, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         path, exec, stdio, dir, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -33,6 +35,7 @@
 #define PAGE 4096UL
 
 extern ssize_t __read_chk(int fd, void *buf, size_t n, size_t size);
+extern size_t __fread_chk(void *buf, size_t room, size_t size, size_t n, FILE *f);
 
 static const char *current = "";
 
@@ -399,6 +402,137 @@ static void exec_case(void) {
     }
 }
 
+/* Pages out a stream's buffer (glibc's FILE keeps it between _IO_buf_base and _IO_buf_end). */
+static void page_out_buffer(FILE *f) {
+    if (!f->_IO_buf_base || f->_IO_buf_end <= f->_IO_buf_base)
+        fail("the stream has no buffer", 0, 0);
+    page_out(f->_IO_buf_base, (size_t)(f->_IO_buf_end - f->_IO_buf_base));
+}
+
+/* Streams: the C library reads and writes a stream's buffer with its own system calls, and
+ * reads or writes a big request straight into or from the caller's buffer. The path given to
+ * fopen, the stream's buffer and the caller's buffers are heap objects, paged out. */
+static void stdio_case(void) {
+    char dir[] = "/tmp/nevermore-pageout-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp", 0, 0);
+    char *name = heap_path(dir, "s");
+    FILE *f = fopen(name, "w+");
+    if (!f)
+        fail("fopen of a paged-out path", 0, 0);
+    /* Small writes gather in the stream's buffer; the flush writes it out. */
+    size_t small = 3000;
+    fill(scratch, small, 12);
+    if (fwrite(scratch, 1, small, f) != small)
+        fail("fwrite into the stream's buffer", 0, 0);
+    page_out_buffer(f);
+    if (fflush(f) != 0)
+        fail("fflush of a paged-out stream buffer", -1, 0);
+    /* A big write goes from the caller's buffer straight to the file. */
+    size_t big = 5 * PAGE + 123;
+    unsigned char *b = malloc(big);
+    fill(b, big, 13);
+    page_out(b, big);
+    if (fwrite(b, 1, big, f) != big || fflush(f) != 0)
+        fail("fwrite from a paged-out object", -1, 0);
+    /* In items: the count of whole items, as the C library gives it. */
+    fill(b, big, 14);
+    page_out(b, big);
+    if (fwrite(b, 100, big / 100, f) != big / 100 || fflush(f) != 0)
+        fail("fwrite of items from a paged-out object", -1, 0);
+    size_t total = small + big + big / 100 * 100;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || st.st_size != (off_t)total)
+        fail("the file's size", (long)st.st_size, (long)total);
+    /* Reads: a small one fills the stream's buffer, which is then paged out before the next
+     * fills it again; a big one goes straight into the caller's buffer. */
+    rewind(f);
+    unsigned char small_in[100];
+    if (fread(small_in, 1, 100, f) != 100)
+        fail("fread of the start", 0, 0);
+    check(small_in, 100, 12);
+    page_out_buffer(f);
+    if (fseek(f, 0, SEEK_SET) != 0 || fread(small_in, 1, 100, f) != 100)
+        fail("fread through a paged-out stream buffer", -1, 0);
+    check(small_in, 100, 12);
+    if (fseek(f, (long)small, SEEK_SET) != 0)
+        fail("fseek", 0, 0);
+    memset(b, 0, big);
+    page_out(b, big);
+    if (fread(b, 1, big, f) != big)
+        fail("fread into a paged-out object", -1, 0);
+    check(b, big, 13);
+    memset(b, 0, big);
+    page_out(b, big);
+    if (fread(b, 100, big / 100, f) != big / 100 || ferror(f))
+        fail("fread of items into a paged-out object", -1, 0);
+    check(b, big / 100 * 100, 14);
+    /* The checked fread of programs built with _FORTIFY_SOURCE. */
+    if (fseek(f, (long)small, SEEK_SET) != 0)
+        fail("fseek", 0, 0);
+    memset(b, 0, big);
+    page_out(b, big);
+    if (__fread_chk(b, big, 1, big, f) != big)
+        fail("__fread_chk into a paged-out object", -1, 0);
+    check(b, big, 13);
+    /* A line read through a paged-out buffer. */
+    rewind(f);
+    page_out_buffer(f);
+    char *line = NULL;
+    size_t cap = 0;
+    if (getline(&line, &cap, f) < 1 || ferror(f))
+        fail("getline through a paged-out stream buffer", -1, 0);
+    free(line);
+    /* freopen, its path paged out. */
+    f = freopen(heap_path(dir, "s"), "r", f);
+    if (!f || fread(small_in, 1, 100, f) != 100)
+        fail("freopen of a paged-out path", -1, 0);
+    check(small_in, 100, 12);
+    if (fclose(f) != 0)
+        fail("fclose", 0, 0);
+    free(b);
+    unlink(name);
+    free(name);
+    if (rmdir(dir) != 0)
+        fail("rmdir", 0, 0);
+}
+
+/* A directory read after its stream (the DIR, with the buffer the kernel fills) was paged
+ * out, opened through a paged-out path. */
+static void dir_case(void) {
+    char dir[] = "/tmp/nevermore-pageout-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp", 0, 0);
+    enum { FILES = 300 };
+    for (int i = 0; i < FILES; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        int fd = open(heap_path(dir, name), O_CREAT | O_WRONLY, 0600);
+        if (fd < 0)
+            fail("open", i, 0);
+        close(fd);
+    }
+    DIR *d = opendir(heap_path(dir, "."));
+    if (!d)
+        fail("opendir of a paged-out path", -1, 0);
+    page_out(d, malloc_usable_size(d));
+    int seen = 0;
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d)))
+        seen += e->d_name[0] == 'f';
+    if (errno != 0 || seen != FILES)
+        fail("readdir of a paged-out directory stream", seen, FILES);
+    closedir(d);
+    for (int i = 0; i < FILES; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        unlink(heap_path(dir, name));
+    }
+    if (rmdir(dir) != 0)
+        fail("rmdir", 0, 0);
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -416,7 +550,8 @@ int main(int argc, char **argv) {
         void (*run)(void);
     } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
-                 {"exec", exec_case},     {"bad", bad_case}};
+                 {"exec", exec_case},     {"stdio", stdio_case}, {"dir", dir_case},
+                 {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

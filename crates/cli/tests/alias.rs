@@ -541,7 +541,10 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// such a buffer failed with EFAULT, and `pread(2)` of a file stopped short at the page. The
 /// library's `read`, `write`, `pread`, `readv`, `send`, `recvmsg`, `epoll_wait` and the rest
 /// map those pages again and finish the call (`tests/c/pageout.c`: each case but `bad` failed
-/// without); a bad `iovec` array still gets EFAULT, and a freed object's buffer too.
+/// without; `dir` in detect mode); a bad `iovec` array still gets EFAULT, and a freed
+/// object's buffer too. stdio's own calls (`stdio`: a flush of a buffer paged out lost its
+/// data, `fopen` of a paged-out path failed) are reached by stream buffers in views and by the
+/// library's `fopen`, `freopen`, `fread` and `fwrite`.
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);
@@ -550,7 +553,7 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
         let o = run_preloaded(&bin, &[], &[("NEVERMORE_OPTIONS", &opt)]);
         assert_ok(&o);
         let (out, err) = (stdout(&o), stderr(&o));
-        for case in ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "bad"] {
+        for case in ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "dir", "bad"] {
             assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");
         }
         // The pages the calls met unmapped: more than one per call of the cases.

@@ -179,8 +179,8 @@ fn exports_are_the_documented_interface() {
 }
 
 /// glibc's allocation functions, their internal names, C23's sized frees, the C++ operators,
-/// the C library calls the allocator wraps, the I/O calls it makes again, and `setlocale` and
-/// `newlocale` (`io`).
+/// the C library calls the allocator wraps, the I/O calls it makes again (stdio's and
+/// `readdir` among them), and `setlocale` and `newlocale` (`io`).
 const EXPORTS: &str = "
     malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
     cfree malloc_usable_size malloc_trim mallopt mallinfo mallinfo2 malloc_stats malloc_info
@@ -198,7 +198,8 @@ const EXPORTS: &str = "
     epoll_wait epoll_pwait poll ppoll __read_chk __pread_chk __pread64_chk __recv_chk __recvfrom_chk
     __poll_chk open open64 openat openat64 creat stat stat64 lstat lstat64 fstatat fstatat64 statx
     access faccessat unlink unlinkat mkdir rmdir chdir readlink rename execve execv execvp execvpe
-    setlocale newlocale
+    fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk
+    __fread_unlocked_chk readdir readdir64 setlocale newlocale
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

@@ -1122,6 +1122,15 @@ fn last_size(p: usize) -> Option<usize> {
     (v & FREED == 0 && stamp == cache.last_stamp.load(Ordering::Relaxed)).then_some(v as usize)
 }
 
+/// The size of the live object that starts at `p`, or None for anything else; reports
+/// nothing (`io` maps again the pages of a C library structure the program holds).
+pub fn live_object_size(p: usize) -> Option<usize> {
+    if !crate::is_ready() || reentrant_object(p) {
+        return None;
+    }
+    resolve(p, "malloc_usable_size", Kind::InvalidPointer).ok().map(|(_, size)| size)
+}
+
 /// `malloc_usable_size`: the requested size (the canary follows right after it).
 ///
 /// Programs that account for their memory ask it of every object right after allocating it

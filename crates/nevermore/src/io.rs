@@ -37,11 +37,18 @@
 //! `open` failed, most likely so): `open`, `openat`, `creat`, `stat`, `lstat`, `fstatat`, `statx`, `access`,
 //! `faccessat`, `unlink`, `unlinkat`, `rename`, `mkdir`, `rmdir`, `chdir`, `readlink` (and
 //! the `64` names), with their `stat` and `readlink` buffers; and `execve`, `execv`, `execvp`
-//! and `execvpe`, with their `argv` and `envp` arrays and strings. Not reached: the calls the
-//! C library makes inside its own functions (`fopen`, `opendir`, `realpath`, `posix_spawn`,
-//! `execl`; `fread`, `fgets` and the rest of stdio into their buffers, `readdir`), calls made
-//! through `syscall()` or a `syscall` instruction, the other calls that take buffers or paths
-//! (`getdents64`, `recvmmsg`, `chmod`, `link`, ...); those still fail as described above.
+//! and `execvpe`, with their `argv` and `envp` arrays and strings.
+//!
+//! The C library makes system calls of its own inside its functions, which these wrappers
+//! never see. For stdio, a stream's buffer is a view of its own (`streams`); `fread` and
+//! `fwrite`, whose big requests go straight between the file and the caller's buffer, are
+//! made again for the rest when the stream's error came from such a page; `fopen` is made
+//! again after `EFAULT`, `freopen` reads its path first. `readdir` is made again after `EFAULT`
+//! with the `DIR` (which holds the buffer the kernel fills) mapped again. Not reached: the
+//! other calls the C library makes inside its own functions (`realpath`, `scandir`, `glob`,
+//! `posix_spawn`, `execl`, a buffer given to `setvbuf`), calls made through `syscall()` or a
+//! `syscall` instruction, the other calls that take buffers or paths (`getdents64`,
+//! `recvmmsg`, `chmod`, `link`, ...); those still fail as described above.
 //!
 //! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
@@ -761,4 +768,272 @@ in_views! {
     /// `newlocale`: as `setlocale` (a locale made with it may become a thread's own).
     fn newlocale(mask: c_int, name: *const core::ffi::c_char, base: libc::locale_t) -> libc::locale_t;
     core::ptr::null_mut()
+}
+
+// ---- streams ----
+
+/// glibc's `FILE` (`struct _IO_FILE`, public in `<stdio.h>`): `_flags` is its first word,
+/// and the stream's buffer lies between `_IO_buf_base` and `_IO_buf_end`, its 8th and 9th.
+const FILE_BUF_BASE: usize = 7;
+const FILE_BUF_END: usize = 8;
+/// The stream's error indicator among its `_flags` (`_IO_ERR_SEEN`).
+const FILE_ERR_SEEN: u32 = 0x20;
+
+type Stream = *mut libc::FILE;
+
+extern "C" {
+    fn flockfile(f: Stream);
+    fn funlockfile(f: Stream);
+}
+
+/// Whether the stream's error indicator is set.
+///
+/// # Safety
+/// `f` must be a stream.
+unsafe fn stream_error(f: Stream) -> bool {
+    // SAFETY: the caller's stream, whose first word is `_flags`; read as the stdio
+    // functions read it.
+    unsafe { (f as *const u32).read_volatile() & FILE_ERR_SEEN != 0 }
+}
+
+/// A `fread` or `fwrite` of `n` items of `size` bytes at `buf`, made as one of `size * n`
+/// single bytes (the same call to the C library, which returns the bytes moved):
+/// `call(at, item_size, items)` moves from `at` on. The stream's buffer is a view
+/// (`heap::needs_view`), but a request at least as big as it goes straight between the file
+/// and the caller's buffer, by the C library's own system calls: when one fails with `EFAULT`
+/// on a live object that lost its page-table entry, the stream's error indicator is set and
+/// the count is short. Then the pages are mapped again, the indicator cleared as it was
+/// before, and the rest moved by further calls.
+#[inline(always)]
+fn stream_transfer(buf: usize, size: usize, n: usize, f: Stream, mut call: impl FnMut(usize, usize, usize) -> usize) -> usize {
+    let total = match size.checked_mul(n) {
+        Some(t) if t > 0 && size > 0 => t,
+        // Nothing to move, or a product that overflows: the C library's answer, as it is.
+        _ => return call(buf, size, n),
+    };
+    // SAFETY: the caller's stream.
+    let clean = !unsafe { stream_error(f) };
+    let saved = sys::errno();
+    let done = call(buf, 1, total);
+    if done >= total {
+        return n;
+    }
+    if !clean {
+        return done / size;
+    }
+    stream_rest(buf, size, total, f, saved, done, call)
+}
+
+/// The rest of a stream transfer that stopped short at `done` (see `stream_transfer`).
+#[cold]
+#[inline(never)]
+fn stream_rest(
+    buf: usize,
+    size: usize,
+    total: usize,
+    f: Stream,
+    saved: i32,
+    mut done: usize,
+    mut call: impl FnMut(usize, usize, usize) -> usize,
+) -> usize {
+    for _ in 0..TRIES {
+        // SAFETY: the caller's stream.
+        if !unsafe { stream_error(f) } || sys::errno() != libc::EFAULT || !crate::is_ready() {
+            break;
+        }
+        let stream_buf = match (word(f as usize, FILE_BUF_BASE), word(f as usize, FILE_BUF_END)) {
+            (Some(lo), Some(hi)) if hi > lo => alias::map_again(lo, hi - lo),
+            _ => 0,
+        };
+        if alias::map_again(buf + done, total - done) + stream_buf == 0 {
+            break;
+        }
+        // SAFETY: the caller's stream, locked (the C library's lock is recursive) while its
+        // flags change, as its own functions change them.
+        unsafe {
+            flockfile(f);
+            let flags = f as *mut u32;
+            flags.write_volatile(flags.read_volatile() & !FILE_ERR_SEEN);
+            funlockfile(f);
+        }
+        sys::set_errno(saved);
+        done += call(buf + done, 1, total - done);
+        if done >= total {
+            return total / size;
+        }
+    }
+    done / size
+}
+
+/// Defines the wrapper of `fread`, `fwrite` or one of their names (`stream_transfer`).
+macro_rules! stream_call {
+    ($(#[$doc:meta])* fn $name:ident($buf:ty)) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(buf: $buf, size: usize, n: usize, f: Stream) -> usize {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<unsafe extern "C" fn($buf, usize, usize, Stream) -> usize> =
+                unsafe { real_fn!($name) };
+            let Some(g) = real else { return 0 };
+            // SAFETY: the caller's arguments, the buffer advanced past what was moved.
+            stream_transfer(buf as usize, size, n, f, |at, size, n| unsafe { g(at as $buf, size, n, f) })
+        }
+    };
+}
+
+stream_call! {
+    /// `fread`: see `stream_transfer`.
+    fn fread(Buf)
+}
+stream_call! {
+    /// `fread_unlocked`: as `fread`.
+    fn fread_unlocked(Buf)
+}
+stream_call! {
+    /// `fwrite`: see `stream_transfer`.
+    fn fwrite(CBuf)
+}
+stream_call! {
+    /// `fwrite_unlocked`: as `fwrite`.
+    fn fwrite_unlocked(CBuf)
+}
+
+/// Defines the wrapper of `__fread_chk` or `__fread_unlocked_chk`, `fread` of a program built
+/// with `_FORTIFY_SOURCE`, which also takes the buffer's size.
+macro_rules! stream_call_chk {
+    ($name:ident) => {
+        /// `fread` of a program built with `_FORTIFY_SOURCE`: see `stream_transfer`.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(buf: Buf, room: usize, size: usize, n: usize, f: Stream) -> usize {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<unsafe extern "C" fn(Buf, usize, usize, usize, Stream) -> usize> =
+                unsafe { real_fn!($name) };
+            let Some(g) = real else { return 0 };
+            let start = buf as usize;
+            // SAFETY: the caller's arguments, the buffer and its size advanced past what was
+            // moved (the C library checks the request against the size, as before).
+            stream_transfer(start, size, n, f, |at, size, n| unsafe {
+                g(at as Buf, room.saturating_sub(at - start), size, n, f)
+            })
+        }
+    };
+}
+stream_call_chk!(__fread_chk);
+stream_call_chk!(__fread_unlocked_chk);
+
+/// Opens a stream on a path through `open`, which returns null on failure: made again after
+/// `EFAULT` when the path's pages were mapped again, as the calls that take paths above.
+fn open_stream(path: Path, open: impl FnMut() -> Stream) -> Stream {
+    let mut open = open;
+    let r = again(|| { let s = open(); if s.is_null() { -1 } else { s as isize } }, || heal_path(path));
+    if r < 0 {
+        core::ptr::null_mut()
+    } else {
+        r as Stream
+    }
+}
+
+/// Defines the wrapper of `fopen` or `fopen64`.
+macro_rules! fopen_call {
+    ($name:ident) => {
+        /// `fopen`: the C library's own, which opens the path with a system call of its own;
+        /// see `open_stream`.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: Path, mode: Path) -> Stream {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<unsafe extern "C" fn(Path, Path) -> Stream> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return core::ptr::null_mut() };
+            // SAFETY: the caller's arguments.
+            open_stream(path, || unsafe { g(path, mode) })
+        }
+    };
+}
+fopen_call!(fopen);
+fopen_call!(fopen64);
+
+/// Defines the wrapper of `freopen` or `freopen64`. A `freopen` that fails has closed the
+/// stream, so it cannot be made again: the path's pages are mapped again before the call
+/// instead, by reading the path (a fault of this thread's own mends a page).
+macro_rules! freopen_call {
+    ($name:ident) => {
+        /// `freopen`: the C library's own, the path's pages mapped first.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: Path, mode: Path, f: Stream) -> Stream {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<unsafe extern "C" fn(Path, Path, Stream) -> Stream> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return core::ptr::null_mut() };
+            if !path.is_null() {
+                string_bytes(path as usize);
+            }
+            // SAFETY: the caller's arguments.
+            unsafe { g(path, mode, f) }
+        }
+    };
+}
+freopen_call!(freopen);
+freopen_call!(freopen64);
+
+// ---- directory streams ----
+
+type Dir = *mut c_void;
+
+/// Defines the wrapper of `readdir` or `readdir64`. The C library reads a directory's entries
+/// with its own `getdents64` into the `DIR`, a heap object that `opendir` allocated: when a
+/// page of it lost its entry, the call fails with `EFAULT` (or returns the entries that fit
+/// before that page, and the next call starts again at the buffer's start). Then the `DIR`'s
+/// pages are mapped again and the call made again; the C library's `readdir` changes nothing
+/// in the `DIR` when `getdents64` fails. `errno` is set to 0 around the call to tell its end
+/// of the directory (`errno` kept, null) from its failure, and put back.
+macro_rules! readdir_call {
+    ($name:ident) => {
+        /// `readdir`: see `readdir_call`.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(d: Dir) -> *mut c_void {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<unsafe extern "C" fn(Dir) -> *mut c_void> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return core::ptr::null_mut() };
+            let saved = sys::errno();
+            sys::set_errno(0);
+            // SAFETY: the caller's directory stream.
+            let mut e = unsafe { g(d) };
+            let mut tries = 0;
+            while e.is_null() && sys::errno() == libc::EFAULT && tries < TRIES && heal_dir(d as usize) > 0 {
+                sys::set_errno(0);
+                // SAFETY: as above.
+                e = unsafe { g(d) };
+                tries += 1;
+            }
+            if sys::errno() == 0 {
+                sys::set_errno(saved);
+            }
+            e
+        }
+    };
+}
+readdir_call!(readdir);
+readdir_call!(readdir64);
+
+/// Maps again the pages of the `DIR` at `d`, a live object of the heap.
+#[cold]
+#[inline(never)]
+fn heal_dir(d: usize) -> usize {
+    match crate::heap::live_object_size(d) {
+        Some(size) if crate::is_ready() => alias::map_again(d, size),
+        _ => 0,
+    }
 }

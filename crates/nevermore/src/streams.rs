@@ -5,7 +5,8 @@
 //! entry (pageout, swap) is mended by the fault handler on the program's next access, but an
 //! access by the kernel reaches no handler: behind an alias, the flush of a buffer paged out
 //! failed with `EFAULT` and its data was lost, and a read into one set the stream's error
-//! indicator. So the buffer, which the C library allocates in one function
+//! indicator (GNU sed reading a slow pipe under pageout stopped at once: `read error on
+//! stdin: Bad address`). So the buffer, which the C library allocates in one function
 //! (`_IO_file_doallocate`, told apart by the return address of its `malloc`), gets a view of
 //! its own that userfaultfd does not watch (`heap::view_malloc`), as the dynamic linker's
 //! objects do; there a missing entry is an ordinary page fault, which the kernel mends for

@@ -8,7 +8,7 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         path, exec, stdio, dir, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         path, exec, stdio, dir, spawn, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <malloc.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -533,6 +534,76 @@ static void dir_case(void) {
         fail("rmdir", 0, 0);
 }
 
+/* posix_spawn, posix_spawnp, system and popen: the child reads the file actions, and its
+ * execve reads the path, argv and envp, where no fault can be mended (the child runs with every
+ * signal blocked; the kernel's reads reach no handler). Everything on the heap, paged out. */
+static void spawn_case(void) {
+    extern char **environ;
+    char dir[] = "/tmp/nevermore-pageout-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp", 0, 0);
+    char **argv = malloc(4 * sizeof *argv), **envp = malloc(2 * sizeof *envp);
+    argv[0] = heap_string("sh");
+    argv[1] = heap_string("-c");
+    argv[2] = heap_string("echo spawned; exit $NEVERMORE_EXEC_STATUS");
+    argv[3] = NULL;
+    envp[0] = heap_string("NEVERMORE_EXEC_STATUS=7");
+    envp[1] = NULL;
+    char *sh = heap_string("/bin/sh"), *name = heap_string("sh");
+    char *out = heap_path(dir, "out");
+    for (int how = 0; how < 2; how++) {
+        posix_spawn_file_actions_t fa;
+        if (posix_spawn_file_actions_init(&fa) != 0 ||
+            posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600) != 0)
+            fail("file actions", how, 0);
+        page_out(fa.__actions, (size_t)fa.__used * 32);
+        page_out(argv, 4 * sizeof *argv);
+        page_out(envp, 2 * sizeof *envp);
+        for (int i = 0; i < 3; i++)
+            page_out(argv[i], strlen(argv[i]) + 1);
+        page_out(envp[0], strlen(envp[0]) + 1);
+        page_out(sh, 8);
+        page_out(name, 3);
+        page_out(out, strlen(out) + 1);
+        pid_t pid;
+        int r = how == 0 ? posix_spawn(&pid, sh, &fa, NULL, argv, envp)
+                         : posix_spawnp(&pid, name, &fa, NULL, argv, envp);
+        if (r != 0)
+            fail("posix_spawn", how, r);
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
+            fail("the program spawned did not exit with 7", how, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+        posix_spawn_file_actions_destroy(&fa);
+        char buf[16] = {0};
+        int fd = open(out, O_RDONLY);
+        if (fd < 0 || read(fd, buf, sizeof buf - 1) != 8 || strcmp(buf, "spawned\n") != 0)
+            fail("the spawned program's output", how, fd);
+        close(fd);
+    }
+    /* system and popen, with the command and the environment on the heap (setenv's). */
+    setenv("NEVERMORE_EXEC_STATUS", "7", 1);
+    char *cmd = heap_string("exit $NEVERMORE_EXEC_STATUS");
+    page_out(cmd, strlen(cmd) + 1);
+    for (char **e = environ; *e; e++)
+        page_out(*e, strlen(*e) + 1);
+    int st = system(cmd);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 7)
+        fail("system", st, 7 << 8);
+    char *pcmd = heap_string("echo $NEVERMORE_EXEC_STATUS");
+    page_out(pcmd, strlen(pcmd) + 1);
+    for (char **e = environ; *e; e++)
+        page_out(*e, strlen(*e) + 1);
+    FILE *p = popen(pcmd, "r");
+    char line[16] = {0};
+    if (!p || !fgets(line, sizeof line, p) || strcmp(line, "7\n") != 0)
+        fail("popen", 0, 0);
+    if ((st = pclose(p)) != 0)
+        fail("pclose", st, 0);
+    unlink(out);
+    if (rmdir(dir) != 0)
+        fail("rmdir", 0, 0);
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -551,7 +622,7 @@ int main(int argc, char **argv) {
     } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
                  {"exec", exec_case},     {"stdio", stdio_case}, {"dir", dir_case},
-                 {"bad", bad_case}};
+                 {"spawn", spawn_case},   {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

@@ -544,7 +544,9 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// without; `dir` in detect mode); a bad `iovec` array still gets EFAULT, and a freed
 /// object's buffer too. stdio's own calls (`stdio`: a flush of a buffer paged out lost its
 /// data, `fopen` of a paged-out path failed) are reached by stream buffers in views and by the
-/// library's `fopen`, `freopen`, `fread` and `fwrite`.
+/// library's `fopen`, `freopen`, `fread` and `fwrite`; `posix_spawn`'s child (`spawn`: killed
+/// by SIGBUS reading its file actions) and `system`'s and `popen`'s `execve` (EFAULT) by
+/// reading what they read first.
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);
@@ -553,7 +555,7 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
         let o = run_preloaded(&bin, &[], &[("NEVERMORE_OPTIONS", &opt)]);
         assert_ok(&o);
         let (out, err) = (stdout(&o), stderr(&o));
-        for case in ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "dir", "bad"] {
+        for case in ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "dir", "spawn", "bad"] {
             assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");
         }
         // The pages the calls met unmapped: more than one per call of the cases.

@@ -199,7 +199,7 @@ const EXPORTS: &str = "
     __poll_chk open open64 openat openat64 creat stat stat64 lstat lstat64 fstatat fstatat64 statx
     access faccessat unlink unlinkat mkdir rmdir chdir readlink rename execve execv execvp execvpe
     fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk
-    __fread_unlocked_chk readdir readdir64 setlocale newlocale
+    __fread_unlocked_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

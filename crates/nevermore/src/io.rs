@@ -44,9 +44,11 @@
 //! `fwrite`, whose big requests go straight between the file and the caller's buffer, are
 //! made again for the rest when the stream's error came from such a page; `fopen` is made
 //! again after `EFAULT`, `freopen` reads its path first. `readdir` is made again after `EFAULT`
-//! with the `DIR` (which holds the buffer the kernel fills) mapped again. Not reached: the
-//! other calls the C library makes inside its own functions (`realpath`, `scandir`, `glob`,
-//! `posix_spawn`, `execl`, a buffer given to `setvbuf`), calls made through `syscall()` or a
+//! with the `DIR` (which holds the buffer the kernel fills) mapped again. `posix_spawn`,
+//! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
+//! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
+//! functions (`realpath`, `scandir`, `glob`, `execl`, a buffer given to `setvbuf`), calls
+//! made through `syscall()` or a
 //! `syscall` instruction, the other calls that take buffers or paths (`getdents64`,
 //! `recvmmsg`, `chmod`, `link`, ...); those still fail as described above.
 //!
@@ -1036,4 +1038,149 @@ fn heal_dir(d: usize) -> usize {
         Some(size) if crate::is_ready() => alias::map_again(d, size),
         _ => 0,
     }
+}
+
+// ---- spawning ----
+
+/// Maps the pages of the `len` bytes at `addr` that belong to live objects and lost their
+/// entries, by reading a word of each page here, where a fault of this thread's own is
+/// mended (`sys::probe_word`: a bad address cannot crash it).
+fn touch(addr: usize, len: usize) {
+    let end = addr.saturating_add(len.min(MAP_TOUCH_MAX));
+    let mut w = addr & !7;
+    while w < end {
+        sys::probe_word(w);
+        w = (w & !(sys::PAGE - 1)) + sys::PAGE;
+    }
+}
+
+/// Most bytes of one region `touch` reads: the kernel's own bound on `argv` and `envp`
+/// together is a quarter of the stack limit.
+const MAP_TOUCH_MAX: usize = 32 << 20;
+
+/// Reads a NULL-terminated array of strings (`argv`, `envp`) and the strings (`touch`).
+fn touch_strings(v: usize) {
+    let mut n = 0;
+    while n < MAX_STRINGS {
+        let p = sys::probe_word(v.wrapping_add(n * 8));
+        if p.status == sys::PROBE_FAILED || p.value == 0 {
+            break;
+        }
+        string_bytes(p.value);
+        n += 1;
+    }
+}
+
+/// Bytes of one of glibc's file actions (`struct __spawn_action`), and the most read.
+const SPAWN_ACTION_BYTES: usize = 32;
+const MAX_SPAWN_ACTIONS: usize = 1 << 12;
+
+/// Reads what the child of `posix_spawn` reads: the path, the file actions (glibc's
+/// `posix_spawn_file_actions_t`: the count used in the high half of its first word, the array
+/// of actions in its second, and in the actions the paths of `addopen` and `addchdir`, taken
+/// as any word that points into the alias arena), the attributes, `argv`, `envp` and the
+/// process's environment (`posix_spawnp` looks the program up in its `PATH`).
+fn touch_spawn(path: Path, fa: usize, attr: usize, argv: Strings, envp: Strings) {
+    string_bytes(path as usize);
+    if fa != 0 {
+        touch(fa, core::mem::size_of::<libc::posix_spawn_file_actions_t>());
+        if let (Some(counts), Some(actions)) = (word(fa, 0), word(fa, 1)) {
+            let used = ((counts >> 32) as u32 as usize).min(MAX_SPAWN_ACTIONS);
+            touch(actions, used * SPAWN_ACTION_BYTES);
+            for i in 0..used * SPAWN_ACTION_BYTES / 8 {
+                match word(actions, i) {
+                    Some(p) if alias::in_arena(p) => {
+                        string_bytes(p);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if attr != 0 {
+        touch(attr, core::mem::size_of::<libc::posix_spawnattr_t>());
+    }
+    touch_strings(argv as usize);
+    touch_strings(envp as usize);
+    touch_strings(environment());
+}
+
+/// Defines the wrapper of `posix_spawn` or `posix_spawnp`. The child runs with every signal
+/// blocked until its `execve`, and reads the file actions, and the program's path, `argv` and
+/// `envp` through the kernel: a page of them that lost its entry killed it with SIGBUS
+/// (`posix_spawn` then said nothing went wrong), or made its `execve` fail with `EFAULT`. So
+/// they are read here first, in the parent, where a fault is mended (the child shares the
+/// parent's memory until its `execve`). A page taken again in between is still lost: the
+/// window is the time to start the child.
+macro_rules! spawn_call {
+    ($name:ident) => {
+        /// `posix_spawn`: the C library's own, what the child reads mapped first.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            pid: *mut libc::pid_t,
+            path: Path,
+            fa: *const libc::posix_spawn_file_actions_t,
+            attr: *const libc::posix_spawnattr_t,
+            argv: Strings,
+            envp: Strings,
+        ) -> c_int {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<
+                unsafe extern "C" fn(
+                    *mut libc::pid_t,
+                    Path,
+                    *const libc::posix_spawn_file_actions_t,
+                    *const libc::posix_spawnattr_t,
+                    Strings,
+                    Strings,
+                ) -> c_int,
+            > = unsafe { real_fn!($name) };
+            let Some(g) = real else { return libc::ENOSYS };
+            if crate::is_ready() {
+                touch_spawn(path, fa as usize, attr as usize, argv, envp);
+            }
+            // SAFETY: the caller's arguments.
+            unsafe { g(pid, path, fa, attr, argv, envp) }
+        }
+    };
+}
+spawn_call!(posix_spawn);
+spawn_call!(posix_spawnp);
+
+/// `system`: the C library's own, which starts `/bin/sh -c command` with its own
+/// `posix_spawn`; the command and the environment are read first (`spawn_call`).
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn system(command: Path) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(Path) -> c_int> = unsafe { real_fn!(system) };
+    let Some(g) = real else { return -1 };
+    if crate::is_ready() && !command.is_null() {
+        string_bytes(command as usize);
+        touch_strings(environment());
+    }
+    // SAFETY: the caller's argument.
+    unsafe { g(command) }
+}
+
+/// `popen`: as `system`.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn popen(command: Path, mode: Path) -> Stream {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(Path, Path) -> Stream> = unsafe { real_fn!(popen) };
+    let Some(g) = real else { return core::ptr::null_mut() };
+    if crate::is_ready() && !command.is_null() {
+        string_bytes(command as usize);
+        touch_strings(environment());
+    }
+    // SAFETY: the caller's arguments.
+    unsafe { g(command, mode) }
 }

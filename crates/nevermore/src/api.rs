@@ -7,8 +7,8 @@ use core::ffi::{c_int, c_void};
 use core::ptr;
 
 use crate::heap::{self, Family};
-use crate::{passthrough, streams};
 use crate::sys::{self, PAGE};
+use crate::{passthrough, streams};
 
 /// `free` (or `op`, a deallocation function of `family`) that leaves `errno` alone.
 #[inline]

@@ -807,7 +807,13 @@ unsafe fn stream_error(f: Stream) -> bool {
 /// the count is short. Then the pages are mapped again, the indicator cleared as it was
 /// before, and the rest moved by further calls.
 #[inline(always)]
-fn stream_transfer(buf: usize, size: usize, n: usize, f: Stream, mut call: impl FnMut(usize, usize, usize) -> usize) -> usize {
+fn stream_transfer(
+    buf: usize,
+    size: usize,
+    n: usize,
+    f: Stream,
+    mut call: impl FnMut(usize, usize, usize) -> usize,
+) -> usize {
     let total = match size.checked_mul(n) {
         Some(t) if t > 0 && size > 0 => t,
         // Nothing to move, or a product that overflows: the C library's answer, as it is.
@@ -867,6 +873,10 @@ fn stream_rest(
     done / size
 }
 
+/// `fread` and `fwrite` (`B`: their buffer's type), and `__fread_chk`.
+type StreamFn<B> = unsafe extern "C" fn(B, usize, usize, Stream) -> usize;
+type StreamChkFn = unsafe extern "C" fn(Buf, usize, usize, usize, Stream) -> usize;
+
 /// Defines the wrapper of `fread`, `fwrite` or one of their names (`stream_transfer`).
 macro_rules! stream_call {
     ($(#[$doc:meta])* fn $name:ident($buf:ty)) => {
@@ -877,8 +887,7 @@ macro_rules! stream_call {
         #[no_mangle]
         pub unsafe extern "C" fn $name(buf: $buf, size: usize, n: usize, f: Stream) -> usize {
             // SAFETY: the C library's function of this name has this type.
-            let real: Option<unsafe extern "C" fn($buf, usize, usize, Stream) -> usize> =
-                unsafe { real_fn!($name) };
+            let real: Option<StreamFn<$buf>> = unsafe { real_fn!($name) };
             let Some(g) = real else { return 0 };
             // SAFETY: the caller's arguments, the buffer advanced past what was moved.
             stream_transfer(buf as usize, size, n, f, |at, size, n| unsafe { g(at as $buf, size, n, f) })
@@ -914,8 +923,7 @@ macro_rules! stream_call_chk {
         #[no_mangle]
         pub unsafe extern "C" fn $name(buf: Buf, room: usize, size: usize, n: usize, f: Stream) -> usize {
             // SAFETY: the C library's function of this name has this type.
-            let real: Option<unsafe extern "C" fn(Buf, usize, usize, usize, Stream) -> usize> =
-                unsafe { real_fn!($name) };
+            let real: Option<StreamChkFn> = unsafe { real_fn!($name) };
             let Some(g) = real else { return 0 };
             let start = buf as usize;
             // SAFETY: the caller's arguments, the buffer and its size advanced past what was
@@ -933,7 +941,17 @@ stream_call_chk!(__fread_unlocked_chk);
 /// `EFAULT` when the path's pages were mapped again, as the calls that take paths above.
 fn open_stream(path: Path, open: impl FnMut() -> Stream) -> Stream {
     let mut open = open;
-    let r = again(|| { let s = open(); if s.is_null() { -1 } else { s as isize } }, || heal_path(path));
+    let r = again(
+        || {
+            let s = open();
+            if s.is_null() {
+                -1
+            } else {
+                s as isize
+            }
+        },
+        || heal_path(path),
+    );
     if r < 0 {
         core::ptr::null_mut()
     } else {
@@ -1105,6 +1123,16 @@ fn touch_spawn(path: Path, fa: usize, attr: usize, argv: Strings, envp: Strings)
     touch_strings(environment());
 }
 
+/// `posix_spawn` and `posix_spawnp`.
+type SpawnFn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    Path,
+    *const libc::posix_spawn_file_actions_t,
+    *const libc::posix_spawnattr_t,
+    Strings,
+    Strings,
+) -> c_int;
+
 /// Defines the wrapper of `posix_spawn` or `posix_spawnp`. The child runs with every signal
 /// blocked until its `execve`, and reads the file actions, and the program's path, `argv` and
 /// `envp` through the kernel: a page of them that lost its entry killed it with SIGBUS
@@ -1128,16 +1156,7 @@ macro_rules! spawn_call {
             envp: Strings,
         ) -> c_int {
             // SAFETY: the C library's function of this name has this type.
-            let real: Option<
-                unsafe extern "C" fn(
-                    *mut libc::pid_t,
-                    Path,
-                    *const libc::posix_spawn_file_actions_t,
-                    *const libc::posix_spawnattr_t,
-                    Strings,
-                    Strings,
-                ) -> c_int,
-            > = unsafe { real_fn!($name) };
+            let real: Option<SpawnFn> = unsafe { real_fn!($name) };
             let Some(g) = real else { return libc::ENOSYS };
             if crate::is_ready() {
                 touch_spawn(path, fa as usize, attr as usize, argv, envp);

@@ -44,11 +44,7 @@ const RTLD_DL_SYMENT: core::ffi::c_int = 1;
 /// of a library initialised before this one) stays an ordinary object. Either all three are
 /// found or none is used: a buffer kept must be freed by the C library through them.
 fn note() {
-    let found = [
-        code_of(c"_IO_file_doallocate"),
-        code_of(c"_IO_setb"),
-        code_of(c"_IO_default_finish"),
-    ];
+    let found = [code_of(c"_IO_file_doallocate"), code_of(c"_IO_setb"), code_of(c"_IO_default_finish")];
     if found.iter().all(|f| f.is_some()) {
         for (range, f) in [&SETB, &FINISH, &DOALLOCATE].into_iter().zip([found[1], found[2], found[0]]) {
             let (start, len) = f.unwrap_or((0, 0));
@@ -123,9 +119,8 @@ struct Entry {
     size: AtomicUsize,
 }
 
-static ENTRIES: [Entry; KEPT] = [const {
-    Entry { state: AtomicU32::new(EMPTY), addr: AtomicUsize::new(0), size: AtomicUsize::new(0) }
-}; KEPT];
+static ENTRIES: [Entry; KEPT] =
+    [const { Entry { state: AtomicU32::new(EMPTY), addr: AtomicUsize::new(0), size: AtomicUsize::new(0) } }; KEPT];
 
 /// Entries filled in (`keep`): `park`, on every `free` of a page or large object, looks no
 /// further when there are none.

@@ -362,31 +362,47 @@ static char *heap_string(const char *s) {
     return p;
 }
 
+/* `sh -c SCRIPT` with everything on the heap: the path, the name, argv, envp (which sets
+ * NEVERMORE_EXEC_STATUS=7) and their strings. */
+struct command {
+    char **argv, **envp, *sh, *name;
+};
+
+static struct command heap_command(const char *script) {
+    struct command c = {malloc(4 * sizeof(char *)), malloc(2 * sizeof(char *)), heap_string("/bin/sh"),
+                        heap_string("sh")};
+    c.argv[0] = heap_string("sh");
+    c.argv[1] = heap_string("-c");
+    c.argv[2] = heap_string(script);
+    c.argv[3] = NULL;
+    c.envp[0] = heap_string("NEVERMORE_EXEC_STATUS=7");
+    c.envp[1] = NULL;
+    return c;
+}
+
+static void page_out_command(const struct command *c) {
+    page_out(c->argv, 4 * sizeof *c->argv);
+    page_out(c->envp, 2 * sizeof *c->envp);
+    for (int i = 0; i < 3; i++)
+        page_out(c->argv[i], strlen(c->argv[i]) + 1);
+    page_out(c->envp[0], strlen(c->envp[0]) + 1);
+    page_out(c->sh, 8);
+    page_out(c->name, 3);
+}
+
 /* execve, execv, execvp and execvpe with the path, the argv and envp arrays and their strings
  * in heap objects paged out (the child pages them out: its copies of the pages are its own).
  * The program run exits with the status its argument names. */
 static void exec_case(void) {
-    char **argv = malloc(4 * sizeof *argv), **envp = malloc(2 * sizeof *envp);
-    argv[0] = heap_string("sh");
-    argv[1] = heap_string("-c");
-    argv[2] = heap_string("exit $NEVERMORE_EXEC_STATUS");
-    argv[3] = NULL;
-    envp[0] = heap_string("NEVERMORE_EXEC_STATUS=7");
-    envp[1] = NULL;
-    char *sh = heap_string("/bin/sh"), *name = heap_string("sh");
+    struct command c = heap_command("exit $NEVERMORE_EXEC_STATUS");
+    char **argv = c.argv, **envp = c.envp, *sh = c.sh, *name = c.name;
     setenv("NEVERMORE_EXEC_STATUS", "7", 1);
     for (int how = 0; how < 4; how++) {
         pid_t pid = fork();
         if (pid < 0)
             fail("fork", how, 0);
         if (pid == 0) {
-            page_out(argv, 4 * sizeof *argv);
-            page_out(envp, 2 * sizeof *envp);
-            for (int i = 0; i < 3; i++)
-                page_out(argv[i], strlen(argv[i]) + 1);
-            page_out(envp[0], strlen(envp[0]) + 1);
-            page_out(sh, 8);
-            page_out(name, 3);
+            page_out_command(&c);
             if (how == 0)
                 execve(sh, argv, envp);
             else if (how == 1)
@@ -542,14 +558,8 @@ static void spawn_case(void) {
     char dir[] = "/tmp/nevermore-pageout-XXXXXX";
     if (!mkdtemp(dir))
         fail("mkdtemp", 0, 0);
-    char **argv = malloc(4 * sizeof *argv), **envp = malloc(2 * sizeof *envp);
-    argv[0] = heap_string("sh");
-    argv[1] = heap_string("-c");
-    argv[2] = heap_string("echo spawned; exit $NEVERMORE_EXEC_STATUS");
-    argv[3] = NULL;
-    envp[0] = heap_string("NEVERMORE_EXEC_STATUS=7");
-    envp[1] = NULL;
-    char *sh = heap_string("/bin/sh"), *name = heap_string("sh");
+    struct command c = heap_command("echo spawned; exit $NEVERMORE_EXEC_STATUS");
+    char **argv = c.argv, **envp = c.envp, *sh = c.sh, *name = c.name;
     char *out = heap_path(dir, "out");
     for (int how = 0; how < 2; how++) {
         posix_spawn_file_actions_t fa;
@@ -557,13 +567,7 @@ static void spawn_case(void) {
             posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600) != 0)
             fail("file actions", how, 0);
         page_out(fa.__actions, (size_t)fa.__used * 32);
-        page_out(argv, 4 * sizeof *argv);
-        page_out(envp, 2 * sizeof *envp);
-        for (int i = 0; i < 3; i++)
-            page_out(argv[i], strlen(argv[i]) + 1);
-        page_out(envp[0], strlen(envp[0]) + 1);
-        page_out(sh, 8);
-        page_out(name, 3);
+        page_out_command(&c);
         page_out(out, strlen(out) + 1);
         pid_t pid;
         int r = how == 0 ? posix_spawn(&pid, sh, &fa, NULL, argv, envp)

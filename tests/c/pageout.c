@@ -29,6 +29,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/random.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,6 +215,37 @@ static void socket_case(void) {
     page_out_message(m);
     expect(recvmsg(s[1], m, MSG_WAITALL), n, "recvmsg(2) into paged-out objects");
     check(b, n, 11);
+    /* sendmmsg/recvmmsg: two messages, their array, iovecs and buffers on the heap. */
+    struct mmsghdr *mm = calloc(2, sizeof *mm);
+    struct iovec *iv = malloc(2 * sizeof *iv);
+    unsigned char *b1 = malloc(3000), *b2 = malloc(3000);
+    iv[0] = (struct iovec){b1, 3000};
+    iv[1] = (struct iovec){b2, 3000};
+    for (int i = 0; i < 2; i++) {
+        mm[i].msg_hdr.msg_iov = &iv[i];
+        mm[i].msg_hdr.msg_iovlen = 1;
+    }
+    for (int round = 0; round < 2; round++) {
+        if (round == 0) {
+            fill(b1, 3000, 15);
+            fill(b2, 3000, 16);
+        } else {
+            memset(b1, 0, 3000);
+            memset(b2, 0, 3000);
+        }
+        page_out(b1, 3000);
+        page_out(b2, 3000);
+        page_out(iv, 2 * sizeof *iv);
+        page_out(mm, 2 * sizeof *mm);
+        int got = round == 0 ? sendmmsg(s[0], mm, 2, 0) : recvmmsg(s[1], mm, 2, MSG_WAITALL, NULL);
+        expect(got, 2, round == 0 ? "sendmmsg(2) from paged-out objects" : "recvmmsg(2) into paged-out objects");
+    }
+    check(b1, 3000, 15);
+    check(b2, 3000, 16);
+    free(mm);
+    free(iv);
+    free(b1);
+    free(b2);
     free(m);
     free(iov);
     free(b);
@@ -292,12 +325,84 @@ static void freed_case(void) {
         printf("READ %zd\n", r);
 }
 
+/* A string in a heap object of its own. */
+static char *heap_string(const char *s) {
+    char *p = malloc(strlen(s) + 1);
+    strcpy(p, s);
+    return p;
+}
+
 /* A path in a heap object of its own, paged out. */
 static char *heap_path(const char *dir, const char *name) {
     char *p = malloc(strlen(dir) + strlen(name) + 2);
     sprintf(p, "%s/%s", dir, name);
     page_out(p, strlen(p) + 1);
     return p;
+}
+
+/* The other calls that take paths, and calls that fill a buffer of their own (fstat,
+ * getrandom, getdents64), everything in heap objects paged out. */
+static void more_paths(const char *dir) {
+    int fd = open(heap_path(dir, "m"), O_CREAT | O_WRONLY, 0600);
+    if (fd < 0 || write(fd, "0123456789", 10) != 10)
+        fail("open", fd, 0);
+    if (chmod(heap_path(dir, "m"), 0640) != 0 || fchmodat(AT_FDCWD, heap_path(dir, "m"), 0600, 0) != 0)
+        fail("chmod/fchmodat", -1, 0);
+    if (chown(heap_path(dir, "m"), getuid(), getgid()) != 0 || lchown(heap_path(dir, "m"), getuid(), getgid()) != 0 ||
+        fchownat(AT_FDCWD, heap_path(dir, "m"), getuid(), getgid(), 0) != 0)
+        fail("chown/lchown/fchownat", -1, 0);
+    if (truncate(heap_path(dir, "m"), 3) != 0)
+        fail("truncate", -1, 0);
+    struct timespec *ts = malloc(2 * sizeof *ts);
+    ts[0] = ts[1] = (struct timespec){1000000000, 0};
+    page_out(ts, 2 * sizeof *ts);
+    if (utimensat(AT_FDCWD, heap_path(dir, "m"), ts, 0) != 0)
+        fail("utimensat", -1, 0);
+    struct stat *st = malloc(sizeof *st);
+    page_out(st, sizeof *st);
+    if (fstat(fd, st) != 0 || st->st_size != 3 || st->st_mtime != 1000000000 || (st->st_mode & 0777) != 0600)
+        fail("fstat into a paged-out object", (long)st->st_size, 3);
+    close(fd);
+    if (link(heap_path(dir, "m"), heap_path(dir, "h")) != 0 ||
+        linkat(AT_FDCWD, heap_path(dir, "h"), AT_FDCWD, heap_path(dir, "h2"), 0) != 0)
+        fail("link/linkat", -1, 0);
+    char *target = heap_string("m");
+    page_out(target, 2);
+    if (symlink(target, heap_path(dir, "s")) != 0)
+        fail("symlink", -1, 0);
+    page_out(target, 2);
+    if (symlinkat(target, AT_FDCWD, heap_path(dir, "s2")) != 0)
+        fail("symlinkat", -1, 0);
+    char *buf = malloc(100);
+    page_out(buf, 100);
+    if (readlinkat(AT_FDCWD, heap_path(dir, "s2"), buf, 100) != 1 || buf[0] != 'm')
+        fail("readlinkat", -1, 0);
+    if (renameat(AT_FDCWD, heap_path(dir, "h2"), AT_FDCWD, heap_path(dir, "h3")) != 0 ||
+        renameat2(AT_FDCWD, heap_path(dir, "h3"), AT_FDCWD, heap_path(dir, "h4"), 0) != 0)
+        fail("renameat/renameat2", -1, 0);
+    if (mkdirat(AT_FDCWD, heap_path(dir, "dd"), 0700) != 0 || rmdir(heap_path(dir, "dd")) != 0)
+        fail("mkdirat", -1, 0);
+    if (mkfifo(heap_path(dir, "f"), 0600) != 0 || mknod(heap_path(dir, "n"), S_IFREG | 0600, 0) != 0)
+        fail("mkfifo/mknod", -1, 0);
+    struct statfs *sf = malloc(sizeof *sf);
+    page_out(sf, sizeof *sf);
+    if (statfs(heap_path(dir, "m"), sf) != 0 || sf->f_bsize <= 0)
+        fail("statfs", -1, 0);
+    static const char *names[] = {"m", "h", "h4", "s", "s2", "f", "n"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (unlink(heap_path(dir, names[i])) != 0)
+            fail("unlink", (long)i, 0);
+    size_t n = 5000;
+    unsigned char *r = calloc(1, n);
+    page_out(r, n);
+    if (getrandom(r, n, 0) != (ssize_t)n)
+        fail("getrandom into a paged-out object", -1, (long)n);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    char *d = malloc(8192);
+    page_out(d, 8192);
+    if (dfd < 0 || getdents64(dfd, d, 8192) <= 0)
+        fail("getdents64 into a paged-out object", dfd, 0);
+    close(dfd);
 }
 
 /* Calls that take paths (and stat buffers, readlink's buffer) in heap objects paged out. */
@@ -351,16 +456,11 @@ static void path_case(void) {
     char here[256];
     if (!getcwd(here, sizeof here) || chdir(heap_path(dir, ".")) != 0 || chdir(here) != 0)
         fail("chdir", -1, 0);
+    more_paths(dir);
     if (rmdir(dir) != 0)
         fail("rmdir of the directory", -1, 0);
 }
 
-/* A string in a heap object of its own. */
-static char *heap_string(const char *s) {
-    char *p = malloc(strlen(s) + 1);
-    strcpy(p, s);
-    return p;
-}
 
 /* `sh -c SCRIPT` with everything on the heap: the path, the name, argv, envp (which sets
  * NEVERMORE_EXEC_STATUS=7) and their strings. */

@@ -35,9 +35,12 @@
 //! of programs built with `_FORTIFY_SOURCE`; and the common calls that take a path (a path
 //! kept in a heap object: a threaded Python server answered 404 for an existing file when its
 //! `open` failed, most likely so): `open`, `openat`, `creat`, `stat`, `lstat`, `fstatat`, `statx`, `access`,
-//! `faccessat`, `unlink`, `unlinkat`, `rename`, `mkdir`, `rmdir`, `chdir`, `readlink` (and
-//! the `64` names), with their `stat` and `readlink` buffers; and `execve`, `execv`, `execvp`
-//! and `execvpe`, with their `argv` and `envp` arrays and strings.
+//! `faccessat`, `unlink`, `unlinkat`, `rename`, `renameat`, `renameat2`, `link`, `linkat`,
+//! `symlink`, `symlinkat`, `mkdir`, `mkdirat`, `mknod`, `mkfifo`, `rmdir`, `chdir`,
+//! `readlink`, `readlinkat`, `chmod`, `fchmodat`, `chown`, `lchown`, `fchownat`, `truncate`,
+//! `utimensat`, `statfs` (and the `64` names), with their `stat`, `statfs`, `readlink` and
+//! times buffers; `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
+//! arrays and strings; and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`.
 //!
 //! The C library makes system calls of its own inside its functions, which these wrappers
 //! never see. For stdio, a stream's buffer is a view of its own (`streams`); `fread` and
@@ -48,9 +51,9 @@
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
 //! functions (`realpath`, `scandir`, `glob`, `execl`, a buffer given to `setvbuf`), calls
-//! made through `syscall()` or a
-//! `syscall` instruction, the other calls that take buffers or paths (`getdents64`,
-//! `recvmmsg`, `chmod`, `link`, ...); those still fail as described above.
+//! made through `syscall()` or a `syscall` instruction, the other calls that take buffers or
+//! paths (`io_uring`, `ioctl`, `getxattr`, `statvfs`, `getcwd`, ...); those still fail as
+//! described above.
 //!
 //! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
@@ -645,6 +648,176 @@ path_call! {
     /// `rename(2)`: see the module's documentation; `to` is the second path.
     fn rename(from: Path, to: Path) -> c_int;
     libc::SYS_rename, [from, to]; from, to, PATH_BYTES
+}
+
+path_call! {
+    /// `renameat(2)`: as `rename`.
+    fn renameat(from_dir: c_int, from: Path, to_dir: c_int, to: Path) -> c_int;
+    libc::SYS_renameat, [from_dir, from, to_dir, to]; from, to, PATH_BYTES
+}
+path_call! {
+    /// `renameat2(2)`: as `rename`.
+    fn renameat2(from_dir: c_int, from: Path, to_dir: c_int, to: Path, flags: libc::c_uint) -> c_int;
+    libc::SYS_renameat2, [from_dir, from, to_dir, to, flags]; from, to, PATH_BYTES
+}
+path_call! {
+    /// `link(2)`: as `rename`.
+    fn link(from: Path, to: Path) -> c_int;
+    libc::SYS_link, [from, to]; from, to, PATH_BYTES
+}
+path_call! {
+    /// `linkat(2)`: as `rename`.
+    fn linkat(from_dir: c_int, from: Path, to_dir: c_int, to: Path, flags: c_int) -> c_int;
+    libc::SYS_linkat, [from_dir, from, to_dir, to, flags]; from, to, PATH_BYTES
+}
+path_call! {
+    /// `symlink(2)`: the link's text and its path, as `rename`'s two paths.
+    fn symlink(target: Path, path: Path) -> c_int;
+    libc::SYS_symlink, [target, path]; target, path, PATH_BYTES
+}
+path_call! {
+    /// `symlinkat(2)`: as `symlink`.
+    fn symlinkat(target: Path, dir: c_int, path: Path) -> c_int;
+    libc::SYS_symlinkat, [target, dir, path]; target, path, PATH_BYTES
+}
+path_call! {
+    /// `readlinkat(2)`: as `readlink`.
+    fn readlinkat(dir: c_int, path: Path, buf: *mut core::ffi::c_char, n: usize) -> isize;
+    libc::SYS_readlinkat, [dir, path, buf, n]; path, buf, n
+}
+path_call! {
+    /// `mkdirat(2)`: as `mkdir`.
+    fn mkdirat(dir: c_int, path: Path, mode: libc::mode_t) -> c_int;
+    libc::SYS_mkdirat, [dir, path, mode]; path
+}
+path_call! {
+    /// `mknod(2)`: see the module's documentation.
+    fn mknod(path: Path, mode: libc::mode_t, dev: libc::dev_t) -> c_int;
+    libc::SYS_mknod, [path, mode, dev]; path
+}
+path_call! {
+    /// `mkfifo(3)`: a `mknod` of a FIFO.
+    fn mkfifo(path: Path, mode: libc::mode_t) -> c_int;
+    libc::SYS_mknod, [path, mode | libc::S_IFIFO, 0]; path
+}
+path_call! {
+    /// `chmod(2)`: see the module's documentation.
+    fn chmod(path: Path, mode: libc::mode_t) -> c_int;
+    libc::SYS_chmod, [path, mode]; path
+}
+path_call! {
+    /// `fchmodat(2)`: as `chmod`.
+    fn fchmodat(dir: c_int, path: Path, mode: libc::mode_t, flags: c_int) -> c_int;
+    libc::SYS_fchmodat, [dir, path, mode, flags]; path
+}
+path_call! {
+    /// `chown(2)`: see the module's documentation.
+    fn chown(path: Path, uid: libc::uid_t, gid: libc::gid_t) -> c_int;
+    libc::SYS_chown, [path, uid, gid]; path
+}
+path_call! {
+    /// `lchown(2)`: as `chown`.
+    fn lchown(path: Path, uid: libc::uid_t, gid: libc::gid_t) -> c_int;
+    libc::SYS_lchown, [path, uid, gid]; path
+}
+path_call! {
+    /// `fchownat(2)`: as `chown`.
+    fn fchownat(dir: c_int, path: Path, uid: libc::uid_t, gid: libc::gid_t, flags: c_int) -> c_int;
+    libc::SYS_fchownat, [dir, path, uid, gid, flags]; path
+}
+path_call! {
+    /// `truncate(2)`: see the module's documentation.
+    fn truncate(path: Path, len: i64) -> c_int;
+    libc::SYS_truncate, [path, len]; path
+}
+path_call! {
+    /// `truncate64`: as `truncate`.
+    fn truncate64(path: Path, len: i64) -> c_int;
+    libc::SYS_truncate, [path, len]; path
+}
+path_call! {
+    /// `utimensat(2)`: see the module's documentation (the path may be null: the file of
+    /// `dir` itself); the times too may lie in a heap object.
+    fn utimensat(dir: c_int, path: Path, times: *const libc::timespec, flags: c_int) -> c_int;
+    libc::SYS_utimensat, [dir, path, times, flags]; path, times, TIMES_BYTES
+}
+path_call! {
+    /// `statfs(2)`: as `stat`.
+    fn statfs(path: Path, buf: *mut libc::statfs) -> c_int;
+    libc::SYS_statfs, [path, buf]; path, buf, STATFS_BYTES
+}
+path_call! {
+    /// `statfs64`: as `statfs`.
+    fn statfs64(path: Path, buf: *mut libc::statfs) -> c_int;
+    libc::SYS_statfs, [path, buf]; path, buf, STATFS_BYTES
+}
+
+const TIMES_BYTES: usize = 2 * core::mem::size_of::<libc::timespec>();
+const STATFS_BYTES: usize = core::mem::size_of::<libc::statfs>();
+
+// ---- calls that fill a buffer without a path ----
+
+forward! {
+    /// `fstat(2)`: the `stat` buffer may lie in a heap object (a file's cached attributes).
+    fn fstat(fd: Fd, buf: StatBuf) -> c_int;
+    type unsafe extern "C" fn(Fd, StatBuf) -> c_int;
+    libc::SYS_fstat, [fd as usize, buf as usize, 0, 0, 0, 0];
+    |f| again(|| f(fd, buf), || alias::map_again(buf as usize, STAT_BYTES))
+}
+
+forward! {
+    /// `fstat64`: as `fstat`.
+    fn fstat64(fd: Fd, buf: StatBuf) -> c_int;
+    type unsafe extern "C" fn(Fd, StatBuf) -> c_int;
+    libc::SYS_fstat, [fd as usize, buf as usize, 0, 0, 0, 0];
+    |f| again(|| f(fd, buf), || alias::map_again(buf as usize, STAT_BYTES))
+}
+
+forward! {
+    /// `getrandom(2)`: fails with `EFAULT` before it fills anything, when it fails so.
+    fn getrandom(buf: Buf, n: usize, flags: libc::c_uint) -> isize;
+    type unsafe extern "C" fn(Buf, usize, libc::c_uint) -> isize;
+    libc::SYS_getrandom, [buf as usize, n, flags as usize, 0, 0, 0];
+    |f| again(|| f(buf, n, flags), || alias::map_again(buf as usize, n))
+}
+
+forward! {
+    /// `getdents64(2)`: the entries that fit before a page that lost its entry are returned;
+    /// `EFAULT` only when the first does not fit, and the directory's position stays.
+    fn getdents64(fd: Fd, buf: Buf, n: usize) -> isize;
+    type unsafe extern "C" fn(Fd, Buf, usize) -> isize;
+    libc::SYS_getdents64, [fd as usize, buf as usize, n, 0, 0, 0];
+    |f| again(|| f(fd, buf, n), || alias::map_again(buf as usize, n))
+}
+
+/// Bytes of one `mmsghdr`: a `msghdr` and the count received.
+const MMSGHDR_BYTES: usize = core::mem::size_of::<libc::mmsghdr>();
+
+/// Maps again the pages of an array of `n` `mmsghdr`s and of everything they name.
+fn heal_mmsg(v: usize, n: libc::c_uint) -> usize {
+    let n = (n as usize).min(MAX_IOV);
+    let mut mapped = alias::map_again(v, n * MMSGHDR_BYTES);
+    for i in 0..n {
+        mapped += heal_msg(v + i * MMSGHDR_BYTES);
+    }
+    mapped
+}
+
+forward! {
+    /// `recvmmsg(2)`: fails with `EFAULT` only when the first message could not be copied
+    /// (a datagram whose copy failed is dropped by the kernel, as for `recvmsg`).
+    fn recvmmsg(fd: Fd, v: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int, timeout: *mut libc::timespec) -> c_int;
+    type unsafe extern "C" fn(Fd, *mut libc::mmsghdr, libc::c_uint, c_int, *mut libc::timespec) -> c_int;
+    libc::SYS_recvmmsg, [fd as usize, v as usize, n as usize, flags as usize, timeout as usize, 0];
+    |f| again(|| f(fd, v, n, flags, timeout), || heal_mmsg(v as usize, n))
+}
+
+forward! {
+    /// `sendmmsg(2)`: as `recvmmsg`.
+    fn sendmmsg(fd: Fd, v: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int) -> c_int;
+    type unsafe extern "C" fn(Fd, *mut libc::mmsghdr, libc::c_uint, c_int) -> c_int;
+    libc::SYS_sendmmsg, [fd as usize, v as usize, n as usize, flags as usize, 0, 0];
+    |f| again(|| f(fd, v, n, flags), || heal_mmsg(v as usize, n))
 }
 
 // ---- exec ----

@@ -517,6 +517,35 @@ static void exec_case(void) {
         if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
             fail("the program run did not exit with 7 (98: EFAULT)", how, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     }
+    /* execl, execlp and execle: their arguments as a list, past the registers onto the stack
+     * (the script checks the last two), and the environment (execl, execlp) or envp after the
+     * list (execle). */
+    extern char **environ;
+    struct command l = heap_command("[ \"$2$3\" = x3x4 ] && exit $NEVERMORE_EXEC_STATUS; exit 5");
+    char *x[4] = {heap_string("x1"), heap_string("x2"), heap_string("x3"), heap_string("x4")};
+    for (int how = 0; how < 3; how++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            fail("fork", how, 0);
+        if (pid == 0) {
+            page_out_command(&l);
+            for (int i = 0; i < 4; i++)
+                page_out(x[i], 3);
+            for (char **e = environ; *e; e++)
+                page_out(*e, strlen(*e) + 1);
+            if (how == 0)
+                execl(l.sh, l.argv[0], l.argv[1], l.argv[2], x[0], x[1], x[2], x[3], (char *)NULL);
+            else if (how == 1)
+                execlp(l.name, l.argv[0], l.argv[1], l.argv[2], x[0], x[1], x[2], x[3], (char *)NULL);
+            else
+                execle(l.sh, l.argv[0], l.argv[1], l.argv[2], x[0], x[1], x[2], x[3], (char *)NULL, l.envp);
+            _exit(errno == EFAULT ? 98 : 99);
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
+            fail("the program run by execl, execlp or execle did not exit with 7 (98: EFAULT, 5: arguments)", how,
+                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
 }
 
 /* Pages out a stream's buffer (glibc's FILE keeps it between _IO_buf_base and _IO_buf_end). */

@@ -200,7 +200,7 @@ const EXPORTS: &str = "
     access faccessat unlink unlinkat mkdir rmdir chdir readlink rename renameat renameat2 link linkat
     symlink symlinkat readlinkat mkdirat mknod mkfifo chmod fchmodat chown lchown fchownat truncate
     truncate64 utimensat statfs statfs64 fstat fstat64 getrandom getdents64 recvmmsg sendmmsg
-    execve execv execvp execvpe
+    execve execv execvp execvpe execl execlp execle
     fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk
     __fread_unlocked_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
 ";

@@ -40,7 +40,7 @@
 //! `readlink`, `readlinkat`, `chmod`, `fchmodat`, `chown`, `lchown`, `fchownat`, `truncate`,
 //! `utimensat`, `statfs` (and the `64` names), with their `stat`, `statfs`, `readlink` and
 //! times buffers; `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
-//! arrays and strings; and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`.
+//! arrays and strings (`execl`, `execlp` and `execle` read theirs first: `exec_list`); and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`.
 //!
 //! The C library makes system calls of its own inside its functions, which these wrappers
 //! never see. For stdio, a stream's buffer is a view of its own (`streams`); `fread` and
@@ -50,7 +50,7 @@
 //! with the `DIR` (which holds the buffer the kernel fills) mapped again. `posix_spawn`,
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
-//! functions (`realpath`, `scandir`, `glob`, `execl`, a buffer given to `setvbuf`), calls
+//! functions (`realpath`, `scandir`, `glob`, a buffer given to `setvbuf`), calls
 //! made through `syscall()` or a `syscall` instruction, the other calls that take buffers or
 //! paths (`io_uring`, `ioctl`, `getxattr`, `statvfs`, `getcwd`, ...); those still fail as
 //! described above.
@@ -904,6 +904,117 @@ forward! {
     libc::SYS_execve, [file as usize, argv as usize, envp as usize, 0, 0, 0];
     |f| again(|| f(file, argv, envp), || heal_path(file) + heal_strings(argv as usize) + heal_strings(envp as usize))
 }
+
+/// Defines `execl`, `execlp` or `execle`, which take their arguments as variadic ones, as a
+/// shim that reads them (`touch_execl`: the path, every argument up to the NULL, and `envp`
+/// or the process's environment) and then jumps to the C library's own with the registers and
+/// the stack as they came (`rax` too: a variadic call's count of vector registers). The C
+/// library's own makes `execve` itself, where a wrapper of it never sees a failure, so what
+/// the kernel will read is read here first, where a fault of this thread's own is mended (a
+/// page taken again in between is still lost). On entry the stack is 8 bytes off 16-byte
+/// alignment; seven pushes bring it on it for the call.
+macro_rules! exec_list {
+    ($name:ident, $real:ident, $with_env:expr) => {
+        static $real: AtomicUsize = AtomicUsize::new(0);
+
+        /// `execl` and the like: see `exec_list`.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(
+                "push rax",
+                "push rdi",
+                "push rsi",
+                "push rdx",
+                "push rcx",
+                "push r8",
+                "push r9",
+                "mov rdi, rsp",
+                "lea rsi, [rsp + 64]",
+                "mov edx, {with_env}",
+                "lea rcx, [rip + {real}]",
+                "call {touch}",
+                "pop r9",
+                "pop r8",
+                "pop rcx",
+                "pop rdx",
+                "pop rsi",
+                "pop rdi",
+                "pop rax",
+                "jmp qword ptr [rip + {real}]",
+                with_env = const $with_env as u32,
+                real = sym $real,
+                touch = sym touch_execl,
+            )
+        }
+    };
+}
+exec_list!(execl, REAL_EXECL, 0);
+exec_list!(execlp, REAL_EXECLP, 0);
+exec_list!(execle, REAL_EXECLE, 1);
+
+/// What `execl`, `execlp` (`with_env` 0) and `execle` (1) will hand the kernel, read:
+/// `regs` holds the registers the shim pushed (`r9`, `r8`, `rcx`, `rdx`, `rsi`, `rdi`),
+/// `stack` the arguments past the sixth. Looks the C library's function up into `real` when
+/// the library's constructor has not (named by which `real` it is).
+extern "C" fn touch_execl(regs: *const usize, stack: *const usize, with_env: u32, real: &AtomicUsize) {
+    if real.load(core::sync::atomic::Ordering::Relaxed) == 0 {
+        let name = if core::ptr::eq(real, &REAL_EXECL) {
+            c"execl"
+        } else if core::ptr::eq(real, &REAL_EXECLP) {
+            c"execlp"
+        } else {
+            c"execle"
+        };
+        if sys::next_symbol(real, name).is_none() {
+            // No such function: the jump would go nowhere.
+            crate::report::say(format_args!("the C library has no {}", name.to_str().unwrap_or("exec")));
+            sys::die();
+        }
+    }
+    if !crate::is_ready() {
+        return;
+    }
+    // The n-th argument, the path being the 0th: six in registers, the rest on the stack.
+    let arg = |n: usize| -> Option<usize> {
+        let at = if n < 6 { regs as usize + (5 - n) * 8 } else { stack as usize + (n - 6) * 8 };
+        let p = sys::probe_word(at);
+        (p.status != sys::PROBE_FAILED).then_some(p.value)
+    };
+    let Some(path) = arg(0) else { return };
+    string_bytes(path);
+    let mut n = 1;
+    while n <= MAX_STRINGS {
+        match arg(n) {
+            Some(0) => break,
+            Some(s) => {
+                string_bytes(s);
+            }
+            None => return,
+        }
+        n += 1;
+    }
+    match (with_env, arg(n + 1)) {
+        (1, Some(envp)) => touch_strings(envp),
+        _ => touch_strings(environment()),
+    }
+}
+
+/// Looks the C library's `execl`, `execlp` and `execle` up when the library is loaded (a
+/// first call may come from a child of `fork`, where `dlsym` should not run).
+#[used]
+#[link_section = ".init_array"]
+static RESOLVE_EXEC_LIST: extern "C" fn() = {
+    extern "C" fn resolve() {
+        let _ = sys::next_symbol(&REAL_EXECL, c"execl");
+        let _ = sys::next_symbol(&REAL_EXECLP, c"execlp");
+        let _ = sys::next_symbol(&REAL_EXECLE, c"execle");
+    }
+    resolve
+};
 
 // ---- locale data ----
 

@@ -160,10 +160,10 @@ const LOCALE_TABLE_MIN: usize = 256;
 /// `_dl_deallocate_tls`). A threaded Python server under steady pageout died of both. And an
 /// access by the kernel, inside a system call, reaches no handler either: stdio's own `read`
 /// and `write` on a stream's buffer fail with `EFAULT`. A missing entry in a view is an
-/// ordinary page fault, which the kernel mends for itself too. The object still has an address
-/// of its own and a guard page, its view becomes no-access when it is freed, and its canary is
-/// checked as any other's; what is given up is the one-time address (a view's range may be
-/// reused once it has been no-access long enough, as any large object's).
+/// ordinary page fault, which the kernel mends for itself too. The object is a large object:
+/// an address as fresh as any large object's (`large`), a guard page, a view that becomes
+/// no-access when it is freed, a canary checked as any other's; it costs a page at least. A
+/// kept stream buffer is the exception: handed to one stream after another (`streams`).
 ///
 /// A stream's buffer is taken from those that closed streams left (`streams`) when one of
 /// its size is there, and a new one is kept for that.

@@ -830,16 +830,23 @@ const MAX_STRINGS: usize = 1 << 16;
 /// `sys::probe_word`, which fails on a bad pointer instead of crashing.
 fn heal_strings(v: usize) -> usize {
     let mut mapped = 0;
+    let n = each_string(v, |s| mapped += alias::map_again(s, string_bytes(s)));
+    mapped + alias::map_again(v, (n + 1) * 8)
+}
+
+/// Calls `f` with each string of the NULL-terminated array at `v`, read with
+/// `sys::probe_word` (a bad pointer ends the array instead of crashing); returns how many.
+fn each_string(v: usize, mut f: impl FnMut(usize)) -> usize {
     let mut n = 0;
     while n < MAX_STRINGS {
         let p = sys::probe_word(v.wrapping_add(n * 8));
         if p.status == sys::PROBE_FAILED || p.value == 0 {
             break;
         }
-        mapped += alias::map_again(p.value, string_bytes(p.value));
+        f(p.value);
         n += 1;
     }
-    mapped + alias::map_again(v, (n + 1) * 8)
+    n
 }
 
 /// Bytes of the NUL-terminated string at `s`, its NUL included, as far as it can be read.
@@ -1223,8 +1230,7 @@ stream_call_chk!(__fread_unlocked_chk);
 
 /// Opens a stream on a path through `open`, which returns null on failure: made again after
 /// `EFAULT` when the path's pages were mapped again, as the calls that take paths above.
-fn open_stream(path: Path, open: impl FnMut() -> Stream) -> Stream {
-    let mut open = open;
+fn open_stream(path: Path, mut open: impl FnMut() -> Stream) -> Stream {
     let r = again(
         || {
             let s = open();
@@ -1362,15 +1368,9 @@ const MAP_TOUCH_MAX: usize = 32 << 20;
 
 /// Reads a NULL-terminated array of strings (`argv`, `envp`) and the strings (`touch`).
 fn touch_strings(v: usize) {
-    let mut n = 0;
-    while n < MAX_STRINGS {
-        let p = sys::probe_word(v.wrapping_add(n * 8));
-        if p.status == sys::PROBE_FAILED || p.value == 0 {
-            break;
-        }
-        string_bytes(p.value);
-        n += 1;
-    }
+    each_string(v, |s| {
+        string_bytes(s);
+    });
 }
 
 /// Bytes of one of glibc's file actions (`struct __spawn_action`), and the most read.
@@ -1385,10 +1385,9 @@ const MAX_SPAWN_ACTIONS: usize = 1 << 12;
 fn touch_spawn(path: Path, fa: usize, attr: usize, argv: Strings, envp: Strings) {
     string_bytes(path as usize);
     if fa != 0 {
-        touch(fa, core::mem::size_of::<libc::posix_spawn_file_actions_t>());
+        // Every word the child reads is read here (`word` maps a page as it reads it).
         if let (Some(counts), Some(actions)) = (word(fa, 0), word(fa, 1)) {
             let used = ((counts >> 32) as u32 as usize).min(MAX_SPAWN_ACTIONS);
-            touch(actions, used * SPAWN_ACTION_BYTES);
             for i in 0..used * SPAWN_ACTION_BYTES / 8 {
                 match word(actions, i) {
                     Some(p) if alias::in_arena(p) => {

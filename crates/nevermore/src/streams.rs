@@ -44,10 +44,10 @@ const RTLD_DL_SYMENT: core::ffi::c_int = 1;
 /// of a library initialised before this one) stays an ordinary object. Either all three are
 /// found or none is used: a buffer kept must be freed by the C library through them.
 fn note() {
-    let found = [code_of(c"_IO_file_doallocate"), code_of(c"_IO_setb"), code_of(c"_IO_default_finish")];
-    if found.iter().all(|f| f.is_some()) {
-        for (range, f) in [&SETB, &FINISH, &DOALLOCATE].into_iter().zip([found[1], found[2], found[0]]) {
-            let (start, len) = f.unwrap_or((0, 0));
+    let functions = [(c"_IO_file_doallocate", &DOALLOCATE), (c"_IO_setb", &SETB), (c"_IO_default_finish", &FINISH)];
+    let found = functions.map(|(name, _)| code_of(name));
+    if found.iter().all(Option::is_some) {
+        for ((_, range), (start, len)) in functions.iter().zip(found.into_iter().flatten()) {
             range[0].store(start, Ordering::Relaxed);
             range[1].store(len, Ordering::Relaxed);
         }

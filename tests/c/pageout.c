@@ -8,7 +8,7 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         path, exec, stdio, dir, spawn, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         path, exec, stdio, dir, walk, spawn, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <malloc.h>
 #include <poll.h>
 #include <spawn.h>
@@ -679,6 +680,73 @@ static void dir_case(void) {
         fail("rmdir", 0, 0);
 }
 
+/* Pages out every writable mapping of the process (what a pageout of the whole process does). */
+static void page_out_everything(void) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        fail("fopen /proc/self/maps", 0, 0);
+    char line[512];
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long a, e;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &a, &e, perms) == 3 && perms[1] == 'w')
+            madvise((void *)a, e - a, MADV_PAGEOUT); /* some mappings refuse it: no matter */
+    }
+    fclose(maps);
+}
+
+enum { WALK_FILES = 1500 };
+static int walked;
+
+/* scandir's filter and nftw's callback run while the C library's own directory stream is
+ * open, between two of its refills: everything is paged out every 250 entries. */
+static int walk_filter(const struct dirent *e) {
+    if (++walked % 250 == 0)
+        page_out_everything();
+    return e->d_name[0] == 'w';
+}
+
+static int walk_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)path, (void)st, (void)ftw;
+    if (type == FTW_F && ++walked % 250 == 0)
+        page_out_everything();
+    return 0;
+}
+
+/* The C library's own directory streams, which it reads with its own readdir inside scandir
+ * and nftw: 1500 entries of 64-byte names fill a stream's 32 KiB buffer four times, and the
+ * buffer is paged out between refills. */
+static void walk_case(void) {
+    char dir[] = "/tmp/nevermore-pageout-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp", 0, 0);
+    char path[256];
+    for (int i = 0; i < WALK_FILES; i++) {
+        snprintf(path, sizeof path, "%s/w%04d-%050d", dir, i, 0);
+        int fd = open(path, O_CREAT | O_WRONLY, 0600);
+        if (fd < 0)
+            fail("open", i, 0);
+        close(fd);
+    }
+    struct dirent **v;
+    walked = 0;
+    int n = scandir(dir, &v, walk_filter, alphasort);
+    if (n != WALK_FILES)
+        fail("scandir of a directory paged out while read", n, WALK_FILES);
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+    walked = 0;
+    if (nftw(dir, walk_entry, 4, FTW_PHYS) != 0 || walked != WALK_FILES)
+        fail("nftw of a directory paged out while read", walked, WALK_FILES);
+    for (int i = 0; i < WALK_FILES; i++) {
+        snprintf(path, sizeof path, "%s/w%04d-%050d", dir, i, 0);
+        unlink(path);
+    }
+    if (rmdir(dir) != 0)
+        fail("rmdir", 0, 0);
+}
+
 /* posix_spawn, posix_spawnp, system and popen: the child reads the file actions, and its
  * execve reads the path, argv and envp, where no fault can be mended (the child runs with every
  * signal blocked; the kernel's reads reach no handler). Everything on the heap, paged out. */
@@ -755,7 +823,7 @@ int main(int argc, char **argv) {
     } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
                  {"exec", exec_case},     {"stdio", stdio_case}, {"dir", dir_case},
-                 {"spawn", spawn_case},   {"bad", bad_case}};
+                 {"walk", walk_case},     {"spawn", spawn_case}, {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

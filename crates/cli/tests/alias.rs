@@ -544,7 +544,8 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// without; `dir` in detect mode); a bad `iovec` array still gets EFAULT, and a freed
 /// object's buffer too. stdio's own calls (`stdio`: a flush of a buffer paged out lost its
 /// data, `fopen` of a paged-out path failed) are reached by stream buffers in views and by the
-/// library's `fopen`, `freopen`, `fread` and `fwrite`; `posix_spawn`'s child (`spawn`: killed
+/// library's `fopen`, `freopen`, `fread` and `fwrite`; the C library's own directory streams
+/// (`walk`: `scandir` failed with EFAULT in detect mode) by views; `posix_spawn`'s child (`spawn`: killed
 /// by SIGBUS reading its file actions) and `system`'s and `popen`'s `execve` (EFAULT) by
 /// reading what they read first.
 #[test]
@@ -555,7 +556,9 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
         let o = run_preloaded(&bin, &[], &[("NEVERMORE_OPTIONS", &opt)]);
         assert_ok(&o);
         let (out, err) = (stdout(&o), stderr(&o));
-        for case in ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "dir", "spawn", "bad"] {
+        for case in
+            ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "dir", "walk", "spawn", "bad"]
+        {
             assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");
         }
         // The pages the calls met unmapped: more than one per call of the cases.
@@ -597,6 +600,25 @@ fn stream_buffers_are_views_kept_for_the_next_stream() {
     let o = run_preloaded(&bin, &["reuse"], &[("NEVERMORE_OPTIONS", "mode=detect:detect_leaks=1")]);
     assert_ok(&o);
     assert!(!stderr(&o).contains("memory-leak"), "{}", stderr(&o));
+}
+
+/// A directory stream that the C library opens for itself (inside `scandir`, `nftw`, `glob`,
+/// ...) and reads with its own system calls is a view (`streams`): 20 `scandir`s made 20 views.
+/// One the program opens with `opendir` or `fdopendir` stays an ordinary object (a view per
+/// directory would cost every `opendir` about 10 µs): 100 of them made none.
+#[test]
+fn directory_streams_the_c_library_opens_for_itself_are_views() {
+    let bin = compile("streams.c", &[]);
+    for mode in ["prevent", "detect"] {
+        let opt = format!("mode={mode}:stats=1");
+        let o = run_preloaded(&bin, &["dirs"], &[("NEVERMORE_OPTIONS", &opt)]);
+        assert_ok(&o);
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert!(out.contains("dirs OK"), "{mode}:\n{out}\n{err}");
+        // The 20 scandir streams and standard output's buffer.
+        let views = *counters(&err, "large objects").last().unwrap();
+        assert!((21..=24).contains(&views), "{mode}: {views} views:\n{err}");
+    }
 }
 
 /// The C library reads heap memory with every signal blocked, where a SIGBUS reaches no

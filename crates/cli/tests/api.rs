@@ -180,7 +180,7 @@ fn exports_are_the_documented_interface() {
 
 /// glibc's allocation functions, their internal names, C23's sized frees, the C++ operators,
 /// the C library calls the allocator wraps, the I/O calls it makes again (stdio's and
-/// `readdir` among them), and `setlocale` and `newlocale` (`io`).
+/// `readdir` among them), `setlocale` and `newlocale`, and `opendir` and `fdopendir` (`io`).
 const EXPORTS: &str = "
     malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc
     cfree malloc_usable_size malloc_trim mallopt mallinfo mallinfo2 malloc_stats malloc_info
@@ -203,6 +203,7 @@ const EXPORTS: &str = "
     execve execv execvp execvpe execl execlp execle
     fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk
     __fread_unlocked_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
+    opendir fdopendir
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

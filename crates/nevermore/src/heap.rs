@@ -138,7 +138,10 @@ pub fn within(range: &[AtomicUsize; 2], caller: usize) -> bool {
 /// - inside its own system calls: a stream's buffer (`streams`).
 #[inline(always)]
 pub fn needs_view(caller: usize, size: usize) -> bool {
-    within(&LOADER, caller) || streams::called_from(caller) || (size >= LOCALE_TABLE_MIN && tls::in_views())
+    within(&LOADER, caller)
+        || streams::called_from(caller)
+        || streams::opens_directory(caller)
+        || (size >= LOCALE_TABLE_MIN && tls::in_views())
 }
 
 /// The smallest allocation inside `setlocale` and `newlocale` that gets a view. A category's
@@ -173,6 +176,9 @@ pub fn view_malloc(size: usize, zero: bool, caller: usize) -> *mut u8 {
     let scope = Scope::enter();
     if scope.nested() {
         return reentry::malloc(size, 16);
+    }
+    if streams::learn(caller, size) {
+        return ptr::null_mut();
     }
     if zero || !streams::called_from(caller) {
         return view_alloc(size, zero);

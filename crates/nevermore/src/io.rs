@@ -47,10 +47,12 @@
 //! `fwrite`, whose big requests go straight between the file and the caller's buffer, are
 //! made again for the rest when the stream's error came from such a page; `fopen` is made
 //! again after `EFAULT`, `freopen` reads its path first. `readdir` is made again after `EFAULT`
-//! with the `DIR` (which holds the buffer the kernel fills) mapped again. `posix_spawn`,
+//! with the `DIR` (which holds the buffer the kernel fills) mapped again; the directory
+//! streams the C library opens for itself, and reads with its own `readdir` (inside
+//! `scandir`, `glob`, `nftw`, `ftw`, `fts_read`), are views (`streams`). `posix_spawn`,
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
-//! functions (`realpath`, `scandir`, `glob`, a buffer given to `setvbuf`), calls
+//! functions (`realpath`, a buffer given to `setvbuf`), calls
 //! made through `syscall()` or a `syscall` instruction, the other calls that take buffers or
 //! paths (`io_uring`, `ioctl`, `getxattr`, `statvfs`, `getcwd`, ...); those still fail as
 //! described above.
@@ -1023,13 +1025,15 @@ static RESOLVE_EXEC_LIST: extern "C" fn() = {
     resolve
 };
 
-// ---- locale data ----
+// ---- locale data, directory streams ----
 
-/// Defines an exported function that calls the C library's own of the same name with the
-/// thread's allocations of locale data tables going to views of their own
-/// (`heap::needs_view`).
-macro_rules! in_views {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty; $fail:expr) => {
+/// Defines an exported function that calls the C library's own of the same name with
+/// `$views` added to the thread's views word (`tls::add_views`) during the call: 1 for the
+/// thread's allocations of locale data tables to go to views of their own
+/// (`heap::needs_view`), `tls::PLAIN_DIR` for the directory stream it opens to stay an
+/// ordinary object (`streams::opens_directory`).
+macro_rules! with_views {
+    ($views:expr; $(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty; $fail:expr) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -1039,16 +1043,16 @@ macro_rules! in_views {
             // SAFETY: the C library's function of this name has this type.
             let real: Option<unsafe extern "C" fn($($aty),*) -> $ret> = unsafe { real_fn!($name) };
             let Some(real) = real else { return $fail };
-            crate::tls::add_views(1);
+            crate::tls::add_views($views);
             // SAFETY: the caller's arguments, as the caller passed them.
             let r = unsafe { real($($arg),*) };
-            crate::tls::add_views(-1);
+            crate::tls::add_views(-$views);
             r
         }
     };
 }
 
-in_views! {
+with_views! { 1;
     /// `setlocale`: the C library's own, its data tables in views of their own. A new thread
     /// reads the global locale's `LC_CTYPE` data with every signal blocked (`__ctype_init`),
     /// and once the program has called `setlocale` (Python does at start) that data is on the
@@ -1057,9 +1061,24 @@ in_views! {
     core::ptr::null_mut()
 }
 
-in_views! {
+with_views! { 1;
     /// `newlocale`: as `setlocale` (a locale made with it may become a thread's own).
     fn newlocale(mask: c_int, name: *const core::ffi::c_char, base: libc::locale_t) -> libc::locale_t;
+    core::ptr::null_mut()
+}
+
+with_views! { crate::tls::PLAIN_DIR;
+    /// `opendir`: the C library's own, and the directory stream an ordinary object: the
+    /// program reads it with `readdir`, whose wrapper mends it (`readdir_call`). The C
+    /// library's own directory streams, which it reads with its own `readdir` inside
+    /// `scandir`, `glob`, `nftw`, `ftw` and `fts_read`, are views (`streams::opens_directory`).
+    fn opendir(path: Path) -> Dir;
+    core::ptr::null_mut()
+}
+
+with_views! { crate::tls::PLAIN_DIR;
+    /// `fdopendir`: as `opendir`.
+    fn fdopendir(fd: Fd) -> Dir;
     core::ptr::null_mut()
 }
 

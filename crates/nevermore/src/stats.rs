@@ -128,7 +128,7 @@ pub fn print() {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept, {} tables of 1 GiB retired, {} regions reused); {} page objects instead, for want of mappings; {} for the dynamic linker, locales and stdio buffers",
+        "=={pid}==   large objects      {} (address space used {} KiB, {} blocks of 4 MiB swept, {} tables of 1 GiB retired, {} regions reused); {} page objects instead, for want of mappings; {} for the dynamic linker, locales, stdio buffers and directory streams",
         get(&LARGE_OBJECTS),
         get(&LARGE_VA_BYTES) / 1024,
         get(&LARGE_BLOCKS_SWEPT),

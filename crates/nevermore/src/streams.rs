@@ -24,7 +24,7 @@
 //! stream holds it (the C library would free it again), `double-free` once it waits for the
 //! next. A kept buffer counts as reached in the leak check.
 
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 /// The code, start and length, of the C library's functions that allocate a stream's buffer
 /// (`_IO_file_doallocate`) and free one (`_IO_setb`, `_IO_default_finish`); zero until the
@@ -82,6 +82,7 @@ fn code_of(name: &core::ffi::CStr) -> Option<(usize, usize)> {
 static NOTE: extern "C" fn() = {
     extern "C" fn run() {
         note();
+        learn_directory_call();
     }
     run
 };
@@ -96,6 +97,69 @@ pub fn called_from(caller: usize) -> bool {
 #[inline(always)]
 pub fn frees_from(caller: usize) -> bool {
     crate::heap::within(&SETB, caller) || crate::heap::within(&FINISH, caller)
+}
+
+// ---- directory streams ----
+//
+// The C library reads a directory stream (`DIR`) with `getdents64` into the buffer that ends
+// the `DIR`, a heap object. The program's own `readdir` is mended by its wrapper (`io`), but
+// the C library calls its own inside `scandir`, `glob`, `nftw`, `ftw` and `fts_read`: behind
+// an alias, a paged-out `DIR` made them fail with `EFAULT`. So a `DIR` that the C library
+// opens for itself is a view; one the program opens (`opendir`, `fdopendir`, whose wrappers
+// say so: `tls::PLAIN_DIR`) stays an ordinary object, as a view would cost every `opendir`
+// about 10 µs more (Python's `os.walk` over /usr took 45 % longer). A view's address is as
+// fresh as any large object's: the `DIR` is the program's handle, and none is kept.
+
+/// Where the C library's `malloc` of a directory stream returns to; 0 until found.
+static DIR_CALL: AtomicUsize = AtomicUsize::new(0);
+
+/// Set while the constructor opens a directory to find `DIR_CALL`.
+static LEARNING: AtomicBool = AtomicBool::new(false);
+
+/// The smallest `DIR` glibc allocates: its header and a buffer of 32 KiB at least (more when
+/// the file system's block size is bigger, up to 1 MiB).
+const DIR_MIN: usize = 32 * 1024;
+
+/// Finds where the C library allocates a directory stream, by opening one: all its ways of
+/// opening one allocate it in one function, which is not among its dynamic symbols. While the
+/// constructor opens `/`, the thread's allocations ask for views (`tls::add_views`), and
+/// `view_malloc` tells `learn` where each was called from; the one of a `DIR`'s size fails,
+/// so that `opendir` closes what it opened and returns null (costing three system calls, and
+/// no allocator's start in a program that never allocates). Nothing is learnt when `/`
+/// cannot be opened: then every `DIR` is an ordinary object.
+fn learn_directory_call() {
+    let saved = crate::sys::errno();
+    crate::tls::add_views(1);
+    LEARNING.store(true, Ordering::Relaxed);
+    // SAFETY: opendir with a NUL-terminated path, and closedir of what it returned (nothing,
+    // unless the allocation was not the one `learn` waits for).
+    unsafe {
+        let d = libc::opendir(c"/".as_ptr());
+        if !d.is_null() {
+            libc::closedir(d);
+        }
+    }
+    LEARNING.store(false, Ordering::Relaxed);
+    crate::tls::add_views(-1);
+    crate::sys::set_errno(saved);
+}
+
+/// Told by `view_malloc` of every view asked for: while the constructor opens its directory,
+/// the allocation of a `DIR`'s size made by this thread is that directory's. True for that
+/// one, which must fail.
+pub fn learn(caller: usize, size: usize) -> bool {
+    let learnt = LEARNING.load(Ordering::Relaxed) && size >= DIR_MIN && crate::tls::in_views();
+    if learnt {
+        DIR_CALL.store(caller, Ordering::Relaxed);
+    }
+    learnt
+}
+
+/// Whether a `malloc` whose call returns to `caller` allocates a directory stream that the C
+/// library opens for itself.
+#[inline(always)]
+pub fn opens_directory(caller: usize) -> bool {
+    caller == DIR_CALL.load(Ordering::Relaxed) && !crate::tls::in_plain_dir()
 }
 
 // ---- buffers kept ----

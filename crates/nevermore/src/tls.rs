@@ -127,10 +127,12 @@ global_asm!(
     ".popsection",
 );
 
-/// Whether the thread is inside a call whose allocations get views of their own
-/// (`heap::needs_view`).
+/// The thread's views word: its low half counts the calls the thread is inside whose
+/// allocations get views of their own (`setlocale`, `newlocale`: `heap::needs_view`), its high
+/// half the program's own `opendir` and `fdopendir` calls, whose directory stream stays an
+/// ordinary object (`streams::opens_directory`).
 #[inline(always)]
-pub fn in_views() -> bool {
+fn views_word() -> u32 {
     let v: u32;
     // SAFETY: reads this thread's own word.
     unsafe {
@@ -142,10 +144,27 @@ pub fn in_views() -> bool {
             options(nostack, readonly, preserves_flags)
         );
     }
-    v != 0
+    v
 }
 
-/// Adds `d` (1 to begin such a call, -1 to end it) to the thread's count of them.
+/// What `add_views` adds to enter a call of the program's own `opendir` or `fdopendir`.
+pub const PLAIN_DIR: i32 = 1 << 16;
+
+/// Whether the thread is inside a call whose allocations get views of their own
+/// (`heap::needs_view`).
+#[inline(always)]
+pub fn in_views() -> bool {
+    views_word() & 0xffff != 0
+}
+
+/// Whether the thread is inside the program's own `opendir` or `fdopendir`.
+#[inline(always)]
+pub fn in_plain_dir() -> bool {
+    views_word() >> 16 != 0
+}
+
+/// Adds `d` to the thread's views word: 1 to begin a call whose allocations get views, -1 to
+/// end it; `PLAIN_DIR` and `-PLAIN_DIR` for the program's own `opendir`.
 #[inline(always)]
 pub fn add_views(d: i32) {
     // SAFETY: writes this thread's own word.

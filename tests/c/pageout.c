@@ -32,6 +32,10 @@
 #include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/inotify.h>
+#include <sys/xattr.h>
+#include <limits.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -341,6 +345,64 @@ static char *heap_path(const char *dir, const char *name) {
     return p;
 }
 
+/* statvfs, inotify_add_watch, getcwd, and the extended attribute calls (by path, without
+ * following a link, by descriptor), with their names, values and lists in heap objects paged
+ * out. FILE (in DIR) exists. */
+static void more_calls(const char *dir, const char *file) {
+    struct statvfs sv;
+    if (statvfs(heap_path(dir, file), &sv) != 0 || sv.f_bsize == 0)
+        fail("statvfs", -1, 0);
+    int in = inotify_init1(IN_CLOEXEC);
+    if (in < 0 || inotify_add_watch(in, heap_path(dir, file), IN_MODIFY) < 0)
+        fail("inotify_add_watch", in, 0);
+    close(in);
+    char *cwd = malloc(PATH_MAX);
+    page_out(cwd, PATH_MAX);
+    if (getcwd(cwd, PATH_MAX) != cwd || cwd[0] != '/')
+        fail("getcwd into a paged-out object", -1, 0);
+    char *path = heap_path(dir, file);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        fail("open", fd, 0);
+    static const char text[] = "a value of the attribute";
+    for (int how = 0; how < 3; how++) {
+        char *name = heap_string("user.nevermore"), *value = heap_string(text);
+        page_out(name, sizeof "user.nevermore");
+        page_out(value, sizeof text);
+        page_out(path, strlen(path) + 1);
+        int r = how == 0   ? setxattr(path, name, value, sizeof text, 0)
+                : how == 1 ? lsetxattr(path, name, value, sizeof text, 0)
+                           : fsetxattr(fd, name, value, sizeof text, 0);
+        if (r != 0)
+            fail("setxattr", how, r);
+        char *got = malloc(64);
+        page_out(got, 64);
+        page_out(name, sizeof "user.nevermore");
+        page_out(path, strlen(path) + 1);
+        ssize_t n = how == 0   ? getxattr(path, name, got, 64)
+                    : how == 1 ? lgetxattr(path, name, got, 64)
+                               : fgetxattr(fd, name, got, 64);
+        if (n != (ssize_t)sizeof text || memcmp(got, text, sizeof text) != 0)
+            fail("getxattr", how, (long)n);
+        char *list = malloc(512);
+        page_out(list, 512);
+        page_out(path, strlen(path) + 1);
+        n = how == 0 ? listxattr(path, list, 512) : how == 1 ? llistxattr(path, list, 512) : flistxattr(fd, list, 512);
+        int listed = 0;
+        for (ssize_t at = 0; n > 0 && at < n; at += (ssize_t)strlen(list + at) + 1)
+            listed |= strcmp(list + at, "user.nevermore") == 0;
+        if (!listed)
+            fail("listxattr", how, (long)n);
+        page_out(name, sizeof "user.nevermore");
+        page_out(path, strlen(path) + 1);
+        r = how == 0 ? removexattr(path, name) : how == 1 ? lremovexattr(path, name) : fremovexattr(fd, name);
+        if (r != 0)
+            fail("removexattr", how, r);
+        free(name), free(value), free(got), free(list);
+    }
+    close(fd);
+}
+
 /* The other calls that take paths, and calls that fill a buffer of their own (fstat,
  * getrandom, getdents64), everything in heap objects paged out. */
 static void more_paths(const char *dir) {
@@ -389,6 +451,7 @@ static void more_paths(const char *dir) {
     page_out(sf, sizeof *sf);
     if (statfs(heap_path(dir, "m"), sf) != 0 || sf->f_bsize <= 0)
         fail("statfs", -1, 0);
+    more_calls(dir, "m");
     static const char *names[] = {"m", "h", "h4", "s", "s2", "f", "n"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (unlink(heap_path(dir, names[i])) != 0)

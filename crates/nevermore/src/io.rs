@@ -38,8 +38,9 @@
 //! `faccessat`, `unlink`, `unlinkat`, `rename`, `renameat`, `renameat2`, `link`, `linkat`,
 //! `symlink`, `symlinkat`, `mkdir`, `mkdirat`, `mknod`, `mkfifo`, `rmdir`, `chdir`,
 //! `readlink`, `readlinkat`, `chmod`, `fchmodat`, `chown`, `lchown`, `fchownat`, `truncate`,
-//! `utimensat`, `statfs` (and the `64` names), with their `stat`, `statfs`, `readlink` and
-//! times buffers; `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
+//! `utimensat`, `statfs`, `statvfs` (and the `64` names), `inotify_add_watch`, and the
+//! extended attribute calls, with their `stat`, `statfs`, `readlink` and times buffers and
+//! their attributes' names, values and lists; `getcwd`'s buffer; `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
 //! arrays and strings (`execl`, `execlp` and `execle` read theirs first: `exec_list`); and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`.
 //!
 //! The C library makes system calls of its own inside its functions, which these wrappers
@@ -54,8 +55,9 @@
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
 //! functions (`realpath`, a buffer given to `setvbuf`), calls
 //! made through `syscall()` or a `syscall` instruction, the other calls that take buffers or
-//! paths (`io_uring`, `ioctl`, `getxattr`, `statvfs`, `getcwd`, ...); those still fail as
-//! described above.
+//! paths (`io_uring`, `ioctl`, `chroot`, `mount`, ...); those still fail as described above.
+//! `ioctl` is left on purpose: its argument's size is the driver's to know, and some requests
+//! act before they copy their result out, so one made again would act twice.
 //!
 //! The descriptions of buffers are read with `sys::probe_word`, which a fault cannot crash: a
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
@@ -523,12 +525,27 @@ fn heal_path(path: Path) -> usize {
 macro_rules! path_call {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty;
      $nr:expr, [$($raw:expr),*]; $path:ident $(, $out:ident, $out_len:expr)?) => {
+        call_again! {
+            $(#[$doc])*
+            fn $name($($arg: $aty),*) -> $ret;
+            $nr, [$($raw),*];
+            heal_path($path) $(+ alias::map_again($out as usize, $out_len))?
+        }
+    };
+}
+
+/// Defines the wrapper of a call made again after `EFAULT` while `$heal` maps pages again
+/// (`again`), with the system call `$nr` of up to six arguments `$raw` where the C library has
+/// no such function.
+macro_rules! call_again {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty;
+     $nr:expr, [$($raw:expr),*]; $heal:expr) => {
         forward! {
             $(#[$doc])*
             fn $name($($arg: $aty),*) -> $ret;
             type unsafe extern "C" fn($($aty),*) -> $ret;
             $nr, path_args([$($raw as usize),*]);
-            |f| again(|| f($($arg),*), || heal_path($path) $(+ alias::map_again($out as usize, $out_len))?)
+            |f| again(|| f($($arg),*), || $heal)
         }
     };
 }
@@ -756,6 +773,160 @@ path_call! {
 
 const TIMES_BYTES: usize = 2 * core::mem::size_of::<libc::timespec>();
 const STATFS_BYTES: usize = core::mem::size_of::<libc::statfs>();
+
+/// A C library function with no system call of its own: where the C library has none, the
+/// call fails with `ENOSYS`.
+const NO_SYSCALL: i64 = -1;
+
+path_call! {
+    /// `statvfs(3)`: the C library's `statfs` into a buffer of its own, so only the path is
+    /// the kernel's to read.
+    fn statvfs(path: Path, buf: *mut libc::statvfs) -> c_int;
+    NO_SYSCALL, [path, buf]; path
+}
+path_call! {
+    /// `statvfs64`: as `statvfs`.
+    fn statvfs64(path: Path, buf: *mut libc::statvfs) -> c_int;
+    NO_SYSCALL, [path, buf]; path
+}
+path_call! {
+    /// `inotify_add_watch(2)`: the path (a watcher's paths are often kept in heap objects).
+    fn inotify_add_watch(fd: Fd, path: Path, mask: u32) -> c_int;
+    libc::SYS_inotify_add_watch, [fd, path, mask]; path
+}
+
+/// `getcwd(3)`: the kernel copies the path out into the caller's buffer; after `EFAULT` its
+/// pages are mapped again and the call made again. Given no buffer, the C library allocates
+/// one and the kernel writes it at once: a fresh object, whose pages are mapped.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn getcwd(buf: *mut core::ffi::c_char, size: usize) -> *mut core::ffi::c_char {
+    type Getcwd = unsafe extern "C" fn(*mut core::ffi::c_char, usize) -> *mut core::ffi::c_char;
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<Getcwd> = unsafe { real_fn!(getcwd) };
+    // The result as `again` takes it: the path's address (a user-space one, below 2^47), or
+    // -1 for null.
+    let call = || -> isize {
+        let p = match real {
+            // SAFETY: the caller's arguments, as the caller passed them.
+            Some(g) => unsafe { g(buf, size) as usize },
+            // The system call returns the path's length, the path in `buf`.
+            None if raw(libc::SYS_getcwd, [buf as usize, size, 0, 0, 0, 0]) >= 0 => buf as usize,
+            None => 0,
+        };
+        if p == 0 {
+            -1
+        } else {
+            p as isize
+        }
+    };
+    let heal = || if buf.is_null() { 0 } else { alias::map_again(buf as usize, size) };
+    match again(call, heal) {
+        r if r < 0 => core::ptr::null_mut(),
+        r => r as *mut core::ffi::c_char,
+    }
+}
+
+// ---- extended attributes ----
+//
+// A name (a string, read as a path is) and a value or list buffer, besides the path: each
+// fails with `EFAULT` before it changes anything, or after reading, when copying out.
+
+type Name = *const core::ffi::c_char;
+
+macro_rules! xattr_get {
+    ($(#[$doc:meta])* fn $name:ident($file:ident: $fty:ty); $nr:expr; $($path:ident)?) => {
+        call_again! {
+            $(#[$doc])*
+            fn $name($file: $fty, name: Name, value: Buf, size: usize) -> isize;
+            $nr, [$file, name, value, size];
+            $(heal_path($path) +)? heal_path(name) + alias::map_again(value as usize, size)
+        }
+    };
+}
+xattr_get! {
+    /// `getxattr(2)`: see the group's comment.
+    fn getxattr(path: Path); libc::SYS_getxattr; path
+}
+xattr_get! {
+    /// `lgetxattr(2)`: as `getxattr`.
+    fn lgetxattr(path: Path); libc::SYS_lgetxattr; path
+}
+xattr_get! {
+    /// `fgetxattr(2)`: as `getxattr`.
+    fn fgetxattr(fd: Fd); libc::SYS_fgetxattr;
+}
+
+macro_rules! xattr_set {
+    ($(#[$doc:meta])* fn $name:ident($file:ident: $fty:ty); $nr:expr; $($path:ident)?) => {
+        call_again! {
+            $(#[$doc])*
+            fn $name($file: $fty, name: Name, value: CBuf, size: usize, flags: c_int) -> c_int;
+            $nr, [$file, name, value, size, flags];
+            $(heal_path($path) +)? heal_path(name) + alias::map_again(value as usize, size)
+        }
+    };
+}
+xattr_set! {
+    /// `setxattr(2)`: see the group's comment.
+    fn setxattr(path: Path); libc::SYS_setxattr; path
+}
+xattr_set! {
+    /// `lsetxattr(2)`: as `setxattr`.
+    fn lsetxattr(path: Path); libc::SYS_lsetxattr; path
+}
+xattr_set! {
+    /// `fsetxattr(2)`: as `setxattr`.
+    fn fsetxattr(fd: Fd); libc::SYS_fsetxattr;
+}
+
+macro_rules! xattr_list {
+    ($(#[$doc:meta])* fn $name:ident($file:ident: $fty:ty); $nr:expr; $($path:ident)?) => {
+        call_again! {
+            $(#[$doc])*
+            fn $name($file: $fty, list: *mut core::ffi::c_char, size: usize) -> isize;
+            $nr, [$file, list, size];
+            $(heal_path($path) +)? alias::map_again(list as usize, size)
+        }
+    };
+}
+xattr_list! {
+    /// `listxattr(2)`: see the group's comment.
+    fn listxattr(path: Path); libc::SYS_listxattr; path
+}
+xattr_list! {
+    /// `llistxattr(2)`: as `listxattr`.
+    fn llistxattr(path: Path); libc::SYS_llistxattr; path
+}
+xattr_list! {
+    /// `flistxattr(2)`: as `listxattr`.
+    fn flistxattr(fd: Fd); libc::SYS_flistxattr;
+}
+
+macro_rules! xattr_remove {
+    ($(#[$doc:meta])* fn $name:ident($file:ident: $fty:ty); $nr:expr; $($path:ident)?) => {
+        call_again! {
+            $(#[$doc])*
+            fn $name($file: $fty, name: Name) -> c_int;
+            $nr, [$file, name];
+            $(heal_path($path) +)? heal_path(name)
+        }
+    };
+}
+xattr_remove! {
+    /// `removexattr(2)`: see the group's comment.
+    fn removexattr(path: Path); libc::SYS_removexattr; path
+}
+xattr_remove! {
+    /// `lremovexattr(2)`: as `removexattr`.
+    fn lremovexattr(path: Path); libc::SYS_lremovexattr; path
+}
+xattr_remove! {
+    /// `fremovexattr(2)`: as `removexattr`.
+    fn fremovexattr(fd: Fd); libc::SYS_fremovexattr;
+}
 
 // ---- calls that fill a buffer without a path ----
 

@@ -8,7 +8,7 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         path, exec, stdio, dir, walk, spawn, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         path, exec, stdio, dir, walk, spawn, signals, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -24,6 +24,8 @@
 #include <ftw.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -281,6 +283,130 @@ static void epoll_case(void) {
     free(fds);
     close(ev);
     close(ep);
+}
+
+/* ---- signals ---- */
+
+extern void (*__sysv_signal(int, void (*)(int)))(int);
+extern void (*sysv_signal(int, void (*)(int)))(int);
+extern void (*bsd_signal(int, void (*)(int)))(int);
+extern int sigblock(int);
+extern int sigsetmask(int);
+
+static volatile sig_atomic_t program_handler_ran, usr1_ran, sending;
+
+/* The program's handler of SIGBUS: only a SIGBUS the test sends may reach it (a fault's would
+ * come back at once when it returns). */
+static void program_handler(int sig) {
+    (void)sig;
+    if (!sending) {
+        static const char msg[] = "FAIL signals: a fault on a paged-out page reached the program's handler\n";
+        write(1, msg, sizeof msg - 1);
+        _exit(1);
+    }
+    program_handler_ran++;
+}
+
+/* A heap object, paged out, read: the library's handler maps the page again whatever the
+ * program did with SIGBUS; the program's handler never sees that fault. */
+static void touch_paged_out(const char *how) {
+    size_t n = 3 * PAGE;
+    unsigned char *p = malloc(n);
+    fill(p, n, 5);
+    page_out(p, n);
+    program_handler_ran = 0;
+    check(p, n, 5);
+    if (program_handler_ran)
+        fail(how, program_handler_ran, 0);
+    free(p);
+}
+
+static void usr1(int sig) {
+    (void)sig;
+    /* On the alternate stack, and a heap page paged out read here too. */
+    usr1_ran++;
+}
+
+/* A thread's alternate signal stack in a heap object, paged out before each signal. */
+static void *altstack_thread(void *arg) {
+    size_t n = 64 * 1024;
+    char *stack = malloc(n);
+    stack_t ss = {.ss_sp = stack, .ss_size = n, .ss_flags = 0}, got;
+    if (sigaltstack(&ss, NULL) != 0)
+        fail("sigaltstack", errno, 0);
+    if (sigaltstack(NULL, &got) != 0 || got.ss_sp != stack || got.ss_size != n || got.ss_flags != 0)
+        fail("sigaltstack tells of another stack than the program's", (long)got.ss_size, (long)n);
+    for (int i = 0; i < 20; i++) {
+        page_out(stack, n);
+        int before = usr1_ran;
+        raise(SIGUSR1);
+        if (usr1_ran != before + 1)
+            fail("the handler on the alternate stack", usr1_ran, before + 1);
+    }
+    touch_paged_out("a fault in a thread with an alternate stack went to the program's handler");
+    ss.ss_flags = SS_DISABLE;
+    if (sigaltstack(&ss, NULL) != 0 || sigaltstack(NULL, &got) != 0 || !(got.ss_flags & SS_DISABLE))
+        fail("sigaltstack(SS_DISABLE)", got.ss_flags, 0);
+    free(stack);
+    if (arg) { /* the next stack is left on, for the thread's exit */
+        char *again = malloc(n);
+        ss = (stack_t){.ss_sp = again, .ss_size = n, .ss_flags = 0};
+        if (sigaltstack(&ss, NULL) != 0)
+            fail("sigaltstack again", errno, 0);
+        page_out(again, n);
+        raise(SIGUSR1);
+    }
+    return NULL;
+}
+
+/* Every way of installing a handler of SIGBUS, ignoring it or blocking it: the library's
+ * handler stays, and mends a paged-out page; a SIGBUS sent to the process still reaches the
+ * program's handler. And alternate signal stacks in heap objects. */
+static void signals_case(void) {
+    static const char *names[] = {"signal", "bsd_signal", "sysv_signal", "__sysv_signal", "sigset"};
+    for (int how = 0; how < 5; how++) {
+        void (*old)(int) = how == 0   ? signal(SIGBUS, program_handler)
+                           : how == 1 ? bsd_signal(SIGBUS, program_handler)
+                           : how == 2 ? sysv_signal(SIGBUS, program_handler)
+                           : how == 3 ? __sysv_signal(SIGBUS, program_handler)
+                                      : sigset(SIGBUS, program_handler);
+        if (old == SIG_ERR)
+            fail(names[how], how, 0);
+        touch_paged_out(names[how]);
+        program_handler_ran = 0;
+        sending = 1;
+        raise(SIGBUS);
+        sending = 0;
+        if (program_handler_ran != 1)
+            fail("a SIGBUS sent did not reach the program's handler", how, program_handler_ran);
+    }
+    struct sigaction sa;
+    if (sigaction(SIGBUS, NULL, &sa) != 0 || sa.sa_handler != program_handler)
+        fail("sigaction tells of another handler", 0, 0);
+    if (sigignore(SIGBUS) != 0)
+        fail("sigignore", errno, 0);
+    touch_paged_out("sigignore");
+    if (sighold(SIGBUS) != 0)
+        fail("sighold", errno, 0);
+    touch_paged_out("sighold");
+    sigrelse(SIGBUS);
+    sigblock(1 << (SIGBUS - 1));
+    touch_paged_out("sigblock");
+    sigsetmask(1 << (SIGBUS - 1));
+    touch_paged_out("sigsetmask");
+    sigsetmask(0);
+    signal(SIGBUS, SIG_DFL);
+
+    struct sigaction on_stack = {.sa_handler = usr1, .sa_flags = SA_ONSTACK};
+    sigemptyset(&on_stack.sa_mask);
+    if (sigaction(SIGUSR1, &on_stack, NULL) != 0)
+        fail("sigaction(SIGUSR1)", errno, 0);
+    altstack_thread(NULL);
+    for (int i = 0; i < 4; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, altstack_thread, (void *)1) != 0 || pthread_join(t, NULL) != 0)
+            fail("pthread_create", i, 0);
+    }
 }
 
 /* A bad iovec array, or a bad buffer in a good one: EFAULT, and no crash. */
@@ -886,7 +1012,8 @@ int main(int argc, char **argv) {
     } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
                  {"exec", exec_case},     {"stdio", stdio_case}, {"dir", dir_case},
-                 {"walk", walk_case},     {"spawn", spawn_case}, {"bad", bad_case}};
+                 {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
+                 {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

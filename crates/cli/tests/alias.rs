@@ -547,7 +547,11 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// library's `fopen`, `freopen`, `fread` and `fwrite`; the C library's own directory streams
 /// (`walk`: `scandir` failed with EFAULT in detect mode) by views; `posix_spawn`'s child (`spawn`: killed
 /// by SIGBUS reading its file actions) and `system`'s and `popen`'s `execve` (EFAULT) by
-/// reading what they read first.
+/// reading what they read first. The library's fault handler stays the one that sees such a
+/// fault however the program installs its own, ignores or blocks SIGBUS (`signals`: with
+/// `bsd_signal`, `sysv_signal`, `__sysv_signal`, `sigset` the program's handler got the fault;
+/// with `sigignore`, `sighold`, `sigblock`, `sigsetmask` the process died of SIGBUS), and a
+/// signal is delivered on an alternate stack in a heap object paged out (it died of SIGSEGV).
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);
@@ -556,9 +560,10 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
         let o = run_preloaded(&bin, &[], &[("NEVERMORE_OPTIONS", &opt)]);
         assert_ok(&o);
         let (out, err) = (stdout(&o), stderr(&o));
-        for case in
-            ["pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "dir", "walk", "spawn", "bad"]
-        {
+        for case in [
+            "pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "dir", "walk", "spawn", "signals",
+            "bad",
+        ] {
             assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");
         }
         // The pages the calls met unmapped: more than one per call of the cases.

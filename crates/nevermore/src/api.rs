@@ -648,22 +648,186 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     unsafe { crate::fault::sigaction(sig, act, old) }
 }
 
+/// # Safety
+/// The C contract of `sigaltstack`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaltstack(ss: *const libc::stack_t, oss: *mut libc::stack_t) -> c_int {
+    // SAFETY: forwarded under the same contract.
+    unsafe { crate::fault::sigaltstack(ss, oss) }
+}
+
 /// `signal` with glibc's (BSD) semantics, through our `sigaction`.
 #[no_mangle]
 pub extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    set_handler(sig, handler, libc::SA_RESTART, true)
+}
+
+/// `bsd_signal`: another name of `signal`.
+#[no_mangle]
+pub extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    signal(sig, handler)
+}
+
+/// `ssignal`: another name of `signal`.
+#[no_mangle]
+pub extern "C" fn ssignal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    signal(sig, handler)
+}
+
+/// `__sysv_signal`: System V's `signal`, which a program built for a strict C standard (zstd's
+/// `-std=c99`) calls by the name `signal`: the handler is reset to the default as it runs and
+/// its signal is not blocked meanwhile; calls it interrupts are not restarted. Through our
+/// `sigaction`: zstd's crash handler, installed so behind the library's back, took the SIGBUS
+/// of a page the kernel had paged out, and zstd died of it.
+#[no_mangle]
+pub extern "C" fn __sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    set_handler(sig, handler, libc::SA_RESETHAND | libc::SA_NODEFER, false)
+}
+
+/// `sysv_signal`: another name of `__sysv_signal`.
+#[no_mangle]
+pub extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    __sysv_signal(sig, handler)
+}
+
+/// Sets `handler` for `sig` through our `sigaction`, with `flags`, blocking `sig` in the
+/// handler if `block_self`; the previous handler, or `SIG_ERR`.
+fn set_handler(sig: c_int, handler: libc::sighandler_t, flags: c_int, block_self: bool) -> libc::sighandler_t {
+    if handler == libc::SIG_ERR {
+        sys::set_errno(libc::EINVAL);
+        return libc::SIG_ERR;
+    }
     // SAFETY: plain structures passed to our sigaction.
     unsafe {
         let mut sa: libc::sigaction = core::mem::zeroed();
         let mut old: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = handler;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaddset(&mut sa.sa_mask, sig);
+        sa.sa_flags = flags;
+        if block_self && (1..=64).contains(&sig) {
+            sa.sa_mask = one_signal(sig);
+        }
         if sigaction(sig, &sa, &mut old) != 0 {
             return libc::SIG_ERR;
         }
         old.sa_sigaction
     }
+}
+
+/// A set of the one signal `sig` (1..=64).
+fn one_signal(sig: c_int) -> libc::sigset_t {
+    // SAFETY: an all-zero sigset is the empty set.
+    let mut set: libc::sigset_t = unsafe { core::mem::zeroed() };
+    let words = &mut set as *mut libc::sigset_t as *mut u64;
+    // SAFETY: glibc's sigset_t is an array of unsigned longs, bit (sig - 1) for signal `sig`.
+    unsafe { *words = 1u64 << ((sig - 1) & 63) };
+    set
+}
+
+/// Whether `sig` is a signal number.
+fn valid_signal(sig: c_int) -> bool {
+    if (1..=64).contains(&sig) {
+        return true;
+    }
+    sys::set_errno(libc::EINVAL);
+    false
+}
+
+/// `sigset` (System V): `SIG_HOLD` blocks the signal, another disposition is set (with an
+/// empty mask and no flags) and unblocks it; the previous disposition, or `SIG_HOLD` if the
+/// signal was blocked. Through our `sigaction` and mask: vim installs its handlers of
+/// SIGSEGV and SIGBUS so.
+#[no_mangle]
+pub extern "C" fn sigset(sig: c_int, disp: libc::sighandler_t) -> libc::sighandler_t {
+    const SIG_HOLD: libc::sighandler_t = 2;
+    if disp == libc::SIG_ERR || !valid_signal(sig) {
+        sys::set_errno(libc::EINVAL);
+        return libc::SIG_ERR;
+    }
+    let set = one_signal(sig);
+    // SAFETY: an all-zero sigset is valid.
+    let mut was: libc::sigset_t = unsafe { core::mem::zeroed() };
+    let blocked = |was: &libc::sigset_t| {
+        // SAFETY: glibc's sigset_t is an array of unsigned longs.
+        unsafe { *(was as *const libc::sigset_t as *const u64) & (1u64 << (sig - 1)) != 0 }
+    };
+    if disp == SIG_HOLD {
+        if set_mask(libc::SIG_BLOCK, &set, &mut was) != 0 {
+            return libc::SIG_ERR;
+        }
+        if blocked(&was) {
+            return SIG_HOLD;
+        }
+        // SAFETY: an all-zero sigaction is valid to be written over.
+        let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
+        // SAFETY: our sigaction with a null new action and a valid old one.
+        if unsafe { sigaction(sig, ptr::null(), &mut old) } != 0 {
+            return libc::SIG_ERR;
+        }
+        return old.sa_sigaction;
+    }
+    let old = set_handler(sig, disp, 0, false);
+    if old == libc::SIG_ERR || set_mask(libc::SIG_UNBLOCK, &set, &mut was) != 0 {
+        return libc::SIG_ERR;
+    }
+    if blocked(&was) {
+        SIG_HOLD
+    } else {
+        old
+    }
+}
+
+/// `sigignore` (System V): the signal ignored, through our `sigaction`.
+#[no_mangle]
+pub extern "C" fn sigignore(sig: c_int) -> c_int {
+    if !valid_signal(sig) || set_handler(sig, libc::SIG_IGN, 0, false) == libc::SIG_ERR {
+        -1
+    } else {
+        0
+    }
+}
+
+/// `sighold` (System V): the signal blocked, through our mask (which never blocks SIGSEGV
+/// and SIGBUS).
+#[no_mangle]
+pub extern "C" fn sighold(sig: c_int) -> c_int {
+    if !valid_signal(sig) {
+        return -1;
+    }
+    set_mask(libc::SIG_BLOCK, &one_signal(sig), ptr::null_mut())
+}
+
+/// `sigrelse` (System V): the signal unblocked.
+#[no_mangle]
+pub extern "C" fn sigrelse(sig: c_int) -> c_int {
+    if !valid_signal(sig) {
+        return -1;
+    }
+    set_mask(libc::SIG_UNBLOCK, &one_signal(sig), ptr::null_mut())
+}
+
+/// `sigblock` (BSD): the signals of the old-style mask (bit `n - 1` for signal `n`, up to 32)
+/// blocked through our mask; the old-style mask before.
+#[no_mangle]
+pub extern "C" fn sigblock(mask: c_int) -> c_int {
+    old_style_mask(libc::SIG_BLOCK, mask)
+}
+
+/// `sigsetmask` (BSD): the old-style mask set through our mask; the one before.
+#[no_mangle]
+pub extern "C" fn sigsetmask(mask: c_int) -> c_int {
+    old_style_mask(libc::SIG_SETMASK, mask)
+}
+
+fn old_style_mask(how: c_int, mask: c_int) -> c_int {
+    // SAFETY: all-zero sigsets are empty.
+    let (mut set, mut was): (libc::sigset_t, libc::sigset_t) = unsafe { core::mem::zeroed() };
+    // SAFETY: glibc's sigset_t is an array of unsigned longs; the first holds signals 1..=64.
+    unsafe { *(&mut set as *mut libc::sigset_t as *mut u64) = mask as u32 as u64 };
+    if set_mask(how, &set, &mut was) != 0 {
+        return -1;
+    }
+    // SAFETY: as above.
+    unsafe { *(&was as *const libc::sigset_t as *const u64) as u32 as c_int }
 }
 
 /// The mask change itself, as glibc does it: its two internal signals (cancellation and

@@ -11,8 +11,9 @@
 //! - an alias never issued: **wild-access**.
 //!
 //! Anything else belongs to the program: the fault goes to the handler the program installed
-//! (before or after us: `sigaction` and `signal` are interposed so that the program's handler
-//! for these two signals is recorded instead of replacing ours), or to the default action.
+//! (before or after us: `sigaction`, `signal` and the other ways of setting a handler, System
+//! V's and BSD's, are interposed so that the program's handler for these two signals is
+//! recorded instead of replacing ours), or to the default action.
 //! `sigprocmask`/`pthread_sigmask` never block these two signals: a synchronous fault in a
 //! thread that blocked them would otherwise kill the process without a report.
 //!
@@ -416,4 +417,182 @@ pub fn clear_signal(set: &mut libc::sigset_t, sig: c_int) {
     let words = set as *mut libc::sigset_t as *mut u64;
     // SAFETY: glibc's sigset_t is an array of unsigned longs, bit (sig - 1) for signal `sig`.
     unsafe { *words &= !(1u64 << (sig - 1)) };
+}
+
+// ---- alternate signal stacks ----
+//
+// A handler installed with `SA_ONSTACK` (ours is) runs on the thread's alternate signal stack,
+// and the kernel writes the signal's frame there itself. A program that gives `sigaltstack`
+// a heap object (Ruby does for each thread, vim for its own) puts that stack behind an alias:
+// once the kernel paged its page out, the frame cannot be written, no handler runs, and the
+// kernel kills the process with SIGSEGV (Ruby and vim under steady pageout, every run). So
+// such a stack is replaced, for the kernel, by one of the library's own (anonymous memory,
+// below it a guard page), as big as the one asked for; the program is told of its own stack
+// when it asks (`oss`). A thread keeps its replacement for its next `sigaltstack` and unmaps
+// it when it exits (a pthread key's destructor, which first turns the stack off).
+
+/// The head of a replacement stack's mapping: a page holding what the program asked for, then
+/// a guard page, then the stack.
+#[repr(C)]
+struct AltHead {
+    /// Bytes of the whole mapping.
+    len: usize,
+    /// The program's stack, as it gave it.
+    sp: usize,
+    size: usize,
+}
+
+/// The pthread key holding the thread's replacement (its `AltHead`); `u32::MAX` until made.
+static ALT_KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
+
+fn alt_key() -> Option<libc::pthread_key_t> {
+    let k = ALT_KEY.load(Ordering::Acquire);
+    if k != u32::MAX {
+        return Some(k);
+    }
+    PROGRAM_LOCK.lock();
+    let mut k = ALT_KEY.load(Ordering::Acquire);
+    if k == u32::MAX {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: pthread_key_create with a valid destructor; it does not allocate in glibc
+        // for the first keys.
+        if unsafe { libc::pthread_key_create(&mut key, Some(alt_exit)) } == 0 {
+            ALT_KEY.store(key, Ordering::Release);
+            k = key;
+        }
+    }
+    PROGRAM_LOCK.unlock();
+    (k != u32::MAX).then_some(k)
+}
+
+/// The thread's replacement stack, if it has one.
+fn alt_head() -> *mut AltHead {
+    match ALT_KEY.load(Ordering::Acquire) {
+        u32::MAX => ptr::null_mut(),
+        // SAFETY: a key made by pthread_key_create; reading a thread's own value.
+        k => unsafe { libc::pthread_getspecific(k) as *mut AltHead },
+    }
+}
+
+/// The stack of a replacement mapping: after the head and the guard page.
+fn alt_stack(h: *mut AltHead) -> usize {
+    h as usize + 2 * PAGE
+}
+
+extern "C" fn alt_exit(h: *mut c_void) {
+    if h.is_null() {
+        return;
+    }
+    let off = libc::stack_t { ss_sp: ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
+    // SAFETY: turning the thread's alternate stack off (it is not on it: it is exiting
+    // normally), then unmapping the mapping this thread made; nobody else uses it.
+    unsafe {
+        let mut cur: libc::stack_t = core::mem::zeroed();
+        libc::syscall(libc::SYS_sigaltstack, ptr::null::<libc::stack_t>(), &mut cur);
+        if cur.ss_sp as usize == alt_stack(h as *mut AltHead) {
+            libc::syscall(libc::SYS_sigaltstack, &off, ptr::null_mut::<libc::stack_t>());
+        }
+        libc::munmap(h, (*(h as *mut AltHead)).len);
+    }
+}
+
+/// `sigaltstack`: see above. A stack outside the alias arena is the kernel's as given.
+///
+/// # Safety
+/// The C contract of `sigaltstack`.
+pub unsafe fn sigaltstack(ss: *const libc::stack_t, oss: *mut libc::stack_t) -> c_int {
+    // SAFETY: the kernel's current stack into a local.
+    let mut cur: libc::stack_t = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::syscall(libc::SYS_sigaltstack, ptr::null::<libc::stack_t>(), &mut cur) } != 0 {
+        return -1;
+    }
+    let h = alt_head();
+    let mut told = cur;
+    if !h.is_null() && cur.ss_sp as usize == alt_stack(h) {
+        // SAFETY: the thread's own head page.
+        unsafe {
+            told.ss_sp = (*h).sp as *mut c_void;
+            told.ss_size = (*h).size;
+        }
+    }
+    if !ss.is_null() {
+        // SAFETY: the program's stack_t, per the C contract.
+        let new = unsafe { *ss };
+        let r = if new.ss_flags & libc::SS_DISABLE == 0 && crate::is_ready() && alias::in_arena(new.ss_sp as usize) {
+            replace_stack(new, cur, h)
+        } else {
+            // SAFETY: forwarding the program's own request.
+            unsafe { libc::syscall(libc::SYS_sigaltstack, ss, ptr::null_mut::<libc::stack_t>()) as c_int }
+        };
+        if r != 0 {
+            return r;
+        }
+    }
+    if !oss.is_null() {
+        // SAFETY: the program's buffer, per the C contract.
+        unsafe { *oss = told };
+    }
+    0
+}
+
+/// Gives the kernel a replacement for the program's stack `new` (in the alias arena): the
+/// thread's own if it is big enough, else a new one.
+fn replace_stack(new: libc::stack_t, cur: libc::stack_t, mut h: *mut AltHead) -> c_int {
+    if cur.ss_flags & libc::SS_ONSTACK != 0 {
+        sys::set_errno(libc::EPERM);
+        return -1;
+    }
+    if new.ss_size < libc::MINSIGSTKSZ {
+        sys::set_errno(libc::ENOMEM);
+        return -1;
+    }
+    let Some(key) = alt_key() else {
+        sys::set_errno(libc::ENOMEM);
+        return -1;
+    };
+    let size = sys::round_up(new.ss_size, PAGE);
+    // SAFETY: reading the thread's own head page.
+    if !h.is_null() && unsafe { (*h).len } < size + 2 * PAGE {
+        if cur.ss_sp as usize == alt_stack(h) {
+            let off = libc::stack_t { ss_sp: ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
+            // SAFETY: turning off the kernel's use of the mapping about to go.
+            unsafe { libc::syscall(libc::SYS_sigaltstack, &off, ptr::null_mut::<libc::stack_t>()) };
+        }
+        // SAFETY: the thread's own mapping, which the kernel no longer uses.
+        unsafe {
+            libc::munmap(h as *mut c_void, (*h).len);
+            libc::pthread_setspecific(key, ptr::null());
+        }
+        h = ptr::null_mut();
+    }
+    if h.is_null() {
+        let len = size + 2 * PAGE;
+        // SAFETY: a fresh anonymous mapping, then its second page made a guard.
+        h = unsafe {
+            let m = libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if m == libc::MAP_FAILED {
+                return -1;
+            }
+            libc::mprotect((m as usize + PAGE) as *mut c_void, PAGE, libc::PROT_NONE);
+            libc::pthread_setspecific(key, m);
+            (*(m as *mut AltHead)).len = len;
+            m as *mut AltHead
+        };
+    }
+    // SAFETY: the thread's own head page; then the kernel is given its stack.
+    unsafe {
+        (*h).sp = new.ss_sp as usize;
+        (*h).size = new.ss_size;
+        let given =
+            libc::stack_t { ss_sp: alt_stack(h) as *mut c_void, ss_flags: new.ss_flags, ss_size: (*h).len - 2 * PAGE };
+        libc::syscall(libc::SYS_sigaltstack, &given, ptr::null_mut::<libc::stack_t>()) as c_int
+    }
 }

@@ -8,7 +8,8 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         path, exec, stdio, dir, walk, spawn, signals, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         path, exec, stdio, dir, walk, spawn, signals, results,
+ *                         bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -31,6 +32,9 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/select.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/statfs.h>
@@ -283,6 +287,95 @@ static void epoll_case(void) {
     free(fds);
     close(ev);
     close(ep);
+}
+
+/* ---- results ---- */
+
+/* A child that exits with STATUS, left a zombie (waited for without being reaped). */
+static pid_t zombie(int status) {
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(status);
+    siginfo_t si;
+    if (pid < 0 || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) != 0)
+        fail("fork/waitid(WNOWAIT)", pid, 0);
+    return pid;
+}
+
+/* select, pselect and ppoll with their sets and masks in heap objects paged out; the wait
+ * calls and accept, whose results the kernel writes after reaping the child or taking the
+ * connection, with those results in heap objects paged out. */
+static void results_case(void) {
+    int p[2];
+    if (pipe(p) != 0 || write(p[1], "x", 1) != 1)
+        fail("pipe", 0, 0);
+    fd_set *set = malloc(sizeof *set);
+    FD_ZERO(set);
+    FD_SET(p[0], set);
+    page_out(set, sizeof *set);
+    struct timeval *tv = malloc(sizeof *tv);
+    *tv = (struct timeval){1, 0};
+    page_out(tv, sizeof *tv);
+    if (select(p[0] + 1, set, NULL, NULL, tv) != 1 || !FD_ISSET(p[0], set))
+        fail("select", -1, 0);
+    sigset_t *mask = malloc(sizeof *mask);
+    sigemptyset(mask);
+    page_out(set, sizeof *set);
+    page_out(mask, sizeof *mask);
+    if (pselect(p[0] + 1, set, NULL, NULL, NULL, mask) != 1 || !FD_ISSET(p[0], set))
+        fail("pselect", -1, 0);
+    struct pollfd *pfd = malloc(sizeof *pfd);
+    *pfd = (struct pollfd){.fd = p[0], .events = POLLIN};
+    struct timespec *ts = malloc(sizeof *ts);
+    *ts = (struct timespec){1, 0};
+    page_out(pfd, sizeof *pfd);
+    page_out(ts, sizeof *ts);
+    page_out(mask, sizeof *mask);
+    if (ppoll(pfd, 1, ts, mask) != 1 || !(pfd->revents & POLLIN))
+        fail("ppoll with a paged-out mask", -1, 0);
+    close(p[0]), close(p[1]);
+
+    int *status = malloc(sizeof *status);
+    struct rusage *ru = malloc(sizeof *ru);
+    for (int how = 0; how < 4; how++) {
+        pid_t pid = zombie(how + 3);
+        *status = -1;
+        page_out(status, sizeof *status);
+        page_out(ru, sizeof *ru);
+        pid_t got = how == 0 ? waitpid(pid, status, 0) : how == 1 ? wait4(pid, status, 0, ru) : how == 2 ? wait3(status, 0, ru) : wait(status);
+        if (got != pid || !WIFEXITED(*status) || WEXITSTATUS(*status) != how + 3)
+            fail("a wait call with its status paged out (the child reaped, its status lost)", how, got);
+    }
+    siginfo_t *si = malloc(sizeof *si);
+    pid_t pid = zombie(9);
+    page_out(si, sizeof *si);
+    if (waitid(P_PID, (id_t)pid, si, WEXITED) != 0 || si->si_pid != pid || si->si_status != 9)
+        fail("waitid with its siginfo paged out", pid, 0);
+
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "/tmp/nevermore-pageout-%d.sock", (int)getpid());
+    unlink(a.sun_path);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 4) != 0)
+        fail("listen", l, 0);
+    for (int how = 0; how < 2; how++) {
+        int c = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a) != 0 || write(c, "hello", 5) != 5)
+            fail("connect", c, 0);
+        struct sockaddr_un *peer = malloc(sizeof *peer);
+        socklen_t *len = malloc(sizeof *len);
+        *len = sizeof *peer;
+        page_out(peer, sizeof *peer);
+        page_out(len, sizeof *len);
+        int s = how == 0 ? accept(l, (struct sockaddr *)peer, len) : accept4(l, (struct sockaddr *)peer, len, SOCK_CLOEXEC);
+        char got[8] = {0};
+        if (s < 0 || *len < sizeof(sa_family_t) || peer->sun_family != AF_UNIX || read(s, got, 5) != 5 ||
+            strcmp(got, "hello") != 0)
+            fail("accept with the peer's address paged out (the connection lost)", how, s);
+        close(s), close(c), free(peer), free(len);
+    }
+    close(l);
+    unlink(a.sun_path);
 }
 
 /* ---- signals ---- */
@@ -1013,7 +1106,7 @@ int main(int argc, char **argv) {
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
                  {"exec", exec_case},     {"stdio", stdio_case}, {"dir", dir_case},
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
-                 {"bad", bad_case}};
+                 {"results", results_case}, {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

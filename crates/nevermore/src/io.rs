@@ -30,7 +30,7 @@
 //!
 //! The calls: `read`, `write`, `pread`, `pwrite`, `readv`, `writev`, `preadv`, `pwritev`,
 //! `preadv2`, `pwritev2` (and their `64` names), `recv`, `recvfrom`, `recvmsg`, `send`,
-//! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, `poll`, `ppoll`, and the checked
+//! `sendto`, `sendmsg`, `epoll_wait`, `epoll_pwait`, `poll`, `ppoll`, `select`, `pselect`, and the checked
 //! `__read_chk`, `__pread_chk`, `__pread64_chk`, `__recv_chk`, `__recvfrom_chk`, `__poll_chk`
 //! of programs built with `_FORTIFY_SOURCE`; and the common calls that take a path (a path
 //! kept in a heap object: a threaded Python server answered 404 for an existing file when its
@@ -40,7 +40,9 @@
 //! `readlink`, `readlinkat`, `chmod`, `fchmodat`, `chown`, `lchown`, `fchownat`, `truncate`,
 //! `utimensat`, `statfs`, `statvfs` (and the `64` names), `inotify_add_watch`, and the
 //! extended attribute calls, with their `stat`, `statfs`, `readlink` and times buffers and
-//! their attributes' names, values and lists; `getcwd`'s buffer; `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
+//! their attributes' names, values and lists; `getcwd`'s buffer; the wait calls and `accept`,
+//! whose results go through locals instead (see "results written after what cannot be
+//! undone" below); `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
 //! arrays and strings (`execl`, `execlp` and `execle` read theirs first: `exec_list`); and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`.
 //!
 //! The C library makes system calls of its own inside its functions, which these wrappers
@@ -492,7 +494,8 @@ forward! {
 }
 
 forward! {
-    /// `ppoll(2)`: as `poll`.
+    /// `ppoll(2)`: as `poll`; the timeout and the mask too may lie in heap objects (ninja's
+    /// mask does: "ninja: ppoll: Bad address" under pageout).
     fn ppoll(
         fds: *mut libc::pollfd,
         n: libc::nfds_t,
@@ -501,7 +504,60 @@ forward! {
     ) -> c_int;
     type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int;
     libc::SYS_ppoll, [fds as usize, n as usize, timeout as usize, mask as usize, 8, 0];
-    |f| again(|| f(fds, n, timeout, mask), || alias::map_again(fds as usize, pollfds_bytes(n)))
+    |f| again(
+        || f(fds, n, timeout, mask),
+        || {
+            alias::map_again(fds as usize, pollfds_bytes(n))
+                + alias::map_again(timeout as usize, core::mem::size_of::<libc::timespec>())
+                + alias::map_again(mask as usize, 8)
+        },
+    )
+}
+
+type FdSet = *mut libc::fd_set;
+
+/// Bytes of an `fd_set` the kernel reads and writes for descriptors below `n` (whole longs).
+fn fdset_bytes(n: c_int) -> usize {
+    (n.max(0) as usize).div_ceil(64) * 8
+}
+
+/// Maps again the pages of `select`'s descriptor sets and its timeout of `t_bytes`.
+fn heal_select(n: c_int, sets: [FdSet; 3], t: usize, t_bytes: usize) -> usize {
+    let b = fdset_bytes(n);
+    sets.iter().map(|&s| alias::map_again(s as usize, b)).sum::<usize>() + alias::map_again(t, t_bytes)
+}
+
+forward! {
+    /// `select(2)`: see the module's documentation. The kernel reads the sets before it waits
+    /// and writes the ready ones back after; when a write fails, the sets written before it
+    /// hold ready descriptors, which are still ready, so a select made again returns them
+    /// (CMake's runs of its compilers under pageout failed with EFAULT here).
+    fn select(n: c_int, r: FdSet, w: FdSet, e: FdSet, timeout: *mut libc::timeval) -> c_int;
+    type unsafe extern "C" fn(c_int, FdSet, FdSet, FdSet, *mut libc::timeval) -> c_int;
+    libc::SYS_select, [n as usize, r as usize, w as usize, e as usize, timeout as usize, 0];
+    |f| again(
+        || f(n, r, w, e, timeout),
+        || heal_select(n, [r, w, e], timeout as usize, core::mem::size_of::<libc::timeval>()),
+    )
+}
+
+forward! {
+    /// `pselect(2)`: as `select`, with the signal mask of the wait.
+    fn pselect(
+        n: c_int,
+        r: FdSet,
+        w: FdSet,
+        e: FdSet,
+        timeout: *const libc::timespec,
+        mask: *const libc::sigset_t
+    ) -> c_int;
+    type unsafe extern "C" fn(c_int, FdSet, FdSet, FdSet, *const libc::timespec, *const libc::sigset_t) -> c_int;
+    NO_SYSCALL, [0, 0, 0, 0, 0, 0];
+    |f| again(
+        || f(n, r, w, e, timeout, mask),
+        || heal_select(n, [r, w, e], timeout as usize, core::mem::size_of::<libc::timespec>())
+            + alias::map_again(mask as usize, 8),
+    )
 }
 
 // ---- calls that take paths ----
@@ -1538,6 +1594,123 @@ fn heal_dir(d: usize) -> usize {
     }
 }
 
+// ---- results written after what cannot be undone ----
+//
+// Some calls write their result after doing what cannot be done again: `wait4` writes the
+// status after it has reaped the child, `accept` the peer's address after it has taken the
+// connection. A result in a heap object whose page lost its entry meanwhile made the call fail
+// with `EFAULT`, the child's status or the connection lost (GCC's driver: "failed to get exit
+// status: Bad address"). Making such a call again cannot help, so a result that lies in the
+// alias arena is received in a local, read from the program's object first (a read here is
+// mended), and copied there after the call, where a fault is mended too. A result elsewhere is
+// the kernel's to write, as before.
+
+/// Whether the result at `p` goes through a local: it lies in the alias arena.
+fn through_local(p: usize) -> bool {
+    p != 0 && crate::is_ready() && alias::in_arena(p)
+}
+
+/// Calls `call` with `out`, or, when `out` lies in the alias arena, with a local holding what
+/// `out` holds, copied back to `out` after a call that did not fail.
+fn out_local<T: Copy>(out: *mut T, call: impl FnOnce(*mut T) -> isize) -> isize {
+    if !through_local(out as usize) {
+        return call(out);
+    }
+    // SAFETY: `out` is the program's result buffer, in a heap object: read and written here in
+    // user mode, where a page that lost its entry is mapped again by the fault handler.
+    unsafe {
+        let mut local = out.read_unaligned();
+        let r = call(&mut local);
+        if r >= 0 {
+            out.write_unaligned(local);
+        }
+        r
+    }
+}
+
+type Status = *mut c_int;
+type Usage = *mut libc::rusage;
+
+forward! {
+    /// `waitpid(2)`: see the group's comment.
+    fn waitpid(pid: libc::pid_t, status: Status, options: c_int) -> libc::pid_t;
+    type unsafe extern "C" fn(libc::pid_t, Status, c_int) -> libc::pid_t;
+    libc::SYS_wait4, [pid as usize, status as usize, options as usize, 0, 0, 0];
+    |f| out_local(status, |s| f(pid, s, options) as isize)
+}
+
+forward! {
+    /// `wait(2)`: see the group's comment.
+    fn wait(status: Status) -> libc::pid_t;
+    type unsafe extern "C" fn(Status) -> libc::pid_t;
+    libc::SYS_wait4, [usize::MAX, status as usize, 0, 0, 0, 0];
+    |f| out_local(status, |s| f(s) as isize)
+}
+
+forward! {
+    /// `wait4(2)`: see the group's comment (the status and the resource usage).
+    fn wait4(pid: libc::pid_t, status: Status, options: c_int, usage: Usage) -> libc::pid_t;
+    type unsafe extern "C" fn(libc::pid_t, Status, c_int, Usage) -> libc::pid_t;
+    libc::SYS_wait4, [pid as usize, status as usize, options as usize, usage as usize, 0, 0];
+    |f| out_local(status, |s| out_local(usage, |u| f(pid, s, options, u) as isize))
+}
+
+forward! {
+    /// `wait3(2)`: as `wait4` of any child.
+    fn wait3(status: Status, options: c_int, usage: Usage) -> libc::pid_t;
+    type unsafe extern "C" fn(Status, c_int, Usage) -> libc::pid_t;
+    libc::SYS_wait4, [usize::MAX, status as usize, options as usize, usage as usize, 0, 0];
+    |f| out_local(status, |s| out_local(usage, |u| f(s, options, u) as isize))
+}
+
+forward! {
+    /// `waitid(2)`: see the group's comment (the child's `siginfo_t`).
+    fn waitid(idtype: libc::idtype_t, id: libc::id_t, info: *mut libc::siginfo_t, options: c_int) -> c_int;
+    type unsafe extern "C" fn(libc::idtype_t, libc::id_t, *mut libc::siginfo_t, c_int) -> c_int;
+    libc::SYS_waitid, [idtype as usize, id as usize, info as usize, options as usize, 0, 0];
+    |f| out_local(info, |i| f(idtype, id, i, options) as isize)
+}
+
+/// `accept` or `accept4` (`call(addr, len)`) with the peer's address received in locals when
+/// the program's address or length lies in the alias arena: see the group's comment.
+fn accept_with(addr: Addr, len: AddrLen, call: impl FnOnce(Addr, AddrLen) -> isize) -> isize {
+    if addr.is_null() || len.is_null() || !(through_local(addr as usize) || through_local(len as usize)) {
+        return call(addr, len);
+    }
+    // SAFETY: an all-zero sockaddr_storage is valid.
+    let mut local: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+    // SAFETY: the program's length, read in user mode (see the group's comment).
+    let room = unsafe { len.read_unaligned() };
+    let mut got = room.min(core::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t);
+    let r = call(&mut local as *mut libc::sockaddr_storage as Addr, &mut got);
+    if r >= 0 {
+        // SAFETY: the program's buffers, of `room` bytes and one length, written in user mode;
+        // the kernel would have written `min(room, got)` bytes and the full length.
+        unsafe {
+            let n = room.min(got) as usize;
+            core::ptr::copy_nonoverlapping(&local as *const libc::sockaddr_storage as *const u8, addr as *mut u8, n);
+            len.write_unaligned(got);
+        }
+    }
+    r
+}
+
+forward! {
+    /// `accept(2)`: see the group's comment (the peer's address and its length).
+    fn accept(fd: Fd, addr: Addr, len: AddrLen) -> c_int;
+    type unsafe extern "C" fn(Fd, Addr, AddrLen) -> c_int;
+    libc::SYS_accept, [fd as usize, addr as usize, len as usize, 0, 0, 0];
+    |f| accept_with(addr, len, |a, l| f(fd, a, l) as isize)
+}
+
+forward! {
+    /// `accept4(2)`: as `accept`.
+    fn accept4(fd: Fd, addr: Addr, len: AddrLen, flags: c_int) -> c_int;
+    type unsafe extern "C" fn(Fd, Addr, AddrLen, c_int) -> c_int;
+    libc::SYS_accept4, [fd as usize, addr as usize, len as usize, flags as usize, 0, 0];
+    |f| accept_with(addr, len, |a, l| f(fd, a, l, flags) as isize)
+}
+
 // ---- spawning ----
 
 /// Maps the pages of the `len` bytes at `addr` that belong to live objects and lost their
@@ -1612,7 +1785,11 @@ type SpawnFn = unsafe extern "C" fn(
 /// (`posix_spawn` then said nothing went wrong), or made its `execve` fail with `EFAULT`. So
 /// they are read here first, in the parent, where a fault is mended (the child shares the
 /// parent's memory until its `execve`). A page taken again in between is still lost: the
-/// window is the time to start the child.
+/// window is the time to start the child, and a steady pageout of the whole process hit it
+/// (ninja: "posix_spawn: Bad address"). When the child's `execve` fails with `EFAULT` (the
+/// child ran nothing of the program's; the C library has reaped it), the pages are read again
+/// and the call made again, up to `TRIES` times; the file actions, which the child carried out
+/// before its `execve`, are carried out again.
 macro_rules! spawn_call {
     ($name:ident) => {
         /// `posix_spawn`: the C library's own, what the child reads mapped first.
@@ -1631,11 +1808,18 @@ macro_rules! spawn_call {
             // SAFETY: the C library's function of this name has this type.
             let real: Option<SpawnFn> = unsafe { real_fn!($name) };
             let Some(g) = real else { return libc::ENOSYS };
-            if crate::is_ready() {
-                touch_spawn(path, fa as usize, attr as usize, argv, envp);
+            let mut tries = 0;
+            loop {
+                if crate::is_ready() {
+                    touch_spawn(path, fa as usize, attr as usize, argv, envp);
+                }
+                // SAFETY: the caller's arguments.
+                let r = unsafe { g(pid, path, fa, attr, argv, envp) };
+                if r != libc::EFAULT || !crate::is_ready() || tries == TRIES {
+                    return r;
+                }
+                tries += 1;
             }
-            // SAFETY: the caller's arguments.
-            unsafe { g(pid, path, fa, attr, argv, envp) }
         }
     };
 }

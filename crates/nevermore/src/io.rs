@@ -1636,7 +1636,7 @@ forward! {
     fn waitpid(pid: libc::pid_t, status: Status, options: c_int) -> libc::pid_t;
     type unsafe extern "C" fn(libc::pid_t, Status, c_int) -> libc::pid_t;
     libc::SYS_wait4, [pid as usize, status as usize, options as usize, 0, 0, 0];
-    |f| out_local(status, |s| f(pid, s, options) as isize)
+    |f| out_local(status, |s| f(pid, s, options))
 }
 
 forward! {
@@ -1644,7 +1644,7 @@ forward! {
     fn wait(status: Status) -> libc::pid_t;
     type unsafe extern "C" fn(Status) -> libc::pid_t;
     libc::SYS_wait4, [usize::MAX, status as usize, 0, 0, 0, 0];
-    |f| out_local(status, |s| f(s) as isize)
+    |f| out_local(status, f)
 }
 
 forward! {
@@ -1652,7 +1652,7 @@ forward! {
     fn wait4(pid: libc::pid_t, status: Status, options: c_int, usage: Usage) -> libc::pid_t;
     type unsafe extern "C" fn(libc::pid_t, Status, c_int, Usage) -> libc::pid_t;
     libc::SYS_wait4, [pid as usize, status as usize, options as usize, usage as usize, 0, 0];
-    |f| out_local(status, |s| out_local(usage, |u| f(pid, s, options, u) as isize))
+    |f| out_local(status, |s| out_local(usage, |u| f(pid, s, options, u)))
 }
 
 forward! {
@@ -1660,7 +1660,7 @@ forward! {
     fn wait3(status: Status, options: c_int, usage: Usage) -> libc::pid_t;
     type unsafe extern "C" fn(Status, c_int, Usage) -> libc::pid_t;
     libc::SYS_wait4, [usize::MAX, status as usize, options as usize, usage as usize, 0, 0];
-    |f| out_local(status, |s| out_local(usage, |u| f(s, options, u) as isize))
+    |f| out_local(status, |s| out_local(usage, |u| f(s, options, u)))
 }
 
 forward! {
@@ -1668,7 +1668,7 @@ forward! {
     fn waitid(idtype: libc::idtype_t, id: libc::id_t, info: *mut libc::siginfo_t, options: c_int) -> c_int;
     type unsafe extern "C" fn(libc::idtype_t, libc::id_t, *mut libc::siginfo_t, c_int) -> c_int;
     libc::SYS_waitid, [idtype as usize, id as usize, info as usize, options as usize, 0, 0];
-    |f| out_local(info, |i| f(idtype, id, i, options) as isize)
+    |f| out_local(info, |i| f(idtype, id, i, options))
 }
 
 /// `accept` or `accept4` (`call(addr, len)`) with the peer's address received in locals when
@@ -1700,7 +1700,7 @@ forward! {
     fn accept(fd: Fd, addr: Addr, len: AddrLen) -> c_int;
     type unsafe extern "C" fn(Fd, Addr, AddrLen) -> c_int;
     libc::SYS_accept, [fd as usize, addr as usize, len as usize, 0, 0, 0];
-    |f| accept_with(addr, len, |a, l| f(fd, a, l) as isize)
+    |f| accept_with(addr, len, |a, l| f(fd, a, l))
 }
 
 forward! {
@@ -1708,7 +1708,7 @@ forward! {
     fn accept4(fd: Fd, addr: Addr, len: AddrLen, flags: c_int) -> c_int;
     type unsafe extern "C" fn(Fd, Addr, AddrLen, c_int) -> c_int;
     libc::SYS_accept4, [fd as usize, addr as usize, len as usize, flags as usize, 0, 0];
-    |f| accept_with(addr, len, |a, l| f(fd, a, l, flags) as isize)
+    |f| accept_with(addr, len, |a, l| f(fd, a, l, flags))
 }
 
 // ---- spawning ----

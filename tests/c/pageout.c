@@ -1048,15 +1048,25 @@ static void spawn_case(void) {
         page_out(fa.__actions, (size_t)fa.__used * 32);
         page_out_command(&c);
         page_out(out, strlen(out) + 1);
-        pid_t pid;
-        int r = how == 0 ? posix_spawn(&pid, sh, &fa, NULL, argv, envp)
-                         : posix_spawnp(&pid, name, &fa, NULL, argv, envp);
+        /* The pid and the attributes in heap objects too: the C library writes the pid with
+         * every signal blocked (a SIGBUS there killed the parent), and the child reads the
+         * attributes so. */
+        pid_t *pid = malloc(sizeof *pid);
+        posix_spawnattr_t *attr = malloc(sizeof *attr);
+        if (posix_spawnattr_init(attr) != 0 || posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP) != 0)
+            fail("attributes", how, 0);
+        page_out(pid, sizeof *pid);
+        page_out(attr, sizeof *attr);
+        int r = how == 0 ? posix_spawn(pid, sh, &fa, attr, argv, envp)
+                         : posix_spawnp(pid, name, &fa, attr, argv, envp);
         if (r != 0)
             fail("posix_spawn", how, r);
         int st;
-        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
+        if (waitpid(*pid, &st, 0) != *pid || !WIFEXITED(st) || WEXITSTATUS(st) != 7)
             fail("the program spawned did not exit with 7", how, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
         posix_spawn_file_actions_destroy(&fa);
+        posix_spawnattr_destroy(attr);
+        free(attr), free(pid);
         char buf[16] = {0};
         int fd = open(out, O_RDONLY);
         if (fd < 0 || read(fd, buf, sizeof buf - 1) != 8 || strcmp(buf, "spawned\n") != 0)

@@ -546,8 +546,10 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// data, `fopen` of a paged-out path failed) are reached by stream buffers in views and by the
 /// library's `fopen`, `freopen`, `fread` and `fwrite`; the C library's own directory streams
 /// (`walk`: `scandir` failed with EFAULT in detect mode) by views; `posix_spawn`'s child (`spawn`: killed
-/// by SIGBUS reading its file actions) and `system`'s and `popen`'s `execve` (EFAULT) by
-/// reading what they read first. The library's fault handler stays the one that sees such a
+/// by SIGBUS reading its file actions; the parent, by SIGBUS writing a pid in a heap object
+/// with every signal blocked, in detect mode) and `system`'s and `popen`'s `execve` (EFAULT)
+/// by reading what they read first, copies of the file actions and attributes, and a local
+/// pid. The library's fault handler stays the one that sees such a
 /// fault however the program installs its own, ignores or blocks SIGBUS (`signals`: with
 /// `bsd_signal`, `sysv_signal`, `__sysv_signal`, `sigset` the program's handler got the fault;
 /// with `sigignore`, `sighold`, `sigblock`, `sigsetmask` the process died of SIGBUS), and a

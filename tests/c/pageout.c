@@ -564,6 +564,56 @@ static char *heap_path(const char *dir, const char *name) {
     return p;
 }
 
+extern int __open_2(const char *, int);
+extern int __open64_2(const char *, int);
+extern int __openat_2(int, const char *, int);
+extern int __openat64_2(int, const char *, int);
+extern int __xstat(int, const char *, struct stat *);
+extern int __lxstat(int, const char *, struct stat *);
+extern int __fxstat(int, int, struct stat *);
+extern int __fxstatat(int, int, const char *, struct stat *, int);
+extern ssize_t __readlink_chk(const char *, char *, size_t, size_t);
+extern ssize_t __readlinkat_chk(int, const char *, char *, size_t, size_t);
+
+/* The names the same calls have in programs built with _FORTIFY_SOURCE (tar's __openat_2) or
+ * against a C library before 2.33 (node's __xstat64): FILE (in DIR) exists, LINK (in DIR) is a
+ * symbolic link to "m". */
+static void checked_names(const char *dir, const char *file, const char *link) {
+    int fds[4] = {__open_2(heap_path(dir, file), O_RDONLY), __open64_2(heap_path(dir, file), O_RDONLY),
+                  __openat_2(AT_FDCWD, heap_path(dir, file), O_RDONLY),
+                  __openat64_2(AT_FDCWD, heap_path(dir, file), O_RDONLY)};
+    for (int i = 0; i < 4; i++) {
+        if (fds[i] < 0)
+            fail("__open_2/__open64_2/__openat_2/__openat64_2", i, fds[i]);
+        close(fds[i]);
+    }
+    struct stat *st = malloc(sizeof *st);
+    for (int how = 0; how < 4; how++) {
+        page_out(st, sizeof *st);
+        int fd = -1;
+        if (how == 2) {
+            fd = open(heap_path(dir, file), O_RDONLY);
+            page_out(st, sizeof *st);
+        }
+        int r = how == 0   ? __xstat(1, heap_path(dir, file), st)
+                : how == 1 ? __lxstat(1, heap_path(dir, link), st)
+                : how == 2 ? __fxstat(1, fd, st)
+                           : __fxstatat(1, AT_FDCWD, heap_path(dir, file), st, 0);
+        if (r != 0 || (how == 1 ? !S_ISLNK(st->st_mode) : !S_ISREG(st->st_mode)))
+            fail("__xstat/__lxstat/__fxstat/__fxstatat", how, r);
+        if (fd >= 0)
+            close(fd);
+    }
+    char *buf = malloc(64);
+    page_out(buf, 64);
+    if (__readlink_chk(heap_path(dir, link), buf, 64, 64) != 1 || buf[0] != 'm')
+        fail("__readlink_chk", -1, 0);
+    page_out(buf, 64);
+    if (__readlinkat_chk(AT_FDCWD, heap_path(dir, link), buf, 64, 64) != 1 || buf[0] != 'm')
+        fail("__readlinkat_chk", -1, 0);
+    free(buf), free(st);
+}
+
 /* statvfs, inotify_add_watch, getcwd, and the extended attribute calls (by path, without
  * following a link, by descriptor), with their names, values and lists in heap objects paged
  * out. FILE (in DIR) exists. */
@@ -671,6 +721,7 @@ static void more_paths(const char *dir) {
     if (statfs(heap_path(dir, "m"), sf) != 0 || sf->f_bsize <= 0)
         fail("statfs", -1, 0);
     more_calls(dir, "m");
+    checked_names(dir, "m", "s");
     static const char *names[] = {"m", "h", "h4", "s", "s2", "f", "n"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (unlink(heap_path(dir, names[i])) != 0)

@@ -38,7 +38,8 @@
 //! `faccessat`, `unlink`, `unlinkat`, `rename`, `renameat`, `renameat2`, `link`, `linkat`,
 //! `symlink`, `symlinkat`, `mkdir`, `mkdirat`, `mknod`, `mkfifo`, `rmdir`, `chdir`,
 //! `readlink`, `readlinkat`, `chmod`, `fchmodat`, `chown`, `lchown`, `fchownat`, `truncate`,
-//! `utimensat`, `statfs`, `statvfs` (and the `64` names), `inotify_add_watch`, and the
+//! `utimensat`, `statfs`, `statvfs` (and the `64` names), `inotify_add_watch`, the checked
+//! and old names of some (`__openat_2`, `__xstat`, ...), and the
 //! extended attribute calls, with their `stat`, `statfs`, `readlink` and times buffers and
 //! their attributes' names, values and lists; `getcwd`'s buffer; the wait calls and `accept`,
 //! whose results go through locals instead (see "results written after what cannot be
@@ -825,6 +826,85 @@ path_call! {
     /// `statfs64`: as `statfs`.
     fn statfs64(path: Path, buf: *mut libc::statfs) -> c_int;
     libc::SYS_statfs, [path, buf]; path, buf, STATFS_BYTES
+}
+
+// ---- the same calls under the names of programs built with `_FORTIFY_SOURCE`, or against
+// a C library older than 2.33 (`__xstat` and the like, which `stat` was then) ----
+//
+// tar calls `__openat_2` (an `openat` whose flags are not known when it is compiled): under a
+// steady pageout it failed with "Cannot open: Bad address".
+
+path_call! {
+    /// `__open_2`: `open` without a mode, checked.
+    fn __open_2(path: Path, flags: c_int) -> c_int;
+    libc::SYS_open, [path, flags]; path
+}
+path_call! {
+    /// `__open64_2`: as `__open_2`.
+    fn __open64_2(path: Path, flags: c_int) -> c_int;
+    libc::SYS_open, [path, flags]; path
+}
+path_call! {
+    /// `__openat_2`: `openat` without a mode, checked.
+    fn __openat_2(dir: c_int, path: Path, flags: c_int) -> c_int;
+    libc::SYS_openat, [dir, path, flags]; path
+}
+path_call! {
+    /// `__openat64_2`: as `__openat_2`.
+    fn __openat64_2(dir: c_int, path: Path, flags: c_int) -> c_int;
+    libc::SYS_openat, [dir, path, flags]; path
+}
+path_call! {
+    /// `__xstat`: `stat` with the structure's version first.
+    fn __xstat(ver: c_int, path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_stat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `__xstat64`: as `__xstat`.
+    fn __xstat64(ver: c_int, path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_stat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `__lxstat`: `lstat` with the structure's version first.
+    fn __lxstat(ver: c_int, path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_lstat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `__lxstat64`: as `__lxstat`.
+    fn __lxstat64(ver: c_int, path: Path, buf: StatBuf) -> c_int;
+    libc::SYS_lstat, [path, buf]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `__fxstatat`: `fstatat` with the structure's version first.
+    fn __fxstatat(ver: c_int, dir: c_int, path: Path, buf: StatBuf, flags: c_int) -> c_int;
+    libc::SYS_newfstatat, [dir, path, buf, flags]; path, buf, STAT_BYTES
+}
+path_call! {
+    /// `__fxstatat64`: as `__fxstatat`.
+    fn __fxstatat64(ver: c_int, dir: c_int, path: Path, buf: StatBuf, flags: c_int) -> c_int;
+    libc::SYS_newfstatat, [dir, path, buf, flags]; path, buf, STAT_BYTES
+}
+call_again! {
+    /// `__fxstat`: `fstat` with the structure's version first.
+    fn __fxstat(ver: c_int, fd: Fd, buf: StatBuf) -> c_int;
+    libc::SYS_fstat, [fd, buf];
+    alias::map_again(buf as usize, STAT_BYTES)
+}
+call_again! {
+    /// `__fxstat64`: as `__fxstat`.
+    fn __fxstat64(ver: c_int, fd: Fd, buf: StatBuf) -> c_int;
+    libc::SYS_fstat, [fd, buf];
+    alias::map_again(buf as usize, STAT_BYTES)
+}
+path_call! {
+    /// `__readlink_chk`: `readlink`, checked.
+    fn __readlink_chk(path: Path, buf: *mut core::ffi::c_char, n: usize, room: usize) -> isize;
+    libc::SYS_readlink, [path, buf, n]; path, buf, n
+}
+path_call! {
+    /// `__readlinkat_chk`: `readlinkat`, checked.
+    fn __readlinkat_chk(dir: c_int, path: Path, buf: *mut core::ffi::c_char, n: usize, room: usize) -> isize;
+    libc::SYS_readlinkat, [dir, path, buf, n]; path, buf, n
 }
 
 const TIMES_BYTES: usize = 2 * core::mem::size_of::<libc::timespec>();

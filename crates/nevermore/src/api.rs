@@ -717,9 +717,7 @@ fn set_handler(sig: c_int, handler: libc::sighandler_t, flags: c_int, block_self
 fn one_signal(sig: c_int) -> libc::sigset_t {
     // SAFETY: an all-zero sigset is the empty set.
     let mut set: libc::sigset_t = unsafe { core::mem::zeroed() };
-    let words = &mut set as *mut libc::sigset_t as *mut u64;
-    // SAFETY: glibc's sigset_t is an array of unsigned longs, bit (sig - 1) for signal `sig`.
-    unsafe { *words = 1u64 << ((sig - 1) & 63) };
+    crate::fault::add_signal(&mut set, sig);
     set
 }
 
@@ -746,10 +744,7 @@ pub extern "C" fn sigset(sig: c_int, disp: libc::sighandler_t) -> libc::sighandl
     let set = one_signal(sig);
     // SAFETY: an all-zero sigset is valid.
     let mut was: libc::sigset_t = unsafe { core::mem::zeroed() };
-    let blocked = |was: &libc::sigset_t| {
-        // SAFETY: glibc's sigset_t is an array of unsigned longs.
-        unsafe { *(was as *const libc::sigset_t as *const u64) & (1u64 << (sig - 1)) != 0 }
-    };
+    let blocked = |was: &libc::sigset_t| crate::fault::has_signal(was, sig);
     if disp == SIG_HOLD {
         if set_mask(libc::SIG_BLOCK, &set, &mut was) != 0 {
             return libc::SIG_ERR;

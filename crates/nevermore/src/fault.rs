@@ -406,10 +406,17 @@ pub fn unblockable(how: c_int, set: *const libc::sigset_t, copy: &mut libc::sigs
 }
 
 /// Sets signal `sig` (1..=64) in `set` directly (no library call).
-fn add_signal(set: &mut libc::sigset_t, sig: c_int) {
+pub fn add_signal(set: &mut libc::sigset_t, sig: c_int) {
     let words = set as *mut libc::sigset_t as *mut u64;
     // SAFETY: glibc's sigset_t is an array of unsigned longs, bit (sig - 1) for signal `sig`.
     unsafe { *words |= 1u64 << (sig - 1) };
+}
+
+/// Whether signal `sig` (1..=64) is in `set`.
+pub fn has_signal(set: &libc::sigset_t, sig: c_int) -> bool {
+    let words = set as *const libc::sigset_t as *const u64;
+    // SAFETY: glibc's sigset_t is an array of unsigned longs, bit (sig - 1) for signal `sig`.
+    unsafe { *words & (1u64 << (sig - 1)) != 0 }
 }
 
 /// Clears signal `sig` (1..=64) in `set` directly (no library call, so `errno` is untouched).

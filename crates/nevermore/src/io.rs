@@ -1871,52 +1871,50 @@ impl ActionsCopy {
     /// Copies the file actions at `fa`: false when they are too many, or their paths too long,
     /// or a word cannot be read (the program's own are then given to the C library).
     fn copy(&mut self, fa: usize) -> bool {
-        for (k, w) in self.fa.iter_mut().enumerate() {
-            let Some(v) = word(fa, k) else { return false };
-            *w = v;
+        if !copy_words(fa, &mut self.fa) {
+            return false;
         }
         let used = (self.fa[0] >> 32) as u32 as usize;
-        let actions = self.fa[1];
-        if used > COPY_ACTIONS {
+        if used > COPY_ACTIONS || !copy_words(self.fa[1], self.actions[..used].as_flattened_mut()) {
             return false;
         }
         let mut at = 0;
-        for i in 0..used {
-            for j in 0..SPAWN_ACTION_BYTES / 8 {
-                let Some(w) = word(actions, i * SPAWN_ACTION_BYTES / 8 + j) else { return false };
-                self.actions[i][j] = w;
-                if alias::in_arena(w) {
-                    // A path (`addopen`, `addchdir_np`), copied a word at a time.
-                    let n = string_bytes(w);
-                    if at + n > COPY_PATHS {
-                        return false;
-                    }
-                    for b in 0..n {
-                        let Some(v) = word((w + b) & !7, 0) else { return false };
-                        self.paths[at + b] = (v >> (8 * ((w + b) & 7))) as u8;
-                    }
-                    self.actions[i][j] = self.paths[at..].as_ptr() as usize;
-                    at += n;
-                }
+        for w in self.actions[..used].as_flattened_mut() {
+            if !alias::in_arena(*w) {
+                continue;
             }
+            // A path (`addopen`, `addchdir_np`), copied a word at a time.
+            let (from, n) = (*w, string_bytes(*w));
+            if at + n > COPY_PATHS {
+                return false;
+            }
+            let mut b = 0;
+            while b < n {
+                let a = from + b;
+                let Some(v) = word(a & !7, 0) else { return false };
+                let take = (8 - (a & 7)).min(n - b);
+                self.paths[at + b..at + b + take].copy_from_slice(&v.to_le_bytes()[a & 7..(a & 7) + take]);
+                b += take;
+            }
+            *w = self.paths[at..].as_ptr() as usize;
+            at += n;
         }
         self.fa[1] = self.actions.as_ptr() as usize;
         true
     }
 }
 
-/// Copies the `T` at `from` into `to` a word at a time (`word`): false when a word cannot be
-/// read. `T` is plain data, a whole number of words.
-fn copy_words<T>(from: usize, to: &mut T) -> bool {
-    let words = core::mem::size_of::<T>() / 8;
-    let dst = to as *mut T as *mut usize;
-    for k in 0..words {
+/// Copies the words at `from` into `to` (`word`): false when one cannot be read.
+fn copy_words(from: usize, to: &mut [usize]) -> bool {
+    for (k, w) in to.iter_mut().enumerate() {
         let Some(v) = word(from, k) else { return false };
-        // SAFETY: `k` is below the words of `T`, which `to` holds.
-        unsafe { dst.add(k).write(v) };
+        *w = v;
     }
     true
 }
+
+/// Words of glibc's `posix_spawnattr_t`.
+const SPAWN_ATTR_WORDS: usize = core::mem::size_of::<libc::posix_spawnattr_t>() / 8;
 
 /// `posix_spawn` and `posix_spawnp`.
 type SpawnFn = unsafe extern "C" fn(
@@ -1937,10 +1935,11 @@ type SpawnFn = unsafe extern "C" fn(
 /// window is the time to start the child, and a steady pageout of the whole process hit it
 /// (ninja: "posix_spawn: Bad address"). So the file actions go to the C library as a copy
 /// whose paths lie on this wrapper's stack (`ActionsCopy`; up to 32 actions and 8 KiB of
-/// paths), the attributes as a copy too, and the pid through a local; and when the child's `execve` fails with `EFAULT` (the child ran nothing of the
-/// program's; the C library has reaped it), the pages are read again and the call made again,
-/// up to `TRIES` times; the file actions, which the child carried out before its `execve`, are
-/// carried out again.
+/// paths), the attributes as a copy too, and the pid through a local; and when the child's
+/// `execve` fails with `EFAULT` (the child ran nothing of the program's; the C library has
+/// reaped it), what it reads of the program's memory is read again and the call made again,
+/// up to `TRIES` times; the file actions, which the child carried out before its `execve`,
+/// are carried out again.
 macro_rules! spawn_call {
     ($name:ident) => {
         /// `posix_spawn`: the C library's own, what the child reads mapped first.
@@ -1959,25 +1958,22 @@ macro_rules! spawn_call {
             // SAFETY: the C library's function of this name has this type.
             let real: Option<SpawnFn> = unsafe { real_fn!($name) };
             let Some(g) = real else { return libc::ENOSYS };
+            let ready = crate::is_ready();
             // SAFETY: all-zero words and bytes.
             let mut copy: ActionsCopy = unsafe { core::mem::zeroed() };
-            let actions = if !fa.is_null() && crate::is_ready() && copy.copy(fa as usize) {
-                copy.fa.as_ptr() as *const libc::posix_spawn_file_actions_t
-            } else {
-                fa
-            };
+            let copied = !fa.is_null() && ready && copy.copy(fa as usize);
+            let actions = if copied { copy.fa.as_ptr() as *const libc::posix_spawn_file_actions_t } else { fa };
             // The attributes, read by the child with every signal blocked, copied here too.
-            // SAFETY: an all-zero posix_spawnattr_t is valid (and overwritten).
-            let mut attr_copy: libc::posix_spawnattr_t = unsafe { core::mem::zeroed() };
-            let attr = if !attr.is_null() && crate::is_ready() && copy_words(attr as usize, &mut attr_copy) {
-                &attr_copy as *const libc::posix_spawnattr_t
-            } else {
-                attr
-            };
+            let mut attr_copy = [0usize; SPAWN_ATTR_WORDS];
+            let attr_copied = !attr.is_null() && ready && copy_words(attr as usize, &mut attr_copy);
+            let attr = if attr_copied { attr_copy.as_ptr() as *const libc::posix_spawnattr_t } else { attr };
+            // What the child still reads of the program's memory.
+            let (touch_fa, touch_attr) =
+                (if copied { 0 } else { fa as usize }, if attr_copied { 0 } else { attr as usize });
             let mut tries = 0;
             loop {
-                if crate::is_ready() {
-                    touch_spawn(path, actions as usize, attr as usize, argv, envp);
+                if ready {
+                    touch_spawn(path, touch_fa, touch_attr, argv, envp);
                 }
                 // The C library writes the child's pid with every signal blocked, after the
                 // child started: a pid in a heap object paged out meanwhile killed ninja
@@ -1985,7 +1981,7 @@ macro_rules! spawn_call {
                 // SAFETY: the caller's arguments, its file actions and attributes perhaps as
                 // copied.
                 let r = out_local(pid, |p| unsafe { g(p, path, actions, attr, argv, envp) } as isize) as c_int;
-                if r != libc::EFAULT || !crate::is_ready() || tries == TRIES {
+                if r != libc::EFAULT || !ready || tries == TRIES {
                     return r;
                 }
                 tries += 1;

@@ -8,7 +8,7 @@
  * right bytes.
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
- *                         path, exec, stdio, dir, walk, spawn, signals, results,
+ *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
  *                         bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
@@ -977,6 +977,67 @@ static void stdio_case(void) {
         fail("rmdir", 0, 0);
 }
 
+/* A buffer of the program's given to a stream (setvbuf, setbuf, setbuffer): the C library
+ * writes it out and reads into it with system calls of its own. Each buffer is a heap object,
+ * paged out, with whatever buffer the stream uses, before the flush or the refill. */
+static void userbuf_case(void) {
+    char dir[] = "/tmp/nevermore-pageout-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp", 0, 0);
+    char *name = heap_path(dir, "u");
+    unsigned char got[200];
+    for (int k = 0; k < 4; k++) {
+        FILE *f = fopen(name, "w+");
+        if (!f)
+            fail("fopen", k, 0);
+        size_t size = k == 0 ? 65536 : k == 2 ? 20000 : BUFSIZ;
+        unsigned char *mine = malloc(size);
+        int r = 0;
+        if (k == 0)
+            r = setvbuf(f, (char *)mine, _IOFBF, size);
+        else if (k == 1)
+            setbuf(f, (char *)mine);
+        else if (k == 2)
+            setbuffer(f, (char *)mine, size);
+        else
+            r = setvbuf(f, (char *)mine, _IOLBF, size);
+        if (r != 0)
+            fail("setvbuf", r, k);
+        /* Written into the buffer (a line-buffered stream writes out each line as it comes),
+         * then paged out before the flush. */
+        size_t n = size / 2;
+        fill(scratch, n, 20 + k);
+        if (fwrite(scratch, 1, n, f) != n)
+            fail("fwrite into a buffer of the program's", k, 0);
+        page_out(mine, size);
+        page_out_buffer(f);
+        if (fflush(f) != 0)
+            fail("fflush of a paged-out buffer of the program's (0 setvbuf, 1 setbuf, 2 setbuffer, 3 line)", k, -1);
+        memset(scratch, 0, n);
+        expect(pread(fileno(f), scratch, n, 0), n, "pread of what the stream wrote");
+        check(scratch, n, 20 + k);
+        /* Read back: each refill goes into the paged-out buffer. */
+        rewind(f);
+        page_out(mine, size);
+        page_out_buffer(f);
+        int c = fgetc(f);
+        if (c != pat(20 + k, 0) || ferror(f))
+            fail("fgetc through a paged-out buffer of the program's (0 setvbuf, 1 setbuf, 2 setbuffer, 3 line)", k, c);
+        page_out(mine, size);
+        page_out_buffer(f);
+        if (fseek(f, 0, SEEK_SET) != 0 || fread(got, 1, sizeof got, f) != sizeof got || ferror(f))
+            fail("fread through a paged-out buffer of the program's", k, -1);
+        check(got, sizeof got, 20 + k);
+        if (fclose(f) != 0)
+            fail("fclose", k, 0);
+        free(mine);
+    }
+    unlink(name);
+    free(name);
+    if (rmdir(dir) != 0)
+        fail("rmdir", 0, 0);
+}
+
 /* A directory read after its stream (the DIR, with the buffer the kernel fills) was paged
  * out, opened through a paged-out path. */
 static void dir_case(void) {
@@ -1165,7 +1226,7 @@ int main(int argc, char **argv) {
         void (*run)(void);
     } cases[] = {{"pipe", pipes},     {"file", file_case},   {"vector", vector_case},
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
-                 {"exec", exec_case},     {"stdio", stdio_case}, {"dir", dir_case},
+                 {"exec", exec_case},     {"stdio", stdio_case}, {"userbuf", userbuf_case}, {"dir", dir_case},
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
                  {"results", results_case}, {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -202,7 +202,7 @@ const EXPORTS: &str = "
     symlink symlinkat readlinkat mkdirat mknod mkfifo chmod fchmodat chown lchown fchownat truncate
     truncate64 utimensat statfs statfs64 fstat fstat64 getrandom getdents64 recvmmsg sendmmsg
     execve execv execvp execvpe execl execlp execle
-    fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk
+    fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk setvbuf setbuf setbuffer
     __fread_unlocked_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
     select pselect waitpid wait wait3 wait4 waitid accept accept4 __open_2 __open64_2 __openat_2
     __openat64_2 __xstat __xstat64 __lxstat __lxstat64 __fxstat __fxstat64 __fxstatat __fxstatat64

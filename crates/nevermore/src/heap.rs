@@ -196,6 +196,28 @@ pub fn view_malloc(size: usize, zero: bool, caller: usize) -> *mut u8 {
     p
 }
 
+/// A view of `size` bytes for a stream to use instead of a buffer of the program's
+/// (`streams::lend`), or 0 when none can be made (no userfaultfd, views scarce).
+#[cold]
+#[inline(never)]
+pub fn view_buffer(size: usize) -> usize {
+    let scope = Scope::enter();
+    if scope.nested() {
+        return 0;
+    }
+    let p = view_alloc(size, false);
+    if p.is_null() {
+        return 0;
+    }
+    // `view_alloc` falls back to an ordinary object, which would be no better than the
+    // program's own buffer.
+    if alias::in_arena(p as usize) || reentrant_object(p as usize) {
+        free_in(p as usize, "free");
+        return 0;
+    }
+    p as usize
+}
+
 /// `realloc` for what `needs_view` (`view_malloc`): a growing DTV moves to a view too.
 #[cold]
 #[inline(never)]
@@ -981,6 +1003,7 @@ fn begin_other(p: usize, claimed: Option<usize>, op: &'static str) -> Option<(Ob
 /// stream, after the same checks as any object's.
 pub fn free_stream_buffer(p: *mut u8) {
     if !p.is_null() && crate::is_ready() {
+        streams::repay(p as usize);
         match streams::park(p as usize) {
             streams::Park::No => {}
             streams::Park::Kept(size) => {

@@ -1621,6 +1621,97 @@ macro_rules! freopen_call {
 freopen_call!(freopen);
 freopen_call!(freopen64);
 
+/// The stream's buffer is the program's, which the C library never frees, among its `_flags`
+/// (`_IO_USER_BUF`).
+const FILE_USER_BUF: u32 = 0x1;
+
+/// Gives the stream `f` a buffer of the program's, `buf` of `size` bytes, through `give` (the
+/// C library's `setvbuf`, `setbuf` or `setbuffer`, which takes the buffer to use). A buffer in
+/// the heap is behind an alias, and the C library reads into it and writes it out with system
+/// calls of its own (`streams`): the stream gets a view of the same size in its place
+/// (`streams::lend`), and the C library owns that view as it owns the buffers it allocates
+/// (`_IO_USER_BUF` cleared), freeing it when the stream is closed or given another buffer.
+/// Anything else, or when no view can be had, goes to the C library as it is.
+///
+/// # Safety
+/// `f` must be a stream, and `give` the C library's function with the caller's other
+/// arguments.
+unsafe fn give_buffer(f: Stream, buf: *mut core::ffi::c_char, size: usize, give: impl FnOnce(*mut core::ffi::c_char)) {
+    if buf.is_null() || size == 0 || f.is_null() || !alias::in_arena(buf as usize) {
+        return give(buf);
+    }
+    // Making the view leaves `errno` as it was.
+    let saved = sys::errno();
+    let lent = crate::streams::lend(buf as usize, size);
+    sys::set_errno(saved);
+    let Some(view) = lent else { return give(buf) };
+    // SAFETY: the caller's stream, locked (the C library's lock is recursive) while its buffer
+    // and flags change, as its own functions change them.
+    let taken = unsafe {
+        flockfile(f);
+        give(view as *mut core::ffi::c_char);
+        let taken = word(f as usize, FILE_BUF_BASE) == Some(view);
+        if taken {
+            let flags = f as *mut u32;
+            flags.write_volatile(flags.read_volatile() & !FILE_USER_BUF);
+        }
+        funlockfile(f);
+        taken
+    };
+    if !taken {
+        // The C library refused it (a failed flush of what the stream held, a bad mode).
+        crate::streams::repay(view);
+        crate::heap::free(view as *mut u8, "free");
+    }
+}
+
+/// `setvbuf`: the C library's own, with a heap buffer replaced by a view (`give_buffer`).
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn setvbuf(f: Stream, buf: *mut core::ffi::c_char, mode: c_int, size: usize) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(Stream, *mut core::ffi::c_char, c_int, usize) -> c_int> =
+        unsafe { real_fn!(setvbuf) };
+    let Some(g) = real else { return -1 };
+    if mode == libc::_IONBF {
+        // SAFETY: the caller's arguments (an unbuffered stream uses no buffer of the program's).
+        return unsafe { g(f, buf, mode, size) };
+    }
+    let mut r = -1;
+    // SAFETY: the caller's stream, and the C library's function with the caller's mode and size.
+    unsafe { give_buffer(f, buf, size, |b| r = g(f, b, mode, size)) };
+    r
+}
+
+/// `setbuf`: the C library's own (`BUFSIZ` bytes, or unbuffered for null), with a heap buffer
+/// replaced by a view (`give_buffer`).
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn setbuf(f: Stream, buf: *mut core::ffi::c_char) {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(Stream, *mut core::ffi::c_char)> = unsafe { real_fn!(setbuf) };
+    let Some(g) = real else { return };
+    // SAFETY: the caller's stream, and the C library's function.
+    unsafe { give_buffer(f, buf, libc::BUFSIZ as usize, |b| g(f, b)) }
+}
+
+/// `setbuffer`: the C library's own, with a heap buffer replaced by a view (`give_buffer`).
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn setbuffer(f: Stream, buf: *mut core::ffi::c_char, size: usize) {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(Stream, *mut core::ffi::c_char, usize)> = unsafe { real_fn!(setbuffer) };
+    let Some(g) = real else { return };
+    // SAFETY: the caller's stream, and the C library's function with the caller's size.
+    unsafe { give_buffer(f, buf, size, |b| g(f, b, size)) }
+}
+
 // ---- directory streams ----
 
 type Dir = *mut c_void;

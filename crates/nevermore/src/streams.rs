@@ -266,3 +266,70 @@ pub fn for_each_parked(mut f: impl FnMut(usize)) {
         }
     }
 }
+
+// ---- buffers the program gives a stream ----
+//
+// `setvbuf`, `setbuf` and `setbuffer` give a stream a buffer of the program's, which the C
+// library then reads into and writes out with its own system calls, as it does its own
+// buffers. A heap buffer is behind an alias, so the stream gets a view of the same size
+// instead (`lend`), which the C library frees as its own when the stream is closed or given
+// another buffer (the wrappers in `io` clear the stream's `_IO_USER_BUF`). The program's
+// buffer is left unused, which the C standard allows (its contents are indeterminate while the
+// stream holds it); it counts as reached in the leak check while the stream holds the view,
+// since the program may keep its only pointer to it in the stream, as glibc lets it.
+
+/// Buffers lent at most at once; past that a stream keeps the program's buffer.
+const LOANS: usize = 64;
+
+/// An entry being filled in by `lend`.
+const LENDING: usize = 1;
+
+/// A view lent to a stream in place of the program's buffer `theirs`. `view` is 0 when the
+/// entry is free, `LENDING` while `lend` fills it in.
+struct Loan {
+    view: AtomicUsize,
+    theirs: AtomicUsize,
+}
+
+static LOANED: [Loan; LOANS] = [const { Loan { view: AtomicUsize::new(0), theirs: AtomicUsize::new(0) } }; LOANS];
+
+/// Loans made since the start: `repay`, on every `free` of a stream's buffer by the C library,
+/// looks no further when there were none.
+static LOANS_MADE: AtomicUsize = AtomicUsize::new(0);
+
+/// A view of `size` bytes for a stream to use in place of the program's buffer `theirs`; None
+/// when every entry is taken or no view can be made.
+pub fn lend(theirs: usize, size: usize) -> Option<usize> {
+    let loan =
+        LOANED.iter().find(|l| l.view.compare_exchange(0, LENDING, Ordering::Acquire, Ordering::Relaxed).is_ok())?;
+    let view = crate::heap::view_buffer(size);
+    if view == 0 {
+        loan.view.store(0, Ordering::Release);
+        return None;
+    }
+    loan.theirs.store(theirs, Ordering::Relaxed);
+    loan.view.store(view, Ordering::Release);
+    LOANS_MADE.fetch_add(1, Ordering::Relaxed);
+    Some(view)
+}
+
+/// The C library frees `view`, a stream's buffer: if it was lent, the program's buffer is no
+/// longer held.
+pub fn repay(view: usize) {
+    if LOANS_MADE.load(Ordering::Relaxed) == 0 || view <= LENDING {
+        return;
+    }
+    if let Some(l) = LOANED.iter().find(|l| l.view.load(Ordering::Acquire) == view) {
+        let _ = l.view.compare_exchange(view, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// Calls `f` with every buffer of the program's whose stream holds a view in its place (the
+/// leak check reaches them).
+pub fn for_each_lent(mut f: impl FnMut(usize)) {
+    for l in &LOANED {
+        if l.view.load(Ordering::Acquire) > LENDING {
+            f(l.theirs.load(Ordering::Relaxed));
+        }
+    }
+}

@@ -9,7 +9,7 @@
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
  *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
- *                         bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         coroutine, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -44,6 +44,7 @@
 #include <limits.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define PAGE 4096UL
@@ -1209,6 +1210,78 @@ static void spawn_case(void) {
         fail("rmdir", 0, 0);
 }
 
+/* A coroutine whose stack is a heap object (makecontext; Boost.Context's default allocator
+ * mallocs its stacks too), paged out whenever it is switched away from: resumed, its first
+ * access faults on a stack the kernel cannot write a signal frame on. */
+static ucontext_t co_caller, co_self;
+static volatile long co_steps;
+
+static void co_body(void) {
+    for (;;) {
+        volatile char local[600];
+        memset((char *)local, (int)(co_steps & 0x7f), sizeof local);
+        co_steps += local[599] == (char)(co_steps & 0x7f);
+        swapcontext(&co_self, &co_caller);
+    }
+}
+
+static void run_coroutine(size_t size) {
+    char *stack = malloc(size);
+    co_steps = 0;
+    if (getcontext(&co_self) != 0)
+        fail("getcontext", 0, 0);
+    co_self.uc_stack.ss_sp = stack;
+    co_self.uc_stack.ss_size = size;
+    co_self.uc_link = NULL;
+    makecontext(&co_self, co_body, 0);
+    for (int i = 0; i < 40; i++) {
+        if (swapcontext(&co_caller, &co_self) != 0)
+            fail("swapcontext", i, 0);
+        page_out(stack, size);
+    }
+    if (co_steps != 40)
+        fail("the coroutine's steps", co_steps, 40);
+    free(stack);
+}
+
+/* The program is told it has no alternate stack until it sets one of its own. */
+static void expect_no_altstack(const char *when) {
+    stack_t old;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE))
+        fail(when, old.ss_flags, (long)old.ss_size);
+}
+
+static void *coroutine_thread(void *arg) {
+    (void)arg;
+    free(malloc(10)); /* the thread's first allocation */
+    expect_no_altstack("a thread that set no alternate stack is told of one");
+    run_coroutine(16384);
+    return NULL;
+}
+
+static void coroutine_case(void) {
+    free(malloc(10));
+    expect_no_altstack("the main thread that set no alternate stack is told of one");
+    run_coroutine(65536);
+    run_coroutine(16384);
+    pthread_t t;
+    if (pthread_create(&t, NULL, coroutine_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
+        fail("pthread_create", 0, 0);
+    /* A stack of the program's own (not in the heap) is the kernel's; turned off, the
+     * program is told it has none, and coroutines still survive. */
+    static char mine[65536];
+    stack_t ss = {.ss_sp = mine, .ss_flags = 0, .ss_size = sizeof mine}, old;
+    if (sigaltstack(&ss, NULL) != 0 || sigaltstack(NULL, &old) != 0 || old.ss_sp != mine ||
+        old.ss_size != sizeof mine || (old.ss_flags & SS_DISABLE))
+        fail("sigaltstack of a static stack", (long)old.ss_size, old.ss_flags);
+    run_coroutine(65536);
+    ss.ss_flags = SS_DISABLE;
+    if (sigaltstack(&ss, NULL) != 0)
+        fail("sigaltstack(SS_DISABLE)", 0, 0);
+    expect_no_altstack("a program that turned its alternate stack off is told of one");
+    run_coroutine(65536);
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -1228,7 +1301,7 @@ int main(int argc, char **argv) {
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
                  {"exec", exec_case},     {"stdio", stdio_case}, {"userbuf", userbuf_case}, {"dir", dir_case},
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
-                 {"results", results_case}, {"bad", bad_case}};
+                 {"results", results_case}, {"coroutine", coroutine_case}, {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

@@ -566,8 +566,22 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
         assert_ok(&o);
         let (out, err) = (stdout(&o), stderr(&o));
         for case in [
-            "pipe", "file", "vector", "socket", "epoll", "path", "exec", "stdio", "userbuf", "dir", "walk", "spawn",
-            "signals", "results", "bad",
+            "pipe",
+            "file",
+            "vector",
+            "socket",
+            "epoll",
+            "path",
+            "exec",
+            "stdio",
+            "userbuf",
+            "dir",
+            "walk",
+            "spawn",
+            "signals",
+            "results",
+            "coroutine",
+            "bad",
         ] {
             assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");
         }

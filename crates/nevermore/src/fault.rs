@@ -437,6 +437,16 @@ pub fn clear_signal(set: &mut libc::sigset_t, sig: c_int) {
 // below it a guard page), as big as the one asked for; the program is told of its own stack
 // when it asks (`oss`). A thread keeps its replacement for its next `sigaltstack` and unmaps
 // it when it exits (a pthread key's destructor, which first turns the stack off).
+//
+// A thread with no alternate stack runs our handler on the stack it is on, and that can be a
+// heap object too: a coroutine's stack (`makecontext`, Boost.Context's default allocator,
+// `pthread_attr_setstack`) that sat idle until the kernel paged it out. Resumed, its first
+// access faults, and the kernel, which must write the handler's frame on that very stack,
+// cannot: the process died of SIGSEGV (`tests/c/pageout.c coroutine`, both modes). So a thread
+// that has none gets an alternate stack of the library's own when its allocator cache is made
+// (`own_stack`), in the same kind of mapping. The program is told it has none, as it has not
+// set one; a stack it sets is the kernel's (or replaced, if in the heap), and when it turns
+// its own off, the library's takes its place again.
 
 /// The head of a replacement stack's mapping: a page holding what the program asked for, then
 /// a guard page, then the stack.
@@ -444,10 +454,18 @@ pub fn clear_signal(set: &mut libc::sigset_t, sig: c_int) {
 struct AltHead {
     /// Bytes of the whole mapping.
     len: usize,
-    /// The program's stack, as it gave it.
+    /// The program's stack, as it gave it; 0 for the library's own (`own_stack`).
     sp: usize,
     size: usize,
 }
+
+/// Bytes of the library's own alternate stack. The program's SIGSEGV and SIGBUS handlers,
+/// which ours calls for faults that are not the library's, run on it too, so it is roomy;
+/// untouched pages cost nothing.
+const OWN_STACK: usize = 64 * 1024;
+
+/// An alternate stack turned off, as the kernel reports it.
+const NO_STACK: libc::stack_t = libc::stack_t { ss_sp: ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
 
 /// The pthread key holding the thread's replacement (its `AltHead`); `u32::MAX` until made.
 static ALT_KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
@@ -490,14 +508,13 @@ extern "C" fn alt_exit(h: *mut c_void) {
     if h.is_null() {
         return;
     }
-    let off = libc::stack_t { ss_sp: ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
     // SAFETY: turning the thread's alternate stack off (it is not on it: it is exiting
     // normally), then unmapping the mapping this thread made; nobody else uses it.
     unsafe {
         let mut cur: libc::stack_t = core::mem::zeroed();
         libc::syscall(libc::SYS_sigaltstack, ptr::null::<libc::stack_t>(), &mut cur);
         if cur.ss_sp as usize == alt_stack(h as *mut AltHead) {
-            libc::syscall(libc::SYS_sigaltstack, &off, ptr::null_mut::<libc::stack_t>());
+            libc::syscall(libc::SYS_sigaltstack, &NO_STACK, ptr::null_mut::<libc::stack_t>());
         }
         libc::munmap(h, (*(h as *mut AltHead)).len);
     }
@@ -521,13 +538,19 @@ pub unsafe fn sigaltstack(ss: *const libc::stack_t, oss: *mut libc::stack_t) -> 
         unsafe {
             told.ss_sp = (*h).sp as *mut c_void;
             told.ss_size = (*h).size;
+            if (*h).sp == 0 {
+                told = NO_STACK;
+            }
         }
     }
     if !ss.is_null() {
         // SAFETY: the program's stack_t, per the C contract.
         let new = unsafe { *ss };
-        let r = if new.ss_flags & libc::SS_DISABLE == 0 && crate::is_ready() && alias::in_arena(new.ss_sp as usize) {
+        let off = new.ss_flags & libc::SS_DISABLE != 0;
+        let r = if !off && crate::is_ready() && alias::in_arena(new.ss_sp as usize) {
             replace_stack(new, cur, h)
+        } else if off && !h.is_null() && wants_own_stack() {
+            give_own(h, cur)
         } else {
             // SAFETY: forwarding the program's own request.
             unsafe { libc::syscall(libc::SYS_sigaltstack, ss, ptr::null_mut::<libc::stack_t>()) as c_int }
@@ -562,9 +585,8 @@ fn replace_stack(new: libc::stack_t, cur: libc::stack_t, mut h: *mut AltHead) ->
     // SAFETY: reading the thread's own head page.
     if !h.is_null() && unsafe { (*h).len } < size + 2 * PAGE {
         if cur.ss_sp as usize == alt_stack(h) {
-            let off = libc::stack_t { ss_sp: ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
             // SAFETY: turning off the kernel's use of the mapping about to go.
-            unsafe { libc::syscall(libc::SYS_sigaltstack, &off, ptr::null_mut::<libc::stack_t>()) };
+            unsafe { libc::syscall(libc::SYS_sigaltstack, &NO_STACK, ptr::null_mut::<libc::stack_t>()) };
         }
         // SAFETY: the thread's own mapping, which the kernel no longer uses.
         unsafe {
@@ -574,25 +596,10 @@ fn replace_stack(new: libc::stack_t, cur: libc::stack_t, mut h: *mut AltHead) ->
         h = ptr::null_mut();
     }
     if h.is_null() {
-        let len = size + 2 * PAGE;
-        // SAFETY: a fresh anonymous mapping, then its second page made a guard.
-        h = unsafe {
-            let m = libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if m == libc::MAP_FAILED {
-                return -1;
-            }
-            libc::mprotect((m as usize + PAGE) as *mut c_void, PAGE, libc::PROT_NONE);
-            libc::pthread_setspecific(key, m);
-            (*(m as *mut AltHead)).len = len;
-            m as *mut AltHead
-        };
+        h = new_head(key, size);
+        if h.is_null() {
+            return -1;
+        }
     }
     // SAFETY: the thread's own head page; then the kernel is given its stack.
     unsafe {
@@ -602,4 +609,77 @@ fn replace_stack(new: libc::stack_t, cur: libc::stack_t, mut h: *mut AltHead) ->
             libc::stack_t { ss_sp: alt_stack(h) as *mut c_void, ss_flags: new.ss_flags, ss_size: (*h).len - 2 * PAGE };
         libc::syscall(libc::SYS_sigaltstack, &given, ptr::null_mut::<libc::stack_t>()) as c_int
     }
+}
+
+/// A new mapping for a stack of `size` bytes (a multiple of the page; `OWN_STACK` at least, so
+/// that it can serve as the library's own later), its head and guard page first, made the
+/// thread's (`key`); null when it cannot be mapped.
+fn new_head(key: libc::pthread_key_t, size: usize) -> *mut AltHead {
+    let len = size.max(OWN_STACK) + 2 * PAGE;
+    // SAFETY: a fresh anonymous mapping, then its second page made a guard; the head is
+    // written in its first page, and the thread's key value set to it.
+    unsafe {
+        let m = libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if m == libc::MAP_FAILED {
+            return ptr::null_mut();
+        }
+        libc::mprotect((m as usize + PAGE) as *mut c_void, PAGE, libc::PROT_NONE);
+        libc::pthread_setspecific(key, m);
+        (*(m as *mut AltHead)).len = len;
+        m as *mut AltHead
+    }
+}
+
+/// Whether threads get the library's own alternate stack: only where userfaultfd traps (the
+/// fallbacks leave paged-out pages to the kernel), and not once the program confined itself
+/// with seccomp (its filter may refuse the calls, or kill the process for them).
+fn wants_own_stack() -> bool {
+    alias::revoke_kind() == alias::Revoke::Uffd && !crate::seccomp::filtered()
+}
+
+/// Gives the kernel the library's own stack in the thread's mapping `h`, in place of `cur`.
+fn give_own(h: *mut AltHead, cur: libc::stack_t) -> c_int {
+    if cur.ss_flags & libc::SS_ONSTACK != 0 {
+        sys::set_errno(libc::EPERM);
+        return -1;
+    }
+    // SAFETY: the thread's own head page; then the kernel is given its stack.
+    unsafe {
+        (*h).sp = 0;
+        (*h).size = 0;
+        let given = libc::stack_t { ss_sp: alt_stack(h) as *mut c_void, ss_flags: 0, ss_size: (*h).len - 2 * PAGE };
+        libc::syscall(libc::SYS_sigaltstack, &given, ptr::null_mut::<libc::stack_t>()) as c_int
+    }
+}
+
+/// Gives the calling thread the library's own alternate stack if it has none (see above).
+/// Called when the thread's allocator cache is made.
+pub fn own_stack() {
+    if !wants_own_stack() {
+        return;
+    }
+    // SAFETY: the kernel's current stack into a local.
+    let mut cur: libc::stack_t = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::syscall(libc::SYS_sigaltstack, ptr::null::<libc::stack_t>(), &mut cur) } != 0
+        || cur.ss_flags & libc::SS_DISABLE == 0
+    {
+        return;
+    }
+    let Some(key) = alt_key() else { return };
+    let mut h = alt_head();
+    if h.is_null() {
+        h = new_head(key, 0);
+        if h.is_null() {
+            return;
+        }
+    }
+    give_own(h, cur);
 }

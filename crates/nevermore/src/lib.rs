@@ -268,6 +268,7 @@ pub fn register_thread(c: *mut cache::Cache) {
         // SAFETY: `key` was created by pthread_key_create.
         unsafe { libc::pthread_setspecific(key, c as *const core::ffi::c_void) };
     }
+    fault::own_stack();
 }
 
 extern "C" fn thread_exit(c: *mut core::ffi::c_void) {

@@ -55,6 +55,13 @@
  *                                   strict overcommit accounting and RLIMIT_DATA charge)
  *   hostile ctor                    check objects allocated by the constructor of a library
  *                                   linked into the program (libctor.so, see ctor_lib.c)
+ *   hostile probe                   probe every descriptor below 4096 as programs that list
+ *                                   their open descriptors do (fstat, fstat64, __fxstat,
+ *                                   fcntl F_GETFD, as CPython's fd_status.py and daemons
+ *                                   closing what they did not open): prints "SEEN n TARGET"
+ *                                   for each that a probe found open, "OWN n" for each that
+ *                                   /proc names as the allocator's, "DISAGREE n" where the
+ *                                   probes differ
  * Prints "OK" on success; a failed check prints "HOSTILE FAIL: ..." and exits 2. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -371,6 +378,30 @@ static int fds(void) {
     return 0;
 }
 
+extern int __fxstat(int ver, int fd, struct stat *st);
+
+static int probe(void) {
+    workload(1 << 20, 0);
+    for (int fd = 0; fd < 4096; fd++) {
+        struct stat st;
+        struct stat64 st64;
+        int seen[4] = {fstat(fd, &st) == 0, fstat64(fd, &st64) == 0, __fxstat(1, fd, &st) == 0,
+                       fcntl(fd, F_GETFD) != -1};
+        char link[64], target[256];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = 0;
+        if (strstr(target, "nevermore-pool") || strstr(target, "userfaultfd"))
+            printf("OWN %d\n", fd);
+        if (seen[0] != seen[1] || seen[0] != seen[2] || seen[0] != seen[3])
+            printf("DISAGREE %d %d%d%d%d\n", fd, seen[0], seen[1], seen[2], seen[3]);
+        if (seen[0])
+            printf("SEEN %d %s\n", fd, target);
+    }
+    fflush(stdout);
+    return 0;
+}
+
 static int dup2_over(const char *path) {
     workload(1 << 20, 0);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -659,6 +690,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "ctor")) r = ctor();
 #endif
     else if (!strcmp(argv[1], "fds")) r = fds();
+    else if (!strcmp(argv[1], "probe")) r = probe();
     else if (!strcmp(argv[1], "fdfull")) r = fdfull();
     else if (!strcmp(argv[1], "pinned") && argc > 2) r = pinned(atol(argv[2]));
     else if (!strcmp(argv[1], "leader-exits")) r = leader_exits();

@@ -508,6 +508,32 @@ fn descriptors_put_over_the_allocators_stay_the_programs() {
     }
 }
 
+/// Programs list their open descriptors by probing every number: CPython's `fd_status.py`
+/// (its `subprocess` tests) with `fstat`, daemons with `fcntl` before closing what they did
+/// not open. The library's descriptors (its memory file, its userfaultfd) look closed to every
+/// such probe; `fstat` found them open, and `test_subprocess`'s `test_pass_fds_redirected`
+/// failed under the library.
+#[test]
+fn the_allocators_descriptors_look_closed_to_every_probe() {
+    for mode in ["prevent", "detect"] {
+        let o = hostile(&["probe"], mode);
+        ok_quiet(&o);
+        let out = stdout(&o);
+        let numbers = |tag: &str| -> Vec<u32> {
+            out.lines()
+                .filter_map(|l| l.strip_prefix(tag))
+                .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+                .collect()
+        };
+        let own = numbers("OWN ");
+        assert!(own.len() >= 2, "{mode}: the allocator's descriptors were not found:\n{out}");
+        assert!(numbers("DISAGREE ").is_empty(), "{mode}: the probes disagree:\n{out}");
+        let seen = numbers("SEEN ");
+        assert!(seen.contains(&0) && seen.contains(&2), "{mode}: {out}");
+        assert!(own.iter().all(|n| !seen.contains(n)), "{mode}: the allocator's descriptors look open:\n{out}");
+    }
+}
+
 /// bash takes a close-on-exec descriptor above 9 for one it saved itself and puts it back
 /// after a redirection: `exec N>file` at the number of one of the allocator's descriptors
 /// left the pool's memory file there, and what the script wrote to N went into the heap

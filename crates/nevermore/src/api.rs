@@ -912,7 +912,7 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 }
 
 /// Whether `fd` is one of the library's own descriptors (its number, and still its file).
-fn own_descriptor(fd: c_int) -> bool {
+pub fn own_descriptor(fd: c_int) -> bool {
     crate::pool::POOL.is_own_fd(fd)
         || crate::alias::is_own_uffd(fd)
         || crate::leak::is_stderr_copy(fd)

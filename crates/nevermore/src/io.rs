@@ -884,17 +884,19 @@ path_call! {
     fn __fxstatat64(ver: c_int, dir: c_int, path: Path, buf: StatBuf, flags: c_int) -> c_int;
     libc::SYS_newfstatat, [dir, path, buf, flags]; path, buf, STAT_BYTES
 }
-call_again! {
+forward! {
     /// `__fxstat`: `fstat` with the structure's version first.
     fn __fxstat(ver: c_int, fd: Fd, buf: StatBuf) -> c_int;
-    libc::SYS_fstat, [fd, buf];
-    alias::map_again(buf as usize, STAT_BYTES)
+    type unsafe extern "C" fn(c_int, Fd, StatBuf) -> c_int;
+    libc::SYS_fstat, [fd as usize, buf as usize, 0, 0, 0, 0];
+    |f| unless_own(fd, || again(|| f(ver, fd, buf), || alias::map_again(buf as usize, STAT_BYTES)))
 }
-call_again! {
+forward! {
     /// `__fxstat64`: as `__fxstat`.
     fn __fxstat64(ver: c_int, fd: Fd, buf: StatBuf) -> c_int;
-    libc::SYS_fstat, [fd, buf];
-    alias::map_again(buf as usize, STAT_BYTES)
+    type unsafe extern "C" fn(c_int, Fd, StatBuf) -> c_int;
+    libc::SYS_fstat, [fd as usize, buf as usize, 0, 0, 0, 0];
+    |f| unless_own(fd, || again(|| f(ver, fd, buf), || alias::map_again(buf as usize, STAT_BYTES)))
 }
 path_call! {
     /// `__readlink_chk`: `readlink`, checked.
@@ -1066,12 +1068,26 @@ xattr_remove! {
 
 // ---- calls that fill a buffer without a path ----
 
+/// `call`, on the descriptor `fd`, unless `fd` is one of the library's own, which looks closed
+/// (`EBADF`) to the calls that read a descriptor's attributes, as it does to `fcntl`
+/// (`api::fcntl`): programs list their open descriptors by probing every number with one or
+/// the other (CPython's `subprocess` tests with `fstat`, daemons closing what they did not
+/// open), and found the pool's memory file and the userfaultfd among theirs.
+fn unless_own(fd: Fd, call: impl FnOnce() -> isize) -> isize {
+    if crate::is_ready() && crate::api::own_descriptor(fd) {
+        sys::set_errno(libc::EBADF);
+        return -1;
+    }
+    call()
+}
+
 forward! {
-    /// `fstat(2)`: the `stat` buffer may lie in a heap object (a file's cached attributes).
+    /// `fstat(2)`: the `stat` buffer may lie in a heap object (a file's cached attributes);
+    /// the library's own descriptors look closed (`unless_own`).
     fn fstat(fd: Fd, buf: StatBuf) -> c_int;
     type unsafe extern "C" fn(Fd, StatBuf) -> c_int;
     libc::SYS_fstat, [fd as usize, buf as usize, 0, 0, 0, 0];
-    |f| again(|| f(fd, buf), || alias::map_again(buf as usize, STAT_BYTES))
+    |f| unless_own(fd, || again(|| f(fd, buf), || alias::map_again(buf as usize, STAT_BYTES)))
 }
 
 forward! {
@@ -1079,7 +1095,7 @@ forward! {
     fn fstat64(fd: Fd, buf: StatBuf) -> c_int;
     type unsafe extern "C" fn(Fd, StatBuf) -> c_int;
     libc::SYS_fstat, [fd as usize, buf as usize, 0, 0, 0, 0];
-    |f| again(|| f(fd, buf), || alias::map_again(buf as usize, STAT_BYTES))
+    |f| unless_own(fd, || again(|| f(fd, buf), || alias::map_again(buf as usize, STAT_BYTES)))
 }
 
 forward! {

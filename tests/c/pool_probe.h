@@ -17,7 +17,8 @@ static inline long pool_kib(void) {
         if (n <= 0) continue;
         target[n] = 0;
         struct stat st;
-        if (strstr(target, "nevermore-pool") && fstat(fd, &st) == 0) return (long)st.st_blocks / 2;
+        /* Through the link: the library's descriptors look closed to fstat. */
+        if (strstr(target, "nevermore-pool") && stat(path, &st) == 0) return (long)st.st_blocks / 2;
     }
     return -1;
 }

@@ -22,7 +22,7 @@
 use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
 use core::ptr;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::pool::{self, POOL};
 use crate::report::{self, Kind, Object, Report};
@@ -504,19 +504,42 @@ fn alt_stack(h: *mut AltHead) -> usize {
     h as usize + 2 * PAGE
 }
 
+/// Mappings of exited threads' stacks of the smallest size, kept for the next threads: a
+/// program that starts and ends threads all the time would otherwise map and unmap one per
+/// thread (an unmapping in a process with threads flushes the other processors' TLBs).
+static SPARE_STACKS: [AtomicUsize; 16] = [const { AtomicUsize::new(0) }; 16];
+
+/// A kept mapping of the smallest size, or null.
+fn spare_head() -> *mut AltHead {
+    for s in &SPARE_STACKS {
+        if s.load(Ordering::Relaxed) != 0 {
+            let h = s.swap(0, Ordering::Acquire);
+            if h != 0 {
+                return h as *mut AltHead;
+            }
+        }
+    }
+    ptr::null_mut()
+}
+
 extern "C" fn alt_exit(h: *mut c_void) {
     if h.is_null() {
         return;
     }
-    // SAFETY: turning the thread's alternate stack off (it is not on it: it is exiting
-    // normally), then unmapping the mapping this thread made; nobody else uses it.
+    // SAFETY: turning the thread's alternate stack off, whichever it is (it is not on it: it
+    // is exiting normally, and nothing of its own runs on it any more), then giving back the
+    // mapping this thread made or took; nobody else uses it.
     unsafe {
-        let mut cur: libc::stack_t = core::mem::zeroed();
-        libc::syscall(libc::SYS_sigaltstack, ptr::null::<libc::stack_t>(), &mut cur);
-        if cur.ss_sp as usize == alt_stack(h as *mut AltHead) {
-            libc::syscall(libc::SYS_sigaltstack, &NO_STACK, ptr::null_mut::<libc::stack_t>());
+        libc::syscall(libc::SYS_sigaltstack, &NO_STACK, ptr::null_mut::<libc::stack_t>());
+        let len = (*(h as *mut AltHead)).len;
+        if len == OWN_STACK + 2 * PAGE
+            && SPARE_STACKS
+                .iter()
+                .any(|s| s.compare_exchange(0, h as usize, Ordering::Release, Ordering::Relaxed).is_ok())
+        {
+            return;
         }
-        libc::munmap(h, (*(h as *mut AltHead)).len);
+        libc::munmap(h, len);
     }
 }
 
@@ -616,6 +639,14 @@ fn replace_stack(new: libc::stack_t, cur: libc::stack_t, mut h: *mut AltHead) ->
 /// thread's (`key`); null when it cannot be mapped.
 fn new_head(key: libc::pthread_key_t, size: usize) -> *mut AltHead {
     let len = size.max(OWN_STACK) + 2 * PAGE;
+    if len == OWN_STACK + 2 * PAGE {
+        let h = spare_head();
+        if !h.is_null() {
+            // SAFETY: a kept mapping, now this thread's alone.
+            unsafe { libc::pthread_setspecific(key, h as *const c_void) };
+            return h;
+        }
+    }
     // SAFETY: a fresh anonymous mapping, then its second page made a guard; the head is
     // written in its first page, and the thread's key value set to it.
     unsafe {

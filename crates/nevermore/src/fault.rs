@@ -470,7 +470,8 @@ const NO_STACK: libc::stack_t = libc::stack_t { ss_sp: ptr::null_mut(), ss_flags
 /// The pthread key holding the thread's replacement (its `AltHead`); `u32::MAX` until made.
 static ALT_KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
 
-fn alt_key() -> Option<libc::pthread_key_t> {
+/// The key of `ALT_KEY`, made on first use (under the lock of the program's handlers).
+pub fn alt_key() -> Option<libc::pthread_key_t> {
     let k = ALT_KEY.load(Ordering::Acquire);
     if k != u32::MAX {
         return Some(k);

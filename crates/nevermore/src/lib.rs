@@ -243,6 +243,9 @@ fn init() -> bool {
         }
         libc::pthread_atfork(Some(fork::prepare), Some(fork::parent), Some(fork::child));
     }
+    // Now rather than at a thread's first allocation (`fault::own_stack`), which may come from
+    // a signal handler: making the key takes a lock.
+    let _ = fault::alt_key();
     if options().verbose {
         let l = pool::POOL.layout();
         report::say(format_args!(

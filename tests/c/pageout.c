@@ -195,6 +195,79 @@ static void page_out_message(const struct msghdr *m) {
 }
 
 /* Sockets: recv/send, recvfrom/sendto, recvmsg/sendmsg with everything on the heap. */
+/* The calls that set a socket up or ask about it, their addresses, options and events in
+ * paged-out heap objects: bind, connect (a client reconnecting to an address it resolved long
+ * before: getaddrinfo's results are heap objects), setsockopt, getsockopt (SO_ERROR, which
+ * reading clears, and a 4-byte option), getsockname, getpeername, epoll_ctl. */
+static void socket_setup(void) {
+    char path[] = "/tmp/nevermore-pageout-sock-XXXXXX";
+    int tmp = mkstemp(path);
+    if (tmp < 0)
+        fail("mkstemp", 0, 0);
+    close(tmp);
+    unlink(path);
+    struct sockaddr_un *addr = calloc(1, sizeof *addr);
+    addr->sun_family = AF_UNIX;
+    strcpy(addr->sun_path, path);
+    int srv = socket(AF_UNIX, SOCK_STREAM, 0), cli = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (srv < 0 || cli < 0)
+        fail("socket", srv, cli);
+    page_out(addr, sizeof *addr);
+    if (bind(srv, (struct sockaddr *)addr, sizeof *addr) != 0 || listen(srv, 4) != 0)
+        fail("bind(2) of a paged-out address", -1, 0);
+    page_out(addr, sizeof *addr);
+    if (connect(cli, (struct sockaddr *)addr, sizeof *addr) != 0)
+        fail("connect(2) to a paged-out address", -1, 0);
+    int *opt = malloc(sizeof *opt);
+    *opt = 65536;
+    page_out(opt, sizeof *opt);
+    if (setsockopt(cli, SOL_SOCKET, SO_SNDBUF, opt, sizeof *opt) != 0)
+        fail("setsockopt(2) of a paged-out option", -1, 0);
+    socklen_t *len = malloc(sizeof *len);
+    *len = sizeof *opt;
+    *opt = -1;
+    page_out(opt, sizeof *opt);
+    page_out(len, sizeof *len);
+    if (getsockopt(cli, SOL_SOCKET, SO_ERROR, opt, len) != 0 || *opt != 0 || *len != sizeof *opt)
+        fail("getsockopt(2) SO_ERROR into a paged-out object", *opt, *len);
+    *opt = 0;
+    page_out(opt, sizeof *opt);
+    page_out(len, sizeof *len);
+    if (getsockopt(cli, SOL_SOCKET, SO_SNDBUF, opt, len) != 0 || *opt < 65536)
+        fail("getsockopt(2) SO_SNDBUF into a paged-out object", *opt, *len);
+    struct sockaddr_un *name = malloc(sizeof *name);
+    *len = sizeof *name;
+    memset(name, 0, sizeof *name);
+    page_out(name, sizeof *name);
+    page_out(len, sizeof *len);
+    if (getsockname(srv, (struct sockaddr *)name, len) != 0 || strcmp(name->sun_path, path) != 0)
+        fail("getsockname(2) into a paged-out object", -1, *len);
+    *len = sizeof *name;
+    memset(name, 0, sizeof *name);
+    page_out(name, sizeof *name);
+    page_out(len, sizeof *len);
+    if (getpeername(cli, (struct sockaddr *)name, len) != 0 || strcmp(name->sun_path, path) != 0)
+        fail("getpeername(2) into a paged-out object", -1, *len);
+    int ep = epoll_create1(0);
+    struct epoll_event *ev = malloc(sizeof *ev);
+    *ev = (struct epoll_event){.events = EPOLLOUT, .data.u64 = 99};
+    page_out(ev, sizeof *ev);
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, cli, ev) != 0)
+        fail("epoll_ctl(2) of a paged-out event", -1, 0);
+    struct epoll_event out;
+    if (epoll_wait(ep, &out, 1, 1000) != 1 || out.data.u64 != 99)
+        fail("the event epoll_ctl added", (long)out.data.u64, 99);
+    close(ep);
+    close(cli);
+    close(srv);
+    unlink(path);
+    free(ev);
+    free(name);
+    free(len);
+    free(opt);
+    free(addr);
+}
+
 static void socket_case(void) {
     int s[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s) != 0)
@@ -263,6 +336,7 @@ static void socket_case(void) {
     free(b);
     close(s[0]);
     close(s[1]);
+    socket_setup();
 }
 
 /* epoll_wait(2) into a paged-out array of events, and poll(2) of a paged-out array. */

@@ -1858,9 +1858,10 @@ forward! {
     |f| out_local(info, |i| f(idtype, id, i, options))
 }
 
-/// `accept` or `accept4` (`call(addr, len)`) with the peer's address received in locals when
-/// the program's address or length lies in the alias arena: see the group's comment.
-fn accept_with(addr: Addr, len: AddrLen, call: impl FnOnce(Addr, AddrLen) -> isize) -> isize {
+/// `accept`, `accept4`, `getsockname` or `getpeername` (`call(addr, len)`) with the address
+/// received in locals when the program's address or length lies in the alias arena: see the
+/// group's comment.
+fn address_out(addr: Addr, len: AddrLen, call: impl FnOnce(Addr, AddrLen) -> isize) -> isize {
     if addr.is_null() || len.is_null() || !(through_local(addr as usize) || through_local(len as usize)) {
         return call(addr, len);
     }
@@ -1887,7 +1888,7 @@ forward! {
     fn accept(fd: Fd, addr: Addr, len: AddrLen) -> c_int;
     type unsafe extern "C" fn(Fd, Addr, AddrLen) -> c_int;
     libc::SYS_accept, [fd as usize, addr as usize, len as usize, 0, 0, 0];
-    |f| accept_with(addr, len, |a, l| f(fd, a, l))
+    |f| address_out(addr, len, |a, l| f(fd, a, l))
 }
 
 forward! {
@@ -1895,7 +1896,99 @@ forward! {
     fn accept4(fd: Fd, addr: Addr, len: AddrLen, flags: c_int) -> c_int;
     type unsafe extern "C" fn(Fd, Addr, AddrLen, c_int) -> c_int;
     libc::SYS_accept4, [fd as usize, addr as usize, len as usize, flags as usize, 0, 0];
-    |f| accept_with(addr, len, |a, l| f(fd, a, l, flags))
+    |f| address_out(addr, len, |a, l| f(fd, a, l, flags))
+}
+
+forward! {
+    /// `getsockname(2)`: as `accept` (the socket's own address; nothing to undo, but one path
+    /// for every address a call writes).
+    fn getsockname(fd: Fd, addr: Addr, len: AddrLen) -> c_int;
+    type unsafe extern "C" fn(Fd, Addr, AddrLen) -> c_int;
+    libc::SYS_getsockname, [fd as usize, addr as usize, len as usize, 0, 0, 0];
+    |f| address_out(addr, len, |a, l| f(fd, a, l))
+}
+
+forward! {
+    /// `getpeername(2)`: as `getsockname`.
+    fn getpeername(fd: Fd, addr: Addr, len: AddrLen) -> c_int;
+    type unsafe extern "C" fn(Fd, Addr, AddrLen) -> c_int;
+    libc::SYS_getpeername, [fd as usize, addr as usize, len as usize, 0, 0, 0];
+    |f| address_out(addr, len, |a, l| f(fd, a, l))
+}
+
+/// The most bytes of an option `getsockopt` receives in a local (`TCP_INFO`'s 232 among them).
+const OPTION_LOCAL: usize = 256;
+
+forward! {
+    /// `getsockopt(2)`: its result through a local, as `accept`'s address: reading some options
+    /// consumes what they report (`SO_ERROR` clears the socket's pending error), so the call
+    /// cannot be made again. An option longer than `OPTION_LOCAL` is made again after `EFAULT`
+    /// with its pages mapped.
+    fn getsockopt(fd: Fd, level: c_int, name: c_int, val: Buf, len: AddrLen) -> c_int;
+    type unsafe extern "C" fn(Fd, c_int, c_int, Buf, AddrLen) -> c_int;
+    libc::SYS_getsockopt, [fd as usize, level as usize, name as usize, val as usize, len as usize, 0];
+    |f| option_out(val, len, |v, l| f(fd, level, name, v, l))
+}
+
+/// `getsockopt` (`call(val, len)`) with the option received in locals when the program's
+/// buffer or length lies in the alias arena.
+fn option_out(val: Buf, len: AddrLen, call: impl Fn(Buf, AddrLen) -> isize) -> isize {
+    if val.is_null() || len.is_null() || !(through_local(val as usize) || through_local(len as usize)) {
+        return call(val, len);
+    }
+    // SAFETY: the program's length, read in user mode (see the group's comment).
+    let room = unsafe { len.read_unaligned() };
+    if room as usize > OPTION_LOCAL {
+        return again(
+            || call(val, len),
+            || alias::map_again(val as usize, room as usize) + alias::map_again(len as usize, 4),
+        );
+    }
+    let mut local = [0u8; OPTION_LOCAL];
+    let mut got = room;
+    let r = call(local.as_mut_ptr() as Buf, &mut got);
+    if r >= 0 {
+        // SAFETY: the program's buffers, of `room` bytes and one length, written in user mode;
+        // the kernel would have written `min(room, got)` bytes and the length it reports.
+        unsafe {
+            let n = room.min(got) as usize;
+            core::ptr::copy_nonoverlapping(local.as_ptr(), val as *mut u8, n);
+            len.write_unaligned(got);
+        }
+    }
+    r
+}
+
+// Calls that read a socket address or an option first and fail with `EFAULT` before they do
+// anything: made again after `EFAULT` with the pages mapped, as the calls that take paths. A
+// client that reconnects to an address it resolved long ago (`getaddrinfo`'s results are heap
+// objects) connects through such a page.
+
+type CAddr = *const libc::sockaddr;
+
+call_again! {
+    /// `connect(2)`: see above.
+    fn connect(fd: Fd, addr: CAddr, len: libc::socklen_t) -> c_int;
+    libc::SYS_connect, [fd, addr, len];
+    alias::map_again(addr as usize, len as usize)
+}
+call_again! {
+    /// `bind(2)`: see above.
+    fn bind(fd: Fd, addr: CAddr, len: libc::socklen_t) -> c_int;
+    libc::SYS_bind, [fd, addr, len];
+    alias::map_again(addr as usize, len as usize)
+}
+call_again! {
+    /// `setsockopt(2)`: see above.
+    fn setsockopt(fd: Fd, level: c_int, name: c_int, val: CBuf, len: libc::socklen_t) -> c_int;
+    libc::SYS_setsockopt, [fd, level, name, val, len];
+    alias::map_again(val as usize, len as usize)
+}
+call_again! {
+    /// `epoll_ctl(2)`: see above (the event it adds or changes).
+    fn epoll_ctl(ep: Fd, op: c_int, fd: Fd, event: *mut libc::epoll_event) -> c_int;
+    libc::SYS_epoll_ctl, [ep, op, fd, event];
+    alias::map_again(event as usize, core::mem::size_of::<libc::epoll_event>())
 }
 
 // ---- spawning ----

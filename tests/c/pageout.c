@@ -198,7 +198,8 @@ static void page_out_message(const struct msghdr *m) {
 /* The calls that set a socket up or ask about it, their addresses, options and events in
  * paged-out heap objects: bind, connect (a client reconnecting to an address it resolved long
  * before: getaddrinfo's results are heap objects), setsockopt, getsockopt (SO_ERROR, which
- * reading clears, and a 4-byte option), getsockname, getpeername, epoll_ctl. */
+ * reading clears, and a 4-byte option), getsockname, getpeername, pipe, pipe2, socketpair,
+ * epoll_ctl. */
 static void socket_setup(void) {
     char path[] = "/tmp/nevermore-pageout-sock-XXXXXX";
     int tmp = mkstemp(path);
@@ -248,6 +249,18 @@ static void socket_setup(void) {
     page_out(len, sizeof *len);
     if (getpeername(cli, (struct sockaddr *)name, len) != 0 || strcmp(name->sun_path, path) != 0)
         fail("getpeername(2) into a paged-out object", -1, *len);
+    /* pipe, pipe2, socketpair: their two descriptors written into a paged-out object. */
+    int *two = malloc(2 * sizeof *two);
+    for (int k = 0; k < 3; k++) {
+        two[0] = two[1] = -1;
+        page_out(two, 2 * sizeof *two);
+        int r = k == 0 ? pipe(two) : k == 1 ? pipe2(two, O_CLOEXEC) : socketpair(AF_UNIX, SOCK_STREAM, 0, two);
+        if (r != 0 || two[0] < 0 || two[1] < 0 || write(two[1], "x", 1) != 1)
+            fail("pipe, pipe2 or socketpair into a paged-out object (0, 1, 2)", k, r);
+        close(two[0]);
+        close(two[1]);
+    }
+    free(two);
     int ep = epoll_create1(0);
     struct epoll_event *ev = malloc(sizeof *ev);
     *ev = (struct epoll_event){.events = EPOLLOUT, .data.u64 = 99};

@@ -1984,6 +1984,26 @@ call_again! {
     libc::SYS_setsockopt, [fd, level, name, val, len];
     alias::map_again(val as usize, len as usize)
 }
+// `pipe`, `pipe2` and `socketpair` write the two descriptors last, and close them again when
+// that fails: made again after `EFAULT` too.
+call_again! {
+    /// `pipe(2)`: see above.
+    fn pipe(fds: *mut c_int) -> c_int;
+    libc::SYS_pipe2, [fds, 0];
+    alias::map_again(fds as usize, 8)
+}
+call_again! {
+    /// `pipe2(2)`: see above.
+    fn pipe2(fds: *mut c_int, flags: c_int) -> c_int;
+    libc::SYS_pipe2, [fds, flags];
+    alias::map_again(fds as usize, 8)
+}
+call_again! {
+    /// `socketpair(2)`: see above.
+    fn socketpair(domain: c_int, kind: c_int, protocol: c_int, fds: *mut c_int) -> c_int;
+    libc::SYS_socketpair, [domain, kind, protocol, fds];
+    alias::map_again(fds as usize, 8)
+}
 call_again! {
     /// `epoll_ctl(2)`: see above (the event it adds or changes).
     fn epoll_ctl(ep: Fd, op: c_int, fd: Fd, event: *mut libc::epoll_event) -> c_int;

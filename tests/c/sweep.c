@@ -80,16 +80,28 @@
  *              then for 200 ms allocates and frees 64-byte objects at once: no group holds a
  *              dead slot beside a live one for long, so checks find nothing worth a sweep.
  *              Prints UNPINNED OK.
+ *   futex-waits three threads wait on heap objects, whose pages a task sharing the address
+ *              space (not a thread: sweeps do not hold it) pages out every 100 µs (madvise
+ *              MADV_PAGEOUT) while the main thread allocates as `reuse` does, 12
+ *              times over (so that sweeps hold the waiting threads, and let them go to wait
+ *              again): one in
+ *              sem_wait, one in pthread_cond_wait, one in sem_timedwait with a long timeout.
+ *              The kernel reads the futex word again when a wait goes on, and glibc aborts
+ *              when that fails ("The futex facility returned an unexpected error code").
+ *              Then each is woken and joined; prints FUTEX WAITS OK.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -780,6 +792,113 @@ static int chained_page(void) {
     return bad;
 }
 
+/* --- futex-waits --- */
+struct waits {
+    sem_t plain, timed;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int go;
+};
+static struct waits *waits;
+
+static void *sem_waiter(void *arg) {
+    (void)arg;
+    while (sem_wait(&waits->plain) != 0)
+        ;
+    return NULL;
+}
+
+static void *timed_waiter(void *arg) {
+    (void)arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 120;
+    while (sem_timedwait(&waits->timed, &until) != 0)
+        ;
+    return NULL;
+}
+
+static void *cond_waiter(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&waits->lock);
+    while (!waits->go)
+        pthread_cond_wait(&waits->cond, &waits->lock);
+    pthread_mutex_unlock(&waits->lock);
+    return NULL;
+}
+
+/* The pager: a task sharing the address space but not a thread of the process (clone
+ * without CLONE_THREAD), so that sweeps do not hold it, pages the waits out every 100 µs,
+ * through raw system calls only (it shares the main thread's thread pointer). */
+static volatile int pager_stop;
+
+static long raw3(long nr, long a, long b, long c) {
+    long r;
+    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return r;
+}
+
+static int pager(void *arg) {
+    (void)arg;
+    struct timespec nap = {0, 100000};
+    /* Gone with the process, whatever ends it. */
+    raw3(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0);
+    while (!pager_stop) {
+        raw3(SYS_madvise, (long)((uintptr_t)waits & ~4095UL), 8192, MADV_PAGEOUT);
+        raw3(SYS_nanosleep, (long)&nap, 0, 0);
+    }
+    raw3(SYS_exit, 0, 0, 0);
+    return 0;
+}
+
+static int futex_waits(void) {
+    waits = calloc(1, sizeof *waits);
+    if (sem_init(&waits->plain, 0, 0) != 0 || sem_init(&waits->timed, 0, 0) != 0)
+        return 2;
+    pthread_mutex_init(&waits->lock, NULL);
+    pthread_cond_init(&waits->cond, NULL);
+    pthread_t t[3];
+    void *(*f[3])(void *) = {sem_waiter, timed_waiter, cond_waiter};
+    for (int k = 0; k < 3; k++)
+        if (pthread_create(&t[k], NULL, f[k], NULL) != 0)
+            return 2;
+    usleep(20000);
+    static char pager_stack[65536] __attribute__((aligned(16)));
+    pid_t pg = clone(pager, pager_stack + sizeof pager_stack, CLONE_VM | SIGCHLD, NULL);
+    if (pg < 0)
+        return 2;
+    /* Rounds of pinned groups with dead slots, as in `reuse`, so that sweeps run. */
+    for (int round = 0; round < 12; round++) {
+        for (int i = 0; i < N; i++)
+            objs[i] = malloc(SIZE);
+        for (int i = 0; i < N; i++)
+            if (i % 4 != 0) {
+                free(objs[i]);
+                objs[i] = NULL;
+            }
+        for (int i = 0; i < NEW; i++) {
+            void *p = malloc(SIZE);
+            memset(p, 0x22, SIZE);
+            free(p);
+        }
+        for (int i = 0; i < N; i += 4)
+            free(objs[i]);
+    }
+    pager_stop = 1;
+    if (waitpid(pg, NULL, 0) != pg)
+        return 2;
+    sem_post(&waits->plain);
+    sem_post(&waits->timed);
+    pthread_mutex_lock(&waits->lock);
+    waits->go = 1;
+    pthread_cond_signal(&waits->cond);
+    pthread_mutex_unlock(&waits->lock);
+    for (int k = 0; k < 3; k++)
+        pthread_join(t[k], NULL);
+    printf("FUTEX WAITS OK\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "reuse";
     if (!strcmp(mode, "chained"))
@@ -794,6 +913,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "unpinned"))
         return unpinned();
+    if (!strcmp(mode, "futex-waits"))
+        return futex_waits();
     if (!strcmp(mode, "queued"))
         return queued();
     if (!strcmp(mode, "churn"))

@@ -103,6 +103,25 @@ fn with_threads_held_the_heap_is_read_whole_with_or_without_the_holder_s_share()
     assert_eq!(s[14], 0, "the holder read the heap with sweep_helper=0: {s:?}");
 }
 
+/// A thread waiting on a futex word in a heap object is stopped by the holder and let go, and
+/// the kernel starts its wait again by reading the word: when the word's page was paged out
+/// meanwhile, that failed with `EFAULT`, and glibc aborted the process ("The futex facility
+/// returned an unexpected error code"; CPython's tests under steady pageout, nearly every
+/// module; `sweep.c futex-waits`, whose pager task takes the page every 100 µs, 3 runs of 3).
+/// The holder sends such a thread to make its wait again from user mode, where the read of
+/// the word mends its page. Three runs, each holding the waiting threads at least once.
+#[test]
+fn futex_waits_held_by_a_sweep_go_on_when_their_word_was_paged_out() {
+    let _serial = one_at_a_time();
+    for _ in 0..3 {
+        let o = run("futex-waits", "mode=prevent:stats=1");
+        assert_ok(&o);
+        assert!(stdout(&o).contains("FUTEX WAITS OK"), "{}\n{}", stdout(&o), stderr(&o));
+        let s = sweeps(&o);
+        assert!(s[11] >= 1 && s[12] >= 3, "the waiting threads were never held: {s:?}\n{}", stderr(&o));
+    }
+}
+
 /// The same after the kept objects' pages lost their page-table entries (the program dropped
 /// them with `madvise`): whichever task meets them maps them again, the helper through a fault
 /// handler of its own (without it, the helper ended and every sweep gave up).

@@ -785,12 +785,112 @@ fn release_all(s: &mut Shared) {
                 continue;
             }
         }
-        if t.sig == 0 {
-            restart_endless_wait(t.tid);
+        if let Some(r) = regs_of(t.tid) {
+            map_futex_words(&r);
+            if t.sig == 0 && !wait_again_from_user_mode(t.tid, r) {
+                restart_endless_wait(t.tid, r);
+            }
         }
         ptrace(libc::PTRACE_DETACH, t.tid, 0, t.sig as usize);
     }
     s.n = 0;
+}
+
+/// Maps again the futex words that a thread stopped inside `futex` reads when it goes on.
+/// A stop breaks a futex wait, and the kernel starts it again afterwards, reading the futex
+/// word itself: a word in a heap object whose page lost its entry while the thread slept
+/// (pageout, swap) made the wait fail with `EFAULT`, and glibc aborts the process on that
+/// ("The futex facility returned an unexpected error code": CPython's regression tests under
+/// steady pageout, nearly every module). The holder reads each word (a fault on a live alias is
+/// mended by `on_fault`), so that the page is there when the thread is let go.
+fn map_futex_words(r: &libc::user_regs_struct) {
+    if r.orig_rax as i64 != libc::SYS_futex {
+        return;
+    }
+    touch_word(r.rdi as usize);
+    // The operations with a second word (`uaddr2`, the fifth argument).
+    let op = r.rsi as i32 & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
+    if matches!(
+        op,
+        libc::FUTEX_REQUEUE
+            | libc::FUTEX_CMP_REQUEUE
+            | libc::FUTEX_WAKE_OP
+            | libc::FUTEX_WAIT_REQUEUE_PI
+            | libc::FUTEX_CMP_REQUEUE_PI
+    ) {
+        touch_word(r.r8 as usize);
+    }
+}
+
+// A futex wait started again by the kernel reads its word at once, and a pageout may take the
+// word's page again between the holder's read (`map_futex_words`) and that: a task paging out
+// the waiters' object every 100 µs still made 1 run in 5 abort (`tests/c/sweep.c
+// futex-waits`). So a thread stopped in a futex wait that the kernel would start again is sent,
+// instead, to `nevermore_futex_again`, which reads the word in user mode (where a fault is
+// mended) and makes the same call, then goes back to where the thread was: the address to go
+// back to is left on the thread's stack below its red zone (the 128 bytes below the stack
+// pointer that the code it runs may use), where a signal's frame would go too.
+core::arch::global_asm!(
+    ".pushsection .text.nevermore_futex_again,\"ax\",@progbits",
+    ".globl nevermore_futex_again",
+    ".hidden nevermore_futex_again",
+    ".type nevermore_futex_again, @function",
+    "nevermore_futex_again:",
+    // The word (rcx and r11 are the system call's to clobber).
+    "mov r11d, dword ptr [rdi]",
+    "syscall",
+    ".globl nevermore_futex_again_done",
+    ".hidden nevermore_futex_again_done",
+    "nevermore_futex_again_done:",
+    "pop rcx",
+    "lea rsp, [rsp + 128]",
+    "jmp rcx",
+    ".size nevermore_futex_again, . - nevermore_futex_again",
+    ".popsection",
+);
+
+extern "C" {
+    fn nevermore_futex_again();
+    fn nevermore_futex_again_done();
+}
+
+/// The kernel's codes for a system call it starts again itself (`-ERESTARTSYS`,
+/// `-ERESTARTNOINTR`, `-ERESTARTNOHAND`, `-ERESTART_RESTARTBLOCK`).
+const RESTART_CODES: [i64; 4] = [-512, -513, -514, -516];
+
+/// Sends thread `tid`, stopped (registers `r`) in a futex wait on a word in the alias arena
+/// that the kernel would start again, to `nevermore_futex_again` (see above); false when it is
+/// not in such a wait. A wait with a timeout is made again with its own arguments: glibc's
+/// timeouts are absolute.
+fn wait_again_from_user_mode(tid: u32, mut r: libc::user_regs_struct) -> bool {
+    if r.orig_rax as i64 != libc::SYS_futex
+        || !RESTART_CODES.contains(&(r.rax as i64))
+        || !crate::alias::in_arena(r.rdi as usize)
+    {
+        return false;
+    }
+    if r.rip as usize != nevermore_futex_again_done as *const () as usize {
+        let slot = (r.rsp as usize).wrapping_sub(128 + 8);
+        // SAFETY: the stopped thread's stack below its red zone, in the shared address space,
+        // free for a signal's frame; a fault on a live alias is mended by `on_fault` (any other
+        // ends the holder, and the kernel lets the thread go as it was).
+        unsafe { (slot as *mut u64).write_volatile(r.rip) };
+        r.rsp = slot as u64;
+    }
+    r.rax = libc::SYS_futex as u64;
+    r.rip = nevermore_futex_again as *const () as usize as u64;
+    ptrace(libc::PTRACE_SETREGS, tid, 0, &r as *const _ as usize) == 0
+}
+
+/// Reads the futex word at `addr` if it lies in the alias arena (elsewhere the kernel brings
+/// a page back itself).
+fn touch_word(addr: usize) {
+    if addr & 3 == 0 && crate::alias::in_arena(addr) {
+        // SAFETY: a futex word a thread waits on, in the shared address space: a live object's
+        // (a fault on its page is mended by `on_fault`; one that cannot be ends the holder, and
+        // its sweep gives up).
+        unsafe { core::ptr::read_volatile(addr as *const u32) };
+    }
 }
 
 /// Makes a thread stopped in a wait without a timeout that a stop breaks with `EINTR`
@@ -799,8 +899,7 @@ fn release_all(s: &mut Shared) {
 /// (the call's number back in `rax`, the instruction pointer back onto the 2-byte `syscall`).
 /// A wait with a timeout keeps its `EINTR`, as after `SIGSTOP` and `SIGCONT`: waiting again
 /// for the whole timeout would wake it late.
-fn restart_endless_wait(tid: u32) {
-    let Some(mut r) = regs_of(tid) else { return };
+fn restart_endless_wait(tid: u32, mut r: libc::user_regs_struct) {
     if r.rax as i64 != -(libc::EINTR as i64) {
         return;
     }

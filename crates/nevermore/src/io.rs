@@ -461,7 +461,7 @@ forward! {
     fn epoll_wait(ep: Fd, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int;
     type unsafe extern "C" fn(Fd, *mut libc::epoll_event, c_int, c_int) -> c_int;
     libc::SYS_epoll_pwait, [ep as usize, events as usize, max as usize, timeout as usize, 0, 8];
-    |f| again(|| f(ep, events, max, timeout), || alias::map_again(events as usize, events_bytes(max)))
+    |f| events_local(events, max, |e, m| again(|| f(ep, e, m, timeout), || alias::map_again(e as usize, events_bytes(m))))
 }
 
 forward! {
@@ -469,7 +469,67 @@ forward! {
     fn epoll_pwait(ep: Fd, events: *mut libc::epoll_event, max: c_int, timeout: c_int, mask: *const libc::sigset_t) -> c_int;
     type unsafe extern "C" fn(Fd, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int;
     libc::SYS_epoll_pwait, [ep as usize, events as usize, max as usize, timeout as usize, mask as usize, 8];
-    |f| again(|| f(ep, events, max, timeout, mask), || alias::map_again(events as usize, events_bytes(max)))
+    |f| events_local(events, max, |e, m| {
+        again(|| f(ep, e, m, timeout, mask), || alias::map_again(e as usize, events_bytes(m)))
+    })
+}
+
+// ---- waits through locals ----
+//
+// A wait writes its result when it ends (`epoll_wait` its events, `poll` each entry's
+// `revents`), and a wait may last long: a result array in a heap object had time to be paged
+// out, the copy failed with `EFAULT`, and the call made again waited again, the pageout taking
+// the page once more (a Python server's `poll` of its listening socket, every 0.5 s, ended with
+// `EFAULT` after 4 tries under a pageout every 5 ms). An array in the alias arena goes through a
+// local on the stack instead, which the kernel always reaches: `poll`'s entries copied in
+// and out, up to `LOCAL_POLLFDS` of them (more go as they are); `epoll_wait`'s events copied
+// out, the wait asking for at most `LOCAL_EVENTS` (fewer than asked for is always allowed:
+// the rest stay ready for the next wait).
+
+/// `pollfd`s a `poll` takes through a local.
+const LOCAL_POLLFDS: usize = 256;
+/// Events an `epoll_wait` takes through a local.
+const LOCAL_EVENTS: usize = 256;
+
+/// `epoll_wait` (`call(events, max)`) through a local when `events` lies in the alias arena.
+fn events_local(
+    events: *mut libc::epoll_event,
+    max: c_int,
+    call: impl FnOnce(*mut libc::epoll_event, c_int) -> isize,
+) -> isize {
+    if max <= 0 || !through_local(events as usize) {
+        return call(events, max);
+    }
+    let m = (max as usize).min(LOCAL_EVENTS);
+    let mut local = [libc::epoll_event { events: 0, u64: 0 }; LOCAL_EVENTS];
+    let r = call(local.as_mut_ptr(), m as c_int);
+    if r > 0 {
+        // SAFETY: the program's array of `max` events, written in user mode (a page that lost
+        // its entry is mapped again by the fault handler); `r` ≤ `m` were filled.
+        unsafe { core::ptr::copy_nonoverlapping(local.as_ptr(), events, r as usize) };
+    }
+    r
+}
+
+/// `poll` (`call(fds)`) through a local copy of the `n` entries when they lie in the alias
+/// arena and are at most `LOCAL_POLLFDS`.
+fn pollfds_local(fds: *mut libc::pollfd, n: libc::nfds_t, call: impl FnOnce(*mut libc::pollfd) -> isize) -> isize {
+    let k = n as usize;
+    if k == 0 || k > LOCAL_POLLFDS || !through_local(fds as usize) {
+        return call(fds);
+    }
+    let mut local = [libc::pollfd { fd: 0, events: 0, revents: 0 }; LOCAL_POLLFDS];
+    // SAFETY: the program's `n` entries, read in user mode (see `events_local`).
+    unsafe { core::ptr::copy_nonoverlapping(fds, local.as_mut_ptr(), k) };
+    let r = call(local.as_mut_ptr());
+    if r >= 0 {
+        for (i, l) in local[..k].iter().enumerate() {
+            // SAFETY: entry `i` of the program's array, written in user mode; only what the
+            // kernel writes, the returned events.
+            unsafe { core::ptr::addr_of_mut!((*fds.add(i)).revents).write(l.revents) };
+        }
+    }
+    r
 }
 
 /// Bytes of `n` `pollfd`s.
@@ -483,7 +543,7 @@ forward! {
     fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int;
     type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
     libc::SYS_poll, [fds as usize, n as usize, timeout as usize, 0, 0, 0];
-    |f| again(|| f(fds, n, timeout), || alias::map_again(fds as usize, pollfds_bytes(n)))
+    |f| pollfds_local(fds, n, |p| again(|| f(p, n, timeout), || alias::map_again(p as usize, pollfds_bytes(n))))
 }
 
 forward! {
@@ -491,7 +551,10 @@ forward! {
     fn __poll_chk(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int, size: usize) -> c_int;
     type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int, usize) -> c_int;
     libc::SYS_poll, [fds as usize, n as usize, timeout as usize, 0, 0, 0];
-    |f| again(|| f(fds, n, timeout, size), || alias::map_again(fds as usize, pollfds_bytes(n)))
+    |f| pollfds_local(fds, n, |p| {
+        // The program's size still checked against `n`, as it would be.
+        again(|| f(p, n, timeout, size), || alias::map_again(p as usize, pollfds_bytes(n)))
+    })
 }
 
 forward! {
@@ -505,14 +568,14 @@ forward! {
     ) -> c_int;
     type unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int;
     libc::SYS_ppoll, [fds as usize, n as usize, timeout as usize, mask as usize, 8, 0];
-    |f| again(
-        || f(fds, n, timeout, mask),
+    |f| pollfds_local(fds, n, |p| again(
+        || f(p, n, timeout, mask),
         || {
-            alias::map_again(fds as usize, pollfds_bytes(n))
+            alias::map_again(p as usize, pollfds_bytes(n))
                 + alias::map_again(timeout as usize, core::mem::size_of::<libc::timespec>())
                 + alias::map_again(mask as usize, 8)
         },
-    )
+    ))
 }
 
 type FdSet = *mut libc::fd_set;

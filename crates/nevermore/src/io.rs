@@ -1453,13 +1453,25 @@ with_views! { 1;
     core::ptr::null_mut()
 }
 
-with_views! { crate::tls::PLAIN_DIR;
-    /// `opendir`: the C library's own, and the directory stream an ordinary object: the
-    /// program reads it with `readdir`, whose wrapper mends it (`readdir_call`). The C
-    /// library's own directory streams, which it reads with its own `readdir` inside
-    /// `scandir`, `glob`, `nftw`, `ftw` and `fts_read`, are views (`streams::opens_directory`).
-    fn opendir(path: Path) -> Dir;
-    core::ptr::null_mut()
+/// `opendir`: the C library's own, and the directory stream an ordinary object: the program
+/// reads it with `readdir`, whose wrapper mends it (`readdir_call`). The C library's own
+/// directory streams, which it reads with its own `readdir` inside `scandir`, `glob`, `nftw`,
+/// `ftw` and `fts_read`, are views (`streams::opens_directory`). The C library opens the path
+/// with a system call of its own: made again after `EFAULT` with the path's pages mapped
+/// (`open_stream`; CPython's `os.listdir` at a child's start-up failed so under pageout).
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn opendir(path: Path) -> Dir {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(Path) -> Dir> = unsafe { real_fn!(opendir) };
+    let Some(real) = real else { return core::ptr::null_mut() };
+    crate::tls::add_views(crate::tls::PLAIN_DIR);
+    // SAFETY: the caller's path, as the caller passed it.
+    let r = open_stream(path, || unsafe { real(path) } as *mut u8);
+    crate::tls::add_views(-crate::tls::PLAIN_DIR);
+    r as Dir
 }
 
 with_views! { crate::tls::PLAIN_DIR;
@@ -1633,9 +1645,10 @@ macro_rules! stream_call_chk {
 stream_call_chk!(__fread_chk);
 stream_call_chk!(__fread_unlocked_chk);
 
-/// Opens a stream on a path through `open`, which returns null on failure: made again after
-/// `EFAULT` when the path's pages were mapped again, as the calls that take paths above.
-fn open_stream(path: Path, mut open: impl FnMut() -> Stream) -> Stream {
+/// Opens a stream (a `FILE`, a `DIR`) on a path through `open`, which returns null on failure:
+/// made again after `EFAULT` when the path's pages were mapped again, as the calls that take
+/// paths above.
+fn open_stream<T>(path: Path, mut open: impl FnMut() -> *mut T) -> *mut T {
     let r = again(
         || {
             let s = open();
@@ -1650,7 +1663,7 @@ fn open_stream(path: Path, mut open: impl FnMut() -> Stream) -> Stream {
     if r < 0 {
         core::ptr::null_mut()
     } else {
-        r as Stream
+        r as *mut T
     }
 }
 

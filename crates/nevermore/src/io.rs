@@ -501,12 +501,16 @@ fn events_local(
         return call(events, max);
     }
     let m = (max as usize).min(LOCAL_EVENTS);
-    let mut local = [libc::epoll_event { events: 0, u64: 0 }; LOCAL_EVENTS];
-    let r = call(local.as_mut_ptr(), m as c_int);
+    // Left unset: the kernel writes what it returns, and only that is read (zeroing 3 KiB on
+    // every wait of an event loop would be work for nothing).
+    let mut local = core::mem::MaybeUninit::<[libc::epoll_event; LOCAL_EVENTS]>::uninit();
+    let at = local.as_mut_ptr() as *mut libc::epoll_event;
+    let r = call(at, m as c_int);
     if r > 0 {
         // SAFETY: the program's array of `max` events, written in user mode (a page that lost
-        // its entry is mapped again by the fault handler); `r` ≤ `m` were filled.
-        unsafe { core::ptr::copy_nonoverlapping(local.as_ptr(), events, r as usize) };
+        // its entry is mapped again by the fault handler); the kernel filled `r` ≤ `m` of the
+        // local's.
+        unsafe { core::ptr::copy_nonoverlapping(at, events, r as usize) };
     }
     r
 }
@@ -518,15 +522,18 @@ fn pollfds_local(fds: *mut libc::pollfd, n: libc::nfds_t, call: impl FnOnce(*mut
     if k == 0 || k > LOCAL_POLLFDS || !through_local(fds as usize) {
         return call(fds);
     }
-    let mut local = [libc::pollfd { fd: 0, events: 0, revents: 0 }; LOCAL_POLLFDS];
-    // SAFETY: the program's `n` entries, read in user mode (see `events_local`).
-    unsafe { core::ptr::copy_nonoverlapping(fds, local.as_mut_ptr(), k) };
-    let r = call(local.as_mut_ptr());
+    // Only the first `k` entries are set and used (see `events_local`).
+    let mut local = core::mem::MaybeUninit::<[libc::pollfd; LOCAL_POLLFDS]>::uninit();
+    let at = local.as_mut_ptr() as *mut libc::pollfd;
+    // SAFETY: the program's `n` entries, read in user mode (see `events_local`), into the
+    // local's first `k`.
+    unsafe { core::ptr::copy_nonoverlapping(fds, at, k) };
+    let r = call(at);
     if r >= 0 {
-        for (i, l) in local[..k].iter().enumerate() {
-            // SAFETY: entry `i` of the program's array, written in user mode; only what the
-            // kernel writes, the returned events.
-            unsafe { core::ptr::addr_of_mut!((*fds.add(i)).revents).write(l.revents) };
+        for i in 0..k {
+            // SAFETY: entry `i` of the local (set above) and of the program's array, written in
+            // user mode; only what the kernel writes, the returned events.
+            unsafe { core::ptr::addr_of_mut!((*fds.add(i)).revents).write((*at.add(i)).revents) };
         }
     }
     r

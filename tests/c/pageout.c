@@ -9,7 +9,7 @@
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
  *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
- *                         coroutine, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         process, coroutine, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -43,6 +43,14 @@
 #include <sys/xattr.h>
 #include <limits.h>
 #include <sys/uio.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/sendfile.h>
+#include <sys/sysinfo.h>
+#include <sys/time.h>
+#include <sys/times.h>
+#include <sys/utsname.h>
+#include <utime.h>
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -1199,6 +1207,18 @@ static void dir_case(void) {
         seen += e->d_name[0] == 'f';
     if (errno != 0 || seen != FILES)
         fail("readdir of a paged-out directory stream", seen, FILES);
+    /* readdir_r: the entry in a heap object of the program's, paged out too. */
+    rewinddir(d);
+    page_out(d, malloc_usable_size(d));
+    struct dirent *entry = malloc(sizeof *entry);
+    page_out(entry, sizeof *entry);
+    seen = 0;
+    int r;
+    while ((r = readdir_r(d, entry, &e)) == 0 && e)
+        seen += e == entry && e->d_name[0] == 'f';
+    if (r != 0 || seen != FILES)
+        fail("readdir_r of a paged-out directory stream", r, seen);
+    free(entry);
     closedir(d);
     /* A path across two pages, the second paged out: the C library's opendir reads the first
      * byte before its own open, which reads the rest. */
@@ -1427,6 +1447,204 @@ static void coroutine_case(void) {
     run_coroutine(65536);
 }
 
+/* ---- the process's attributes, file times, locks, offsets ---- */
+
+/* A copy of N bytes at P in a heap object of its own, paged out. */
+static void *heap_copy(const void *p, size_t n) {
+    void *h = malloc(n);
+    memcpy(h, p, n);
+    page_out(h, n);
+    return h;
+}
+
+static volatile int pager_stop;
+
+/* Pages out every writable mapping of the process, again and again, until told to stop. */
+static void *pager(void *arg) {
+    (void)arg;
+    while (!pager_stop)
+        page_out_everything();
+    return NULL;
+}
+
+/* The groups: setgroups from, getgroups into a paged-out list (a process without the
+ * privilege gets EPERM, never EFAULT, and has fewer groups to read); initgroups, whose list
+ * is the C library's own heap object, while another thread pages out the whole process. */
+static void groups_case(void) {
+    gid_t mine[256], want[3] = {0, 1, 2};
+    int n = getgroups(256, mine);
+    if (n < 0)
+        fail("getgroups", n, 0);
+    int privileged = geteuid() == 0;
+    gid_t *list = malloc(sizeof mine);
+    memcpy(list, want, sizeof want);
+    page_out(list, sizeof want);
+    int r = setgroups(3, list);
+    if (privileged ? r != 0 : r != -1 || errno != EPERM)
+        fail("setgroups from a paged-out list", r, privileged);
+    int now = privileged ? 3 : n;
+    memset(list, 0xff, sizeof mine);
+    page_out(list, sizeof mine);
+    if (getgroups(256, list) != now || memcmp(list, privileged ? want : mine, (size_t)now * sizeof *list) != 0)
+        fail("getgroups into a paged-out list", now, 0);
+    free(list);
+    pthread_t t;
+    pager_stop = 0;
+    if (pthread_create(&t, NULL, pager, NULL) != 0)
+        fail("pthread_create", 0, 0);
+    int efault = 0, other = 0;
+    for (int i = 0; i < 300; i++) {
+        errno = 0;
+        r = initgroups("root", 0);
+        efault += r != 0 && errno == EFAULT;
+        other += privileged ? r != 0 && errno != EFAULT : r != -1 || errno != EPERM;
+    }
+    pager_stop = 1;
+    pthread_join(t, NULL);
+    if (efault || other)
+        fail("initgroups while the process is paged out (EFAULT, other)", efault, other);
+    if (privileged && setgroups((size_t)n, mine) != 0)
+        fail("setgroups", n, 0);
+}
+
+static void affinity_case(void) {
+    int cpus = (int)sysconf(_SC_NPROCESSORS_CONF) + 64;
+    size_t size = CPU_ALLOC_SIZE(cpus);
+    cpu_set_t *mine = CPU_ALLOC(cpus), *set = CPU_ALLOC(cpus);
+    if (sched_getaffinity(0, size, mine) != 0)
+        fail("sched_getaffinity", 0, 0);
+    memset(set, 0xff, size);
+    page_out(set, size);
+    if (sched_getaffinity(0, size, set) != 0 || !CPU_EQUAL_S(size, set, mine))
+        fail("sched_getaffinity into a paged-out set", 0, 0);
+    page_out(set, size);
+    if (sched_setaffinity(0, size, set) != 0)
+        fail("sched_setaffinity from a paged-out set", 0, 0);
+    memset(set, 0xff, size);
+    page_out(set, size);
+    int e = pthread_getaffinity_np(pthread_self(), size, set);
+    if (e != 0 || !CPU_EQUAL_S(size, set, mine))
+        fail("pthread_getaffinity_np into a paged-out set", e, 0);
+    page_out(set, size);
+    e = pthread_setaffinity_np(pthread_self(), size, set);
+    if (e != 0)
+        fail("pthread_setaffinity_np from a paged-out set", e, 0);
+    CPU_FREE(mine), CPU_FREE(set);
+}
+
+static void figures_case(void) {
+    struct utsname u, *hu = malloc(sizeof u);
+    page_out(hu, sizeof u);
+    if (uname(&u) != 0 || uname(hu) != 0 || strcmp(u.release, hu->release) != 0)
+        fail("uname into a paged-out object", 0, 0);
+    struct sysinfo *si = malloc(sizeof *si);
+    page_out(si, sizeof *si);
+    if (sysinfo(si) != 0 || si->mem_unit == 0)
+        fail("sysinfo into a paged-out object", 0, 0);
+    struct rusage *ru = malloc(sizeof *ru);
+    memset(ru, 0, sizeof *ru);
+    page_out(ru, sizeof *ru);
+    if (getrusage(RUSAGE_SELF, ru) != 0 || ru->ru_maxrss == 0)
+        fail("getrusage into a paged-out object", 0, 0);
+    /* The C library's times, on EFAULT, returns -14 as the time and leaves the object. */
+    struct tms *tm = malloc(sizeof *tm);
+    memset(tm, 0xff, sizeof *tm);
+    page_out(tm, sizeof *tm);
+    clock_t ticks = times(tm);
+    if (ticks == (clock_t)-14 || tm->tms_utime == (clock_t)-1)
+        fail("times into a paged-out object", (long)ticks, (long)tm->tms_utime);
+    struct rlimit now, *rl = malloc(sizeof *rl), *old = malloc(sizeof *old);
+    if (getrlimit(RLIMIT_NOFILE, &now) != 0)
+        fail("getrlimit", 0, 0);
+    page_out(rl, sizeof *rl);
+    if (getrlimit(RLIMIT_NOFILE, rl) != 0 || rl->rlim_cur != now.rlim_cur || rl->rlim_max != now.rlim_max)
+        fail("getrlimit into a paged-out object", 0, 0);
+    page_out(rl, sizeof *rl);
+    if (setrlimit(RLIMIT_NOFILE, rl) != 0)
+        fail("setrlimit from a paged-out object", 0, 0);
+    page_out(rl, sizeof *rl);
+    page_out(old, sizeof *old);
+    /* prlimit sets the new limit before it writes the old one. */
+    if (prlimit(0, RLIMIT_NOFILE, rl, old) != 0 || old->rlim_cur != now.rlim_cur || old->rlim_max != now.rlim_max)
+        fail("prlimit with the new and old limits paged out", 0, 0);
+    free(hu), free(si), free(ru), free(tm), free(rl), free(old);
+}
+
+/* File times, locks and offsets: futimens, utimes, lutimes, futimes, utime with their times
+ * paged out; fcntl's locks; sendfile, copy_file_range and splice, which write their offsets
+ * after they moved the bytes. */
+static void file_times_case(void) {
+    char path[] = "/tmp/nevermore-pageout-times-XXXXXX";
+    int fd = mkstemp(path);
+    enum { N = 3 * PAGE };
+    if (fd < 0 || write(fd, scratch, N) != N)
+        fail("mkstemp", fd, 0);
+    struct stat st;
+    struct timespec ts[2] = {{1000000, 5}, {2000000, 7}};
+    if (futimens(fd, heap_copy(ts, sizeof ts)) != 0 || fstat(fd, &st) != 0 || st.st_mtime != 2000000)
+        fail("futimens with paged-out times", 0, 0);
+    struct timeval tv[2] = {{3000000, 0}, {4000000, 0}};
+    if (utimes(path, heap_copy(tv, sizeof tv)) != 0 || stat(path, &st) != 0 || st.st_mtime != 4000000)
+        fail("utimes with paged-out times", 0, 0);
+    tv[1].tv_sec = 5000000;
+    if (lutimes(path, heap_copy(tv, sizeof tv)) != 0 || stat(path, &st) != 0 || st.st_mtime != 5000000)
+        fail("lutimes with paged-out times", 0, 0);
+    tv[1].tv_sec = 6000000;
+    if (futimes(fd, heap_copy(tv, sizeof tv)) != 0 || fstat(fd, &st) != 0 || st.st_mtime != 6000000)
+        fail("futimes with paged-out times", 0, 0);
+    struct utimbuf ub = {7000000, 8000000};
+    if (utime(path, heap_copy(&ub, sizeof ub)) != 0 || stat(path, &st) != 0 || st.st_mtime != 8000000)
+        fail("utime with paged-out times", 0, 0);
+
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10};
+    if (fcntl(fd, F_SETLK, heap_copy(&lk, sizeof lk)) != 0)
+        fail("fcntl(F_SETLK) with a paged-out lock", 0, 0);
+    struct flock *q = heap_copy(&lk, sizeof lk);
+    if (fcntl(fd, F_GETLK, q) != 0 || q->l_type != F_UNLCK)
+        fail("fcntl(F_GETLK) into a paged-out lock", q->l_type, 0);
+    lk.l_type = F_UNLCK;
+    if (fcntl(fd, F_SETLKW, heap_copy(&lk, sizeof lk)) != 0)
+        fail("fcntl(F_SETLKW) with a paged-out lock", 0, 0);
+    lk = (struct flock){.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_len = 0};
+    if (fcntl(fd, F_OFD_SETLK, heap_copy(&lk, sizeof lk)) != 0)
+        fail("fcntl(F_OFD_SETLK) with a paged-out lock", 0, 0);
+
+    int out = open("/dev/null", O_WRONLY);
+    off_t *off = malloc(sizeof *off);
+    *off = 100;
+    page_out(off, sizeof *off);
+    if (sendfile(out, fd, off, PAGE) != (ssize_t)PAGE || *off != 100 + (off_t)PAGE)
+        fail("sendfile with its offset paged out", 0, *off);
+    char copy_path[] = "/tmp/nevermore-pageout-copy-XXXXXX";
+    int to = mkstemp(copy_path);
+    loff_t *in_off = malloc(sizeof *in_off), *out_off = malloc(sizeof *out_off);
+    *in_off = 0, *out_off = 0;
+    page_out(in_off, sizeof *in_off);
+    page_out(out_off, sizeof *out_off);
+    ssize_t got = copy_file_range(fd, in_off, to, out_off, N, 0);
+    if (got != N || *in_off != N || *out_off != N)
+        fail("copy_file_range with its offsets paged out", got, *in_off);
+    int p[2];
+    if (pipe(p) != 0)
+        fail("pipe", 0, 0);
+    *in_off = 8;
+    page_out(in_off, sizeof *in_off);
+    got = splice(fd, in_off, p[1], NULL, 100, 0);
+    unsigned char back[100];
+    if (got != 100 || *in_off != 108 || read(p[0], back, 100) != 100 || memcmp(back, scratch + 8, 100) != 0)
+        fail("splice with its offset paged out", got, *in_off);
+    close(p[0]), close(p[1]), close(out), close(to), close(fd);
+    unlink(path), unlink(copy_path);
+    free(off), free(in_off), free(out_off);
+}
+
+static void process_case(void) {
+    groups_case();
+    affinity_case();
+    figures_case();
+    file_times_case();
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -1446,7 +1664,8 @@ int main(int argc, char **argv) {
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
                  {"exec", exec_case},     {"stdio", stdio_case}, {"userbuf", userbuf_case}, {"dir", dir_case},
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
-                 {"results", results_case}, {"coroutine", coroutine_case}, {"bad", bad_case}};
+                 {"results", results_case}, {"process", process_case}, {"coroutine", coroutine_case},
+                 {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

@@ -556,7 +556,11 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// signal is delivered on an alternate stack in a heap object paged out (it died of SIGSEGV).
 /// `results`: `select`, `pselect`, `ppoll`'s mask, and the calls whose result the kernel
 /// writes after what cannot be undone (the wait calls reaped the child and lost its status,
-/// `accept` took the connection and lost it: EFAULT in both modes).
+/// `accept` took the connection and lost it: EFAULT in both modes). `process`: the process's
+/// groups, processors, limits, usage and the system's figures, `futimens`, `fcntl`'s locks,
+/// and `sendfile`, `copy_file_range` and `splice` with offsets in heap objects (each EFAULT in
+/// both modes); `initgroups` while a thread pages the process out (the C library aborted the
+/// process: its `setgroups` in every thread read a heap list, and their results differed).
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);
@@ -580,6 +584,7 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
             "spawn",
             "signals",
             "results",
+            "process",
             "coroutine",
             "bad",
         ] {

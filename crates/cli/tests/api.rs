@@ -210,6 +210,9 @@ const EXPORTS: &str = "
     __readlink_chk __readlinkat_chk
     opendir fdopendir statvfs statvfs64 inotify_add_watch getcwd getxattr lgetxattr fgetxattr setxattr
     lsetxattr fsetxattr listxattr llistxattr flistxattr removexattr lremovexattr fremovexattr
+    readdir_r readdir64_r futimens sendfile sendfile64 copy_file_range splice getgroups setgroups
+    initgroups sched_getaffinity sched_setaffinity pthread_getaffinity_np pthread_setaffinity_np
+    getrusage times uname sysinfo
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

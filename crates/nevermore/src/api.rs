@@ -876,8 +876,9 @@ static REAL_FCNTL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicU
 /// script left the pool's memory file at 800, and the script's writes to 800 went into the
 /// heap (corrupted objects, reported in detect mode as an overflow). Seen as closed, the
 /// number is simply taken by the script's file; the library notices that its descriptor is
-/// gone and does without it. (C declares `fcntl` variadic; on x86-64 the optional argument
-/// travels as this fixed one.)
+/// gone and does without it. A lock record (or owner) in a heap object whose page lost its
+/// entry is mapped again and the call made again after `EFAULT` (see `io`). (C declares
+/// `fcntl` variadic; on x86-64 the optional argument travels as this fixed one.)
 ///
 /// # Safety
 /// The C contract of `fcntl(2)`.
@@ -898,7 +899,26 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     // SAFETY: `real` is the C library's `fcntl`; its optional argument travels as `arg`.
     let real: unsafe extern "C" fn(c_int, c_int, usize) -> c_int = unsafe { core::mem::transmute(real) };
     // SAFETY: the caller's arguments.
-    unsafe { real(fd, cmd, arg) }
+    let call = || unsafe { real(fd, cmd, arg) } as isize;
+    match record_bytes(cmd) {
+        // A lock record or owner in a heap object whose page lost its entry: the kernel reads
+        // it before it acts (and writes `F_GETLK`'s answer after acting on nothing), so the
+        // call is made again after `EFAULT` (see `io`).
+        Some(n) => crate::io::again(call, || crate::alias::map_again(arg, n)) as c_int,
+        None => call() as c_int,
+    }
+}
+
+/// The size of the record `fcntl`'s command `cmd` reads or writes through its argument.
+fn record_bytes(cmd: c_int) -> Option<usize> {
+    match cmd {
+        libc::F_GETLK | libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_GETLK | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
+            Some(core::mem::size_of::<libc::flock>())
+        }
+        // F_GETOWN_EX, F_SETOWN_EX (a `struct f_owner_ex`).
+        15 | 16 => Some(8),
+        _ => None,
+    }
 }
 
 /// `fcntl64`, the same call under the name large-file builds use.
@@ -1245,9 +1265,11 @@ pub unsafe extern "C" fn prlimit(
 ) -> c_int {
     if pid != 0 && pid as u32 != sys::getpid() {
         // Another process's limits: as they are.
-        // SAFETY: the caller's records, passed on.
+        // SAFETY: the caller's records, passed on (in locals when in heap objects).
         let r = unsafe {
-            sys::raw_syscall(libc::SYS_prlimit64, [pid as usize, resource as usize, new as usize, old as usize, 0, 0])
+            crate::rlimit::through_locals(new, old, |n, o| {
+                sys::raw_syscall(libc::SYS_prlimit64, [pid as usize, resource as usize, n as usize, o as usize, 0, 0])
+            })
         };
         return c_result(r) as c_int;
     }

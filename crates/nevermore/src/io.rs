@@ -44,14 +44,18 @@
 //! their attributes' names, values and lists; `getcwd`'s buffer; the wait calls and `accept`,
 //! whose results go through locals instead (see "results written after what cannot be
 //! undone" below); `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
-//! arrays and strings (`execl`, `execlp` and `execle` read theirs first: `exec_list`); and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`.
+//! arrays and strings (`execl`, `execlp` and `execle` read theirs first: `exec_list`); and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`;
+//! `futimens`; `sendfile`, `copy_file_range` and `splice`, whose offsets go through locals;
+//! and the calls on the process's attributes (`process`: groups, processors, usage, the
+//! system's name and figures).
 //!
 //! The C library makes system calls of its own inside its functions, which these wrappers
 //! never see. For stdio, a stream's buffer is a view of its own (`streams`); `fread` and
 //! `fwrite`, whose big requests go straight between the file and the caller's buffer, are
 //! made again for the rest when the stream's error came from such a page; `fopen` is made
 //! again after `EFAULT`, `freopen` reads its path first. `readdir` is made again after `EFAULT`
-//! with the `DIR` (which holds the buffer the kernel fills) mapped again; the directory
+//! with the `DIR` (which holds the buffer the kernel fills) mapped again, and `readdir_r`
+//! reads through it; the directory
 //! streams the C library opens for itself, and reads with its own `readdir` (inside
 //! `scandir`, `glob`, `nftw`, `ftw`, `fts_read`), are views (`streams`). `posix_spawn`,
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
@@ -81,7 +85,7 @@ const MAX_IOV: usize = 1024;
 /// Makes `call` again while it fails with `EFAULT` and `heal` maps pages again; `errno` is
 /// put back as it was before the call when a call made again succeeds.
 #[inline(always)]
-fn again(mut call: impl FnMut() -> isize, heal: impl Fn() -> usize) -> isize {
+pub(crate) fn again(mut call: impl FnMut() -> isize, heal: impl Fn() -> usize) -> isize {
     let saved = sys::errno();
     let r = call();
     if r >= 0 {
@@ -1176,6 +1180,13 @@ forward! {
     |f| again(|| f(buf, n, flags), || alias::map_again(buf as usize, n))
 }
 
+call_again! {
+    /// `futimens(3)`: its two times are read before the file is changed.
+    fn futimens(fd: Fd, times: *const libc::timespec) -> c_int;
+    libc::SYS_utimensat, [fd, 0, times, 0];
+    alias::map_again(times as usize, 2 * core::mem::size_of::<libc::timespec>())
+}
+
 forward! {
     /// `getdents64(2)`: the entries that fit before a page that lost its entry are returned;
     /// `EFAULT` only when the first does not fit, and the directory's position stays.
@@ -1854,6 +1865,59 @@ macro_rules! readdir_call {
 readdir_call!(readdir);
 readdir_call!(readdir64);
 
+/// Defines the wrapper of `readdir_r` or `readdir64_r`: the next entry by `readdir` (whose
+/// wrapper mends the `DIR`), copied into the caller's. The C library's own fills the `DIR`
+/// as `readdir` does, but keeps a failed refill's `EFAULT` in the `DIR` and returns it again
+/// at the end of the directory, so it cannot be made again. An entry whose name is longer
+/// than `NAME_MAX` is skipped with `ENAMETOOLONG` returned at the end, as the C library's own
+/// does.
+macro_rules! readdir_r_call {
+    ($name:ident, $next:ident) => {
+        /// `readdir_r`: see `readdir_r_call`.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(d: Dir, entry: *mut libc::dirent64, result: *mut *mut libc::dirent64) -> c_int {
+            let saved = sys::errno();
+            let mut error = 0;
+            loop {
+                sys::set_errno(0);
+                // SAFETY: the caller's directory stream.
+                let e = unsafe { $next(d) } as *const libc::dirent64;
+                if e.is_null() {
+                    let failed = sys::errno();
+                    sys::set_errno(saved);
+                    // SAFETY: the caller's result pointer.
+                    unsafe { *result = core::ptr::null_mut() };
+                    return if failed != 0 { failed } else { error };
+                }
+                let name = core::mem::offset_of!(libc::dirent64, d_name);
+                // SAFETY: the C library's entry, a name ended by a NUL after its fixed part.
+                let len = unsafe { libc::strlen((e as *const u8).add(name).cast()) };
+                if len > NAME_MAX {
+                    error = libc::ENAMETOOLONG;
+                    continue;
+                }
+                sys::set_errno(saved);
+                // SAFETY: the caller's entry, a `struct dirent64` (room for `NAME_MAX` bytes and
+                // the NUL); the C library's entry holds the name and its NUL.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(e as *const u8, entry as *mut u8, name + len + 1);
+                    (*entry).d_reclen = (name + len + 1) as u16;
+                    *result = entry;
+                }
+                return 0;
+            }
+        }
+    };
+}
+readdir_r_call!(readdir_r, readdir);
+readdir_r_call!(readdir64_r, readdir64);
+
+/// The longest name `readdir_r` copies.
+const NAME_MAX: usize = 255;
+
 /// Maps again the pages of the `DIR` at `d`, a live object of the heap.
 #[cold]
 #[inline(never)]
@@ -2094,6 +2158,41 @@ call_again! {
     alias::map_again(event as usize, core::mem::size_of::<libc::epoll_event>())
 }
 
+// `sendfile`, `copy_file_range` and `splice` write the offsets they were given after moving
+// the bytes: made again, they would move them twice. Their offsets go through locals.
+
+type Offset = *mut i64;
+
+macro_rules! sendfile_call {
+    ($name:ident) => {
+        forward! {
+            /// `sendfile(2)`: see the group's comment.
+            fn $name(out: Fd, input: Fd, offset: Offset, n: usize) -> isize;
+            type unsafe extern "C" fn(Fd, Fd, Offset, usize) -> isize;
+            libc::SYS_sendfile, [out as usize, input as usize, offset as usize, n, 0, 0];
+            |f| out_local(offset, |o| f(out, input, o, n))
+        }
+    };
+}
+sendfile_call!(sendfile);
+sendfile_call!(sendfile64);
+
+forward! {
+    /// `copy_file_range(2)`: see the group's comment.
+    fn copy_file_range(input: Fd, in_off: Offset, out: Fd, out_off: Offset, n: usize, flags: libc::c_uint) -> isize;
+    type unsafe extern "C" fn(Fd, Offset, Fd, Offset, usize, libc::c_uint) -> isize;
+    libc::SYS_copy_file_range, [input as usize, in_off as usize, out as usize, out_off as usize, n, flags as usize];
+    |f| out_local(in_off, |i| out_local(out_off, |o| f(input, i, out, o, n, flags)))
+}
+
+forward! {
+    /// `splice(2)`: see the group's comment.
+    fn splice(input: Fd, in_off: Offset, out: Fd, out_off: Offset, n: usize, flags: libc::c_uint) -> isize;
+    type unsafe extern "C" fn(Fd, Offset, Fd, Offset, usize, libc::c_uint) -> isize;
+    libc::SYS_splice, [input as usize, in_off as usize, out as usize, out_off as usize, n, flags as usize];
+    |f| out_local(in_off, |i| out_local(out_off, |o| f(input, i, out, o, n, flags)))
+}
+
 // ---- spawning ----
 
 /// Maps the pages of the `len` bytes at `addr` that belong to live objects and lost their
@@ -2329,3 +2428,5 @@ pub unsafe extern "C" fn popen(command: Path, mode: Path) -> Stream {
     // SAFETY: the caller's arguments.
     unsafe { g(command, mode) }
 }
+
+mod process;

@@ -129,7 +129,8 @@ fn seen(real: Rlimit) -> Rlimit {
 /// `new` and `old` are null or valid for reading and writing one `Rlimit` respectively.
 pub unsafe fn prlimit(resource: u32, new: *const Rlimit, old: *mut Rlimit) -> isize {
     if resource != libc::RLIMIT_AS || !crate::is_ready() {
-        return raw(new, old, resource);
+        // SAFETY: the caller's contract.
+        return unsafe { through_locals(new, old, |n, o| raw(n, o, resource)) };
     }
     let mut real_old = Rlimit { cur: 0, max: 0 };
     if new.is_null() {
@@ -155,6 +156,35 @@ pub unsafe fn prlimit(resource: u32, new: *const Rlimit, old: *mut Rlimit) -> is
         }
         Err(r) => r,
     }
+}
+
+/// `call(new, old)` with `new` and `old` in locals when they lie in heap objects: the kernel's
+/// own copy fails with `EFAULT` on a page that lost its entry (see `io`), and `prlimit` sets
+/// the new limit before it writes the old one, so it cannot be made again. Read and written
+/// here, in user mode, where such a page is mapped again (and a freed object's is reported).
+///
+/// # Safety
+/// As `prlimit`.
+pub unsafe fn through_locals(
+    new: *const Rlimit,
+    old: *mut Rlimit,
+    call: impl FnOnce(*const Rlimit, *mut Rlimit) -> isize,
+) -> isize {
+    let in_heap = |p: usize| p != 0 && crate::is_ready() && crate::alias::in_arena(p);
+    if !in_heap(new as usize) && !in_heap(old as usize) {
+        return call(new, old);
+    }
+    // SAFETY: the caller's record, valid for reading when not null.
+    let new_local = (!new.is_null()).then(|| unsafe { new.read_unaligned() });
+    let mut old_local = Rlimit { cur: 0, max: 0 };
+    let n = new_local.as_ref().map_or(core::ptr::null(), |l| l as *const Rlimit);
+    let o = if old.is_null() { core::ptr::null_mut() } else { &mut old_local as *mut Rlimit };
+    let r = call(n, o);
+    if r == 0 && !old.is_null() {
+        // SAFETY: the caller's record, valid for writing.
+        unsafe { old.write_unaligned(old_local) };
+    }
+    r
 }
 
 /// Sets the address-space limit the program asked for (`wanted`): the kernel gets it raised

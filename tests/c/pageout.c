@@ -9,7 +9,7 @@
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
  *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
- *                         process, coroutine, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         process, waits, coroutine, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -43,6 +43,15 @@
 #include <sys/xattr.h>
 #include <limits.h>
 #include <sys/uio.h>
+#include <semaphore.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/prctl.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <grp.h>
 #include <sched.h>
 #include <sys/sendfile.h>
@@ -1255,6 +1264,16 @@ static void page_out_everything(void) {
     fclose(maps);
 }
 
+static volatile int pager_stop;
+
+/* Pages out every writable mapping of the process, again and again, until told to stop. */
+static void *pager(void *arg) {
+    (void)arg;
+    while (!pager_stop)
+        page_out_everything();
+    return NULL;
+}
+
 enum { WALK_FILES = 1500 };
 static int walked;
 
@@ -1310,6 +1329,46 @@ static void walk_case(void) {
 /* posix_spawn, posix_spawnp, system and popen: the child reads the file actions, and its
  * execve reads the path, argv and envp, where no fault can be mended (the child runs with every
  * signal blocked; the kernel's reads reach no handler). Everything on the heap, paged out. */
+/* posix_spawn of a path, and posix_spawnp of a name looked up in a PATH set by setenv (heap
+ * strings both), while another thread pages the whole process out: the child reads the path
+ * and the environment with every signal blocked, where a page taken after the parent read it
+ * killed the child with SIGBUS (posix_spawn said it started). */
+static void spawn_while_paged_out(void) {
+    const char *old_path = getenv("PATH");
+    char *saved = old_path ? heap_string(old_path) : NULL;
+    setenv("PATH", "/nonexistent-dir:/usr/bin:/bin", 1);
+    char *path = heap_string("/bin/true"), *name = heap_string("true");
+    char *argv[] = {"true", NULL}, *envp[] = {NULL};
+    pthread_t t;
+    pager_stop = 0;
+    if (pthread_create(&t, NULL, pager, NULL) != 0)
+        fail("pthread_create", 0, 0);
+    int failed = 0, died = 0;
+    for (int i = 0; i < 400; i++) {
+        pid_t pid;
+        int r = i % 2 ? posix_spawnp(&pid, name, NULL, NULL, argv, envp) : posix_spawn(&pid, path, NULL, NULL, argv, envp);
+        int st;
+        if (r != 0)
+            failed++;
+        else if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            died++;
+    }
+    pager_stop = 1;
+    pthread_join(t, NULL);
+    if (failed || died)
+        fail("posix_spawn(p) while the process is paged out (failed, children killed)", failed, died);
+    char *missing = heap_string("nevermore-no-such-program");
+    pid_t pid;
+    int r = posix_spawnp(&pid, missing, NULL, NULL, argv, envp);
+    if (r != ENOENT)
+        fail("posix_spawnp of a name in no directory of PATH", r, ENOENT);
+    if (saved)
+        setenv("PATH", saved, 1);
+    else
+        unsetenv("PATH");
+    free(saved), free(path), free(name), free(missing);
+}
+
 static void spawn_case(void) {
     extern char **environ;
     char dir[] = "/tmp/nevermore-pageout-XXXXXX";
@@ -1351,6 +1410,7 @@ static void spawn_case(void) {
             fail("the spawned program's output", how, fd);
         close(fd);
     }
+    spawn_while_paged_out();
     /* system and popen, with the command and the environment on the heap (setenv's). */
     setenv("NEVERMORE_EXEC_STATUS", "7", 1);
     char *cmd = heap_string("exit $NEVERMORE_EXEC_STATUS");
@@ -1457,15 +1517,6 @@ static void *heap_copy(const void *p, size_t n) {
     return h;
 }
 
-static volatile int pager_stop;
-
-/* Pages out every writable mapping of the process, again and again, until told to stop. */
-static void *pager(void *arg) {
-    (void)arg;
-    while (!pager_stop)
-        page_out_everything();
-    return NULL;
-}
 
 /* The groups: setgroups from, getgroups into a paged-out list (a process without the
  * privilege gets EPERM, never EFAULT, and has fewer groups to read); initgroups, whose list
@@ -1645,6 +1696,233 @@ static void process_case(void) {
     file_times_case();
 }
 
+/* ---- signals, sleeps, timers, eventfd counters, System V messages and semaphores ---- */
+
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig) { (void)sig, alarms++; }
+
+/* A signal SIG sent to this thread, blocked. */
+static void pending(int sig) {
+    if (raise(sig) != 0)
+        fail("raise", sig, 0);
+}
+
+static void signal_waits(void) {
+    sigset_t usr2;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &usr2, NULL);
+    siginfo_t *info = malloc(sizeof *info);
+    struct timespec zero = {0, 0};
+    /* sigtimedwait and sigwaitinfo take the signal before they write its siginfo. */
+    pending(SIGUSR2);
+    page_out(info, sizeof *info);
+    int got = sigtimedwait(heap_copy(&usr2, sizeof usr2), info, heap_copy(&zero, sizeof zero));
+    if (got != SIGUSR2 || info->si_signo != SIGUSR2)
+        fail("sigtimedwait with its set, siginfo and timeout paged out", got, 0);
+    pending(SIGUSR2);
+    page_out(info, sizeof *info);
+    got = sigwaitinfo(heap_copy(&usr2, sizeof usr2), info);
+    if (got != SIGUSR2 || info->si_signo != SIGUSR2)
+        fail("sigwaitinfo with its set and siginfo paged out", got, 0);
+    pending(SIGUSR2);
+    int *sig = malloc(sizeof *sig);
+    page_out(sig, sizeof *sig);
+    int e = sigwait(heap_copy(&usr2, sizeof usr2), sig);
+    if (e != 0 || *sig != SIGUSR2)
+        fail("sigwait with its set and number paged out", e, 0);
+    pending(SIGUSR2);
+    sigset_t *set = malloc(sizeof *set);
+    page_out(set, sizeof *set);
+    if (sigpending(set) != 0 || !sigismember(set, SIGUSR2))
+        fail("sigpending into a paged-out set", 0, 0);
+    int fd = signalfd(-1, heap_copy(&usr2, sizeof usr2), SFD_CLOEXEC);
+    struct signalfd_siginfo ssi;
+    if (fd < 0 || read(fd, &ssi, sizeof ssi) != sizeof ssi || ssi.ssi_signo != SIGUSR2)
+        fail("signalfd with a paged-out mask", fd, 0);
+    close(fd);
+    free(info), free(sig), free(set);
+}
+
+/* An interval timer of MS milliseconds, once (SIGALRM, a handler without SA_RESTART). */
+static void alarm_in(long ms) {
+    struct itimerval it = {{0, 0}, {ms / 1000, (ms % 1000) * 1000}};
+    if (setitimer(ITIMER_REAL, &it, NULL) != 0)
+        fail("setitimer", ms, 0);
+}
+
+static void sleeps(void) {
+    struct sigaction sa = {.sa_handler = on_alarm};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    struct timespec short_sleep = {0, 1000}, long_sleep = {2, 0};
+    struct timespec *rest = malloc(sizeof *rest);
+    page_out(rest, sizeof *rest);
+    if (nanosleep(heap_copy(&short_sleep, sizeof short_sleep), rest) != 0)
+        fail("nanosleep of a paged-out time", 0, 0);
+    /* Interrupted: the time left is written (EFAULT instead of EINTR when it cannot be). */
+    alarm_in(20);
+    rest->tv_sec = -1;
+    page_out(rest, sizeof *rest);
+    int r = nanosleep(heap_copy(&long_sleep, sizeof long_sleep), rest);
+    if (r != -1 || errno != EINTR || rest->tv_sec < 1 || rest->tv_sec > 2)
+        fail("nanosleep interrupted, its time left paged out", r, (long)rest->tv_sec);
+    alarm_in(20);
+    rest->tv_sec = -1;
+    page_out(rest, sizeof *rest);
+    r = clock_nanosleep(CLOCK_MONOTONIC, 0, heap_copy(&long_sleep, sizeof long_sleep), rest);
+    if (r != EINTR || rest->tv_sec < 1 || rest->tv_sec > 2)
+        fail("clock_nanosleep interrupted, its time left paged out", r, (long)rest->tv_sec);
+    free(rest);
+}
+
+static void timers(void) {
+    struct itimerval later = {{0, 0}, {100, 0}}, *old = malloc(sizeof *old);
+    setitimer(ITIMER_REAL, &later, NULL);
+    later.it_value.tv_sec = 200;
+    page_out(old, sizeof *old);
+    /* setitimer sets the new value before it writes the old one. */
+    if (setitimer(ITIMER_REAL, heap_copy(&later, sizeof later), old) != 0 || old->it_value.tv_sec < 99 ||
+        old->it_value.tv_sec > 100)
+        fail("setitimer with its values paged out", (long)old->it_value.tv_sec, 0);
+    page_out(old, sizeof *old);
+    if (getitimer(ITIMER_REAL, old) != 0 || old->it_value.tv_sec < 199)
+        fail("getitimer into a paged-out value", (long)old->it_value.tv_sec, 0);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+
+    struct itimerspec in100 = {{0, 0}, {100, 0}}, in200 = {{0, 0}, {200, 0}};
+    struct itimerspec *was = malloc(sizeof *was);
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    if (fd < 0 || timerfd_settime(fd, 0, heap_copy(&in100, sizeof in100), NULL) != 0)
+        fail("timerfd_settime of a paged-out value", fd, 0);
+    page_out(was, sizeof *was);
+    if (timerfd_settime(fd, 0, heap_copy(&in200, sizeof in200), was) != 0 || was->it_value.tv_sec < 99 ||
+        was->it_value.tv_sec > 100)
+        fail("timerfd_settime with its old value paged out", (long)was->it_value.tv_sec, 0);
+    page_out(was, sizeof *was);
+    if (timerfd_gettime(fd, was) != 0 || was->it_value.tv_sec < 199)
+        fail("timerfd_gettime into a paged-out value", (long)was->it_value.tv_sec, 0);
+    close(fd);
+    timer_t t;
+    struct sigevent none = {.sigev_notify = SIGEV_NONE};
+    if (timer_create(CLOCK_MONOTONIC, &none, &t) != 0 || timer_settime(t, 0, heap_copy(&in100, sizeof in100), NULL) != 0)
+        fail("timer_settime of a paged-out value", 0, 0);
+    page_out(was, sizeof *was);
+    if (timer_settime(t, 0, heap_copy(&in200, sizeof in200), was) != 0 || was->it_value.tv_sec < 99 ||
+        was->it_value.tv_sec > 100)
+        fail("timer_settime with its old value paged out", (long)was->it_value.tv_sec, 0);
+    page_out(was, sizeof *was);
+    if (timer_gettime(t, was) != 0 || was->it_value.tv_sec < 199)
+        fail("timer_gettime into a paged-out value", (long)was->it_value.tv_sec, 0);
+    timer_delete(t);
+    free(old), free(was);
+
+    /* eventfd_read: the kernel resets the counter before it writes it out. */
+    int efd = eventfd(5, EFD_NONBLOCK | EFD_CLOEXEC);
+    eventfd_t *value = malloc(sizeof *value);
+    page_out(value, sizeof *value);
+    if (efd < 0 || eventfd_read(efd, value) != 0 || *value != 5)
+        fail("eventfd_read into a paged-out value (the count lost)", efd, 0);
+    close(efd);
+    free(value);
+}
+
+struct message {
+    long type;
+    char text[200];
+};
+
+static void system_v(void) {
+    int q = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
+    if (q < 0)
+        fail("msgget", q, 0);
+    struct message m = {7, "a message through paged-out objects"};
+    if (msgsnd(q, heap_copy(&m, sizeof m), sizeof m.text, 0) != 0)
+        fail("msgsnd of a paged-out message", 0, 0);
+    struct message *in = malloc(sizeof *in);
+    page_out(in, sizeof *in);
+    /* msgrcv takes the message off the queue before it copies it out. */
+    ssize_t got = msgrcv(q, in, sizeof in->text, 0, IPC_NOWAIT);
+    if (got != sizeof m.text || in->type != 7 || strcmp(in->text, m.text) != 0)
+        fail("msgrcv into a paged-out buffer (the message lost)", got, 0);
+    struct msqid_ds *ds = malloc(sizeof *ds);
+    page_out(ds, sizeof *ds);
+    if (msgctl(q, IPC_STAT, ds) != 0 || ds->msg_qnum != 0)
+        fail("msgctl(IPC_STAT) into a paged-out record", 0, 0);
+    msgctl(q, IPC_RMID, NULL);
+    int shm = shmget(IPC_PRIVATE, PAGE, IPC_CREAT | 0600);
+    struct shmid_ds *sds = malloc(sizeof *sds);
+    page_out(sds, sizeof *sds);
+    if (shm < 0 || shmctl(shm, IPC_STAT, sds) != 0 || sds->shm_segsz != PAGE)
+        fail("shmctl(IPC_STAT) into a paged-out record", shm, 0);
+    shmctl(shm, IPC_RMID, NULL);
+    int sem = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
+    struct sembuf up = {0, 2, 0}, down = {0, -1, 0};
+    struct timespec second = {1, 0};
+    if (sem < 0 || semop(sem, heap_copy(&up, sizeof up), 1) != 0)
+        fail("semop of paged-out operations", sem, 0);
+    if (semtimedop(sem, heap_copy(&down, sizeof down), 1, heap_copy(&second, sizeof second)) != 0 ||
+        semctl(sem, 0, GETVAL) != 1)
+        fail("semtimedop of paged-out operations", 0, 0);
+    semctl(sem, 0, IPC_RMID);
+    free(in), free(ds), free(sds);
+}
+
+static sem_t named_go;
+static void *named_thread(void *arg) {
+    (void)arg;
+    sem_wait(&named_go);
+    return NULL;
+}
+
+static void names_and_scheduling(void) {
+    char *name = heap_copy("nm-own", 7), *buf = malloc(16);
+    if (prctl(PR_SET_NAME, name, 0, 0, 0) != 0)
+        fail("prctl(PR_SET_NAME) of a paged-out name", 0, 0);
+    page_out(buf, 16);
+    if (prctl(PR_GET_NAME, buf, 0, 0, 0) != 0 || strcmp(buf, "nm-own") != 0)
+        fail("prctl(PR_GET_NAME) into a paged-out buffer", 0, 0);
+    page_out(buf, 16);
+    int e = pthread_getname_np(pthread_self(), buf, 16);
+    if (e != 0 || strcmp(buf, "nm-own") != 0)
+        fail("pthread_getname_np into a paged-out buffer", e, 0);
+    pthread_t t;
+    sem_init(&named_go, 0, 0);
+    if (pthread_create(&t, NULL, named_thread, NULL) != 0)
+        fail("pthread_create", 0, 0);
+    /* Another thread's name goes through /proc with the C library's own write and read. */
+    e = pthread_setname_np(t, heap_copy("nm-other", 9));
+    page_out(buf, 16);
+    int e2 = pthread_getname_np(t, buf, 16);
+    if (e != 0 || e2 != 0 || strcmp(buf, "nm-other") != 0)
+        fail("pthread_setname_np and pthread_getname_np of another thread, paged out", e, e2);
+    sem_post(&named_go);
+    pthread_join(t, NULL);
+
+    struct sched_param *param = malloc(sizeof *param), zero = {0};
+    page_out(param, sizeof *param);
+    if (sched_getparam(0, param) != 0 || param->sched_priority != 0)
+        fail("sched_getparam into a paged-out record", 0, 0);
+    if (sched_setparam(0, heap_copy(&zero, sizeof zero)) != 0)
+        fail("sched_setparam of a paged-out record", 0, 0);
+    if (sched_setscheduler(0, SCHED_OTHER, heap_copy(&zero, sizeof zero)) != 0)
+        fail("sched_setscheduler of a paged-out record", 0, 0);
+    struct timespec *slice = malloc(sizeof *slice);
+    page_out(slice, sizeof *slice);
+    if (sched_rr_get_interval(0, slice) != 0)
+        fail("sched_rr_get_interval into a paged-out time", 0, 0);
+    free(param), free(slice), free(buf);
+}
+
+static void waits_case(void) {
+    signal_waits();
+    sleeps();
+    timers();
+    system_v();
+    names_and_scheduling();
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -1664,7 +1942,8 @@ int main(int argc, char **argv) {
                  {"socket", socket_case}, {"epoll", epoll_case}, {"path", path_case},
                  {"exec", exec_case},     {"stdio", stdio_case}, {"userbuf", userbuf_case}, {"dir", dir_case},
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
-                 {"results", results_case}, {"process", process_case}, {"coroutine", coroutine_case},
+                 {"results", results_case}, {"process", process_case}, {"waits", waits_case},
+                 {"coroutine", coroutine_case},
                  {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)

@@ -547,7 +547,8 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// library's `fopen`, `freopen`, `fread` and `fwrite`; the C library's own directory streams
 /// (`walk`: `scandir` failed with EFAULT in detect mode) by views; `posix_spawn`'s child (`spawn`: killed
 /// by SIGBUS reading its file actions; the parent, by SIGBUS writing a pid in a heap object
-/// with every signal blocked, in detect mode) and `system`'s and `popen`'s `execve` (EFAULT)
+/// with every signal blocked, in detect mode; children of `posix_spawn` and `posix_spawnp`
+/// killed by SIGBUS reading the path or `PATH` while a thread paged the process out) and `system`'s and `popen`'s `execve` (EFAULT)
 /// by reading what they read first, copies of the file actions and attributes, and a local
 /// pid. The library's fault handler stays the one that sees such a
 /// fault however the program installs its own, ignores or blocks SIGBUS (`signals`: with
@@ -561,6 +562,9 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// and `sendfile`, `copy_file_range` and `splice` with offsets in heap objects (each EFAULT in
 /// both modes); `initgroups` while a thread pages the process out (the C library aborted the
 /// process: its `setgroups` in every thread read a heap list, and their results differed).
+/// `waits`: signal waits, sleeps, timers, `eventfd_read`, System V messages and semaphores,
+/// scheduling and threads' names (each EFAULT in both modes; a signal, an eventfd count, a
+/// message lost; an interrupted sleep's `EINTR` lost).
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);
@@ -585,6 +589,7 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
             "signals",
             "results",
             "process",
+            "waits",
             "coroutine",
             "bad",
         ] {

@@ -212,7 +212,11 @@ const EXPORTS: &str = "
     lsetxattr fsetxattr listxattr llistxattr flistxattr removexattr lremovexattr fremovexattr
     readdir_r readdir64_r futimens sendfile sendfile64 copy_file_range splice getgroups setgroups
     initgroups sched_getaffinity sched_setaffinity pthread_getaffinity_np pthread_setaffinity_np
-    getrusage times uname sysinfo
+    getrusage times uname sysinfo sched_getparam sched_setparam sched_setscheduler
+    sched_rr_get_interval pthread_getname_np pthread_setname_np sigtimedwait sigwaitinfo sigwait
+    sigpending signalfd nanosleep clock_nanosleep setitimer getitimer timerfd_settime
+    timerfd_gettime timer_settime timer_gettime eventfd_read msgsnd msgrcv msgctl shmctl semop
+    semtimedop
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

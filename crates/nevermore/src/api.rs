@@ -1091,11 +1091,18 @@ fn c_result(r: isize) -> isize {
     }
 }
 
-/// `prctl`; `PR_SET_SECCOMP` with a filter goes through `seccomp::prctl`. (C declares it
-/// variadic; on x86-64 the optional arguments travel exactly as these fixed ones.)
+/// `prctl`; `PR_SET_SECCOMP` with a filter goes through `seccomp::prctl`. A thread's name
+/// (`PR_SET_NAME`, `PR_GET_NAME`) in a heap object whose page lost its entry is mapped again
+/// and the call made again after `EFAULT` (see `io`). (C declares it variadic; on x86-64 the
+/// optional arguments travel exactly as these fixed ones.)
 #[no_mangle]
 pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usize) -> c_int {
-    c_result(crate::seccomp::prctl(option as usize, a2, a3, a4, a5)) as c_int
+    let call = || c_result(crate::seccomp::prctl(option as usize, a2, a3, a4, a5));
+    if option == libc::PR_SET_NAME || option == libc::PR_GET_NAME {
+        // The name and its NUL: at most 16 bytes (`TASK_COMM_LEN`).
+        return crate::io::again(call, || crate::alias::map_again(a2, 16)) as c_int;
+    }
+    call() as c_int
 }
 
 /// glibc's `syscall(number, ...)`, the same instructions: the number and six arguments moved

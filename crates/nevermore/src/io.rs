@@ -46,8 +46,9 @@
 //! undone" below); `execve`, `execv`, `execvp` and `execvpe`, with their `argv` and `envp`
 //! arrays and strings (`execl`, `execlp` and `execle` read theirs first: `exec_list`); and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`;
 //! `futimens`; `sendfile`, `copy_file_range` and `splice`, whose offsets go through locals;
-//! and the calls on the process's attributes (`process`: groups, processors, usage, the
-//! system's name and figures).
+//! the calls on the process's attributes (`process`: groups, processors, usage, scheduling,
+//! names, the system's name and figures); and signals, sleeps, timers, eventfd counters and
+//! System V messages and semaphores (`waits`).
 //!
 //! The C library makes system calls of its own inside its functions, which these wrappers
 //! never see. For stdio, a stream's buffer is a view of its own (`streams`); `fread` and
@@ -107,6 +108,19 @@ fn again_slow(saved: i32, mut call: impl FnMut() -> isize, heal: impl Fn() -> us
         if r >= 0 {
             return r;
         }
+    }
+    r
+}
+
+/// Calls `call`, which returns an error number, again while it returns `EFAULT` and `heal`
+/// maps pages again, at most `TRIES` times more.
+fn again_code(call: impl Fn() -> c_int, heal: impl Fn() -> usize) -> c_int {
+    let mut r = call();
+    for _ in 0..TRIES {
+        if r != libc::EFAULT || !crate::is_ready() || heal() == 0 {
+            break;
+        }
+        r = call();
     }
     r
 }
@@ -2285,25 +2299,32 @@ impl ActionsCopy {
             if !alias::in_arena(*w) {
                 continue;
             }
-            // A path (`addopen`, `addchdir_np`), copied a word at a time.
-            let (from, n) = (*w, string_bytes(*w));
-            if at + n > COPY_PATHS {
-                return false;
-            }
-            let mut b = 0;
-            while b < n {
-                let a = from + b;
-                let Some(v) = word(a & !7, 0) else { return false };
-                let take = (8 - (a & 7)).min(n - b);
-                self.paths[at + b..at + b + take].copy_from_slice(&v.to_le_bytes()[a & 7..(a & 7) + take]);
-                b += take;
-            }
+            // A path (`addopen`, `addchdir_np`).
+            let Some(n) = copy_string(*w, &mut self.paths[at..]) else { return false };
             *w = self.paths[at..].as_ptr() as usize;
             at += n;
         }
         self.fa[1] = self.actions.as_ptr() as usize;
         true
     }
+}
+
+/// Copies the NUL-terminated string at `from`, its NUL included, into `to`, a word at a time
+/// (`word`): its length, or None when it does not fit or cannot be read.
+fn copy_string(from: usize, to: &mut [u8]) -> Option<usize> {
+    let n = string_bytes(from);
+    if n > to.len() {
+        return None;
+    }
+    let mut b = 0;
+    while b < n {
+        let a = from + b;
+        let v = word(a & !7, 0)?;
+        let take = (8 - (a & 7)).min(n - b);
+        to[b..b + take].copy_from_slice(&v.to_le_bytes()[a & 7..(a & 7) + take]);
+        b += take;
+    }
+    (to[n - 1] == 0).then_some(n)
 }
 
 /// Copies the words at `from` into `to` (`word`): false when one cannot be read.
@@ -2328,22 +2349,24 @@ type SpawnFn = unsafe extern "C" fn(
     Strings,
 ) -> c_int;
 
-/// Defines the wrapper of `posix_spawn` or `posix_spawnp`. The child runs with every signal
-/// blocked until its `execve`, and reads the file actions, and the program's path, `argv` and
-/// `envp` through the kernel: a page of them that lost its entry killed it with SIGBUS
-/// (`posix_spawn` then said nothing went wrong), or made its `execve` fail with `EFAULT`. So
-/// they are read here first, in the parent, where a fault is mended (the child shares the
-/// parent's memory until its `execve`). A page taken again in between is still lost: the
-/// window is the time to start the child, and a steady pageout of the whole process hit it
-/// (ninja: "posix_spawn: Bad address"). So the file actions go to the C library as a copy
-/// whose paths lie on this wrapper's stack (`ActionsCopy`; up to 32 actions and 8 KiB of
-/// paths), the attributes as a copy too, and the pid through a local; and when the child's
-/// `execve` fails with `EFAULT` (the child ran nothing of the program's; the C library has
-/// reaped it), what it reads of the program's memory is read again and the call made again,
-/// up to `TRIES` times; the file actions, which the child carried out before its `execve`,
-/// are carried out again.
+/// Defines the wrapper of `posix_spawn` or `posix_spawnp` (`$search`: the C library's looks
+/// the program up in `PATH`). The child runs with every signal blocked until its `execve`,
+/// and reads the file actions, and the program's path, `argv` and `envp` through the kernel:
+/// a page of them that lost its entry killed it with SIGBUS (`posix_spawn` then said nothing
+/// went wrong), or made its `execve` fail with `EFAULT`. So they are read here first, in the
+/// parent, where a fault is mended (the child shares the parent's memory until its
+/// `execve`). A page taken again in between is still lost: the window is the time to start
+/// the child, and a steady pageout of the whole process hit it (ninja: "posix_spawn: Bad
+/// address"). So the file actions go to the C library as a copy whose paths lie on this
+/// wrapper's stack (`ActionsCopy`; up to 32 actions and 8 KiB of paths), the attributes and
+/// the program's path as copies too, and the pid through a local; `posix_spawnp`'s search of
+/// `PATH`, which the child made reading the path and the environment itself, is made here
+/// (`search_path`); and when the child's `execve` fails with `EFAULT` (the child ran nothing
+/// of the program's; the C library has reaped it), what it reads of the program's memory is
+/// read again and the call made again, up to `TRIES` times; the file actions, which the child
+/// carried out before its `execve`, are carried out again.
 macro_rules! spawn_call {
-    ($name:ident) => {
+    ($name:ident, $search:expr) => {
         /// `posix_spawn`: the C library's own, what the child reads mapped first.
         ///
         /// # Safety
@@ -2372,27 +2395,95 @@ macro_rules! spawn_call {
             // What the child still reads of the program's memory.
             let (touch_fa, touch_attr) =
                 (if copied { 0 } else { fa as usize }, if attr_copied { 0 } else { attr as usize });
-            let mut tries = 0;
-            loop {
-                if ready {
-                    touch_spawn(path, touch_fa, touch_attr, argv, envp);
+            let spawn = |path: Path| {
+                let mut tries = 0;
+                loop {
+                    if ready {
+                        touch_spawn(path, touch_fa, touch_attr, argv, envp);
+                    }
+                    // The C library writes the child's pid with every signal blocked, after
+                    // the child started: a pid in a heap object paged out meanwhile killed
+                    // ninja with SIGBUS. So it goes through a local (`out_local`).
+                    // SAFETY: the caller's arguments, its path, file actions and attributes
+                    // perhaps as copied.
+                    let r = out_local(pid, |p| unsafe { g(p, path, actions, attr, argv, envp) } as isize) as c_int;
+                    if r != libc::EFAULT || !ready || tries == TRIES {
+                        return r;
+                    }
+                    tries += 1;
                 }
-                // The C library writes the child's pid with every signal blocked, after the
-                // child started: a pid in a heap object paged out meanwhile killed ninja
-                // with SIGBUS. So it goes through a local (`out_local`).
-                // SAFETY: the caller's arguments, its file actions and attributes perhaps as
-                // copied.
-                let r = out_local(pid, |p| unsafe { g(p, path, actions, attr, argv, envp) } as isize) as c_int;
-                if r != libc::EFAULT || !ready || tries == TRIES {
+            };
+            let mut path_copy = [0u8; PATH_COPY];
+            let n = if ready && !path.is_null() { copy_string(path as usize, &mut path_copy) } else { None };
+            let Some(n) = n else { return spawn(path) };
+            let file = &path_copy[..n - 1];
+            if $search && !file.contains(&b'/') {
+                if let Some(r) = search_path(file, &spawn) {
                     return r;
                 }
-                tries += 1;
             }
+            spawn(path_copy.as_ptr() as Path)
         }
     };
 }
-spawn_call!(posix_spawn);
-spawn_call!(posix_spawnp);
+spawn_call!(posix_spawn, false);
+spawn_call!(posix_spawnp, true);
+
+/// Bytes of a program's path copied for the child (`PATH_MAX`).
+const PATH_COPY: usize = 4096;
+/// The longest file name `posix_spawnp` looks up, and the path it looks it up in without one.
+const NAME_MAX_BYTES: usize = 255;
+const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+/// `posix_spawnp`'s search of `PATH` for `file` (no `/` in it), made in the parent with each
+/// candidate on this stack, as the C library's child makes it: each directory in turn (an
+/// empty one is the current directory), the next after `ENOENT`, `ENOTDIR`, `ESTALE`,
+/// `ENODEV`, `ETIMEDOUT` or `EACCES`, which is returned at the end if one gave it, else
+/// `ENOENT`. A candidate that does not exist is passed over without starting a child for it.
+/// `spawn` starts the child with a path that holds a `/`, so the C library searches no more.
+/// None: a name or `PATH` too long to copy, left to the C library.
+fn search_path(file: &[u8], spawn: impl Fn(Path) -> c_int) -> Option<c_int> {
+    if file.is_empty() || file.len() > NAME_MAX_BYTES {
+        return None;
+    }
+    // SAFETY: the C library's `getenv`, reading the environment in user mode.
+    let var = unsafe { libc::getenv(c"PATH".as_ptr()) } as usize;
+    let mut copy = [0u8; PATH_COPY];
+    let dirs: &[u8] = if var == 0 {
+        DEFAULT_PATH
+    } else {
+        let n = copy_string(var, &mut copy)?;
+        &copy[..n - 1]
+    };
+    let saved = sys::errno();
+    let mut denied = false;
+    let mut candidate = [0u8; PATH_COPY];
+    for dir in dirs.split(|&b| b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let n = dir.len() + 1 + file.len();
+        if n >= PATH_COPY {
+            continue;
+        }
+        candidate[..dir.len()].copy_from_slice(dir);
+        candidate[dir.len()] = b'/';
+        candidate[dir.len() + 1..n].copy_from_slice(file);
+        candidate[n] = 0;
+        let c = candidate.as_ptr() as Path;
+        // SAFETY: a NUL-terminated path on this stack.
+        let absent =
+            unsafe { libc::access(c, libc::F_OK) } != 0 && matches!(sys::errno(), libc::ENOENT | libc::ENOTDIR);
+        sys::set_errno(saved);
+        if absent {
+            continue;
+        }
+        match spawn(c) {
+            libc::EACCES => denied = true,
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+            r => return Some(r),
+        }
+    }
+    Some(if denied { libc::EACCES } else { libc::ENOENT })
+}
 
 /// `system`: the C library's own, which starts `/bin/sh -c command` with its own
 /// `posix_spawn`; the command and the environment are read first (`spawn_call`).
@@ -2430,3 +2521,4 @@ pub unsafe extern "C" fn popen(command: Path, mode: Path) -> Stream {
 }
 
 mod process;
+mod waits;

@@ -1,5 +1,6 @@
 //! The process's attributes read or set through heap objects: its supplementary groups, the
-//! processors it may run on, its resource usage, the system's name and figures.
+//! processors it may run on, its resource usage, its scheduling, its threads' names, the
+//! system's name and figures.
 //!
 //! Each of these calls reads its argument or writes its result with the kernel's own copy, so
 //! a heap object whose page lost its entry makes it fail with `EFAULT` (see the parent
@@ -23,7 +24,7 @@
 use core::ffi::{c_char, c_int};
 use core::sync::atomic::AtomicUsize;
 
-use super::{again, out_local, path_args, raw, real, through_local, TRIES};
+use super::{again, again_code, out_local, path_args, raw, real, through_local};
 use crate::alias;
 use crate::sys;
 
@@ -118,19 +119,6 @@ call_again! {
     alias::map_again(set as usize, size)
 }
 
-/// Calls `call`, which returns an error number, again while it returns `EFAULT` and `heal`
-/// maps pages again, at most `TRIES` times more.
-fn again_code(call: impl Fn() -> c_int, heal: impl Fn() -> usize) -> c_int {
-    let mut r = call();
-    for _ in 0..TRIES {
-        if r != libc::EFAULT || !crate::is_ready() || heal() == 0 {
-            break;
-        }
-        r = call();
-    }
-    r
-}
-
 /// Defines `pthread_getaffinity_np` or `pthread_setaffinity_np`: as `sched_getaffinity`,
 /// with the error returned.
 macro_rules! thread_affinity {
@@ -177,4 +165,66 @@ call_again! {
     fn sysinfo(info: *mut libc::sysinfo) -> c_int;
     libc::SYS_sysinfo, [info];
     alias::map_again(info as usize, core::mem::size_of::<libc::sysinfo>())
+}
+
+type Param = *const libc::sched_param;
+const PARAM_BYTES: usize = core::mem::size_of::<libc::sched_param>();
+
+call_again! {
+    /// `sched_getparam(2)`: see the module's documentation.
+    fn sched_getparam(pid: libc::pid_t, param: *mut libc::sched_param) -> c_int;
+    libc::SYS_sched_getparam, [pid, param];
+    alias::map_again(param as usize, PARAM_BYTES)
+}
+call_again! {
+    /// `sched_setparam(2)`: see the module's documentation.
+    fn sched_setparam(pid: libc::pid_t, param: Param) -> c_int;
+    libc::SYS_sched_setparam, [pid, param];
+    alias::map_again(param as usize, PARAM_BYTES)
+}
+call_again! {
+    /// `sched_setscheduler(2)`: see the module's documentation.
+    fn sched_setscheduler(pid: libc::pid_t, policy: c_int, param: Param) -> c_int;
+    libc::SYS_sched_setscheduler, [pid, policy, param];
+    alias::map_again(param as usize, PARAM_BYTES)
+}
+call_again! {
+    /// `sched_rr_get_interval(2)`: see the module's documentation.
+    fn sched_rr_get_interval(pid: libc::pid_t, time: *mut libc::timespec) -> c_int;
+    libc::SYS_sched_rr_get_interval, [pid, time];
+    alias::map_again(time as usize, core::mem::size_of::<libc::timespec>())
+}
+
+/// The most bytes of a thread's name, with its NUL (the kernel's `TASK_COMM_LEN`).
+const NAME_BYTES: usize = 16;
+
+/// `pthread_getname_np(3)`: the C library's own reads the name with `prctl` (this thread) or
+/// from `/proc` with its own `read` (another), into the caller's buffer: made again after
+/// `EFAULT`, with the error returned.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getname_np(thread: libc::pthread_t, buf: *mut c_char, len: usize) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(libc::pthread_t, *mut c_char, usize) -> c_int> =
+        unsafe { real_fn!(pthread_getname_np) };
+    let Some(g) = real else { return libc::ENOSYS };
+    // SAFETY: the caller's arguments.
+    again_code(|| unsafe { g(thread, buf, len) }, || alias::map_again(buf as usize, len.min(NAME_BYTES)))
+}
+
+/// `pthread_setname_np(3)`: as `pthread_getname_np` (another thread's name is written to
+/// `/proc` with the C library's own `write`).
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_setname_np(thread: libc::pthread_t, name: *const c_char) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(libc::pthread_t, *const c_char) -> c_int> =
+        unsafe { real_fn!(pthread_setname_np) };
+    let Some(g) = real else { return libc::ENOSYS };
+    // SAFETY: the caller's arguments.
+    again_code(|| unsafe { g(thread, name) }, || alias::map_again(name as usize, NAME_BYTES))
 }

@@ -1,0 +1,265 @@
+//! Signals, sleeps, timers, eventfd counters and System V messages through heap objects.
+//!
+//! As in the parent module: a call that reads its argument before it does anything fails
+//! with `EFAULT` when the argument's page lost its entry, and is made again with the page
+//! mapped (`sigpending`, `signalfd`, `getitimer`, `timerfd_gettime`, `timer_gettime`,
+//! `msgsnd`, `msgctl`, `shmctl`, `semop`, `semtimedop`, the signal sets of the waits, the
+//! requested time of a sleep, the new value of a timer). What the kernel writes after doing
+//! what cannot be done again goes through a local copied here in user mode:
+//!
+//! - `sigtimedwait` and `sigwaitinfo` write the signal's `siginfo_t` after taking the signal:
+//!   the signal was lost;
+//! - `nanosleep` and `clock_nanosleep` write the time left when a signal interrupts them,
+//!   and fail with `EFAULT` instead of `EINTR` when they cannot: made again, they would sleep
+//!   the whole time again;
+//! - `setitimer`, `timerfd_settime` and `timer_settime` write the old value after setting the
+//!   new one;
+//! - `eventfd_read` is the C library's own `read` of the counter, which the kernel resets
+//!   before it writes it out: the count was lost;
+//! - `msgrcv` takes the message off its queue before it copies it out: the message was lost.
+//!   A message of up to `MESSAGE_LOCAL` bytes goes through a local; a longer one as before.
+
+use core::ffi::{c_int, c_long, c_void};
+use core::sync::atomic::AtomicUsize;
+
+use super::{again, again_code, out_local, path_args, raw, real, through_local};
+use crate::alias;
+use crate::sys;
+
+type SigSet = *const libc::sigset_t;
+type Info = *mut libc::siginfo_t;
+type Time = *const libc::timespec;
+type Rest = *mut libc::timespec;
+
+const SIGSET_BYTES: usize = core::mem::size_of::<libc::sigset_t>();
+const TIMESPEC_BYTES: usize = core::mem::size_of::<libc::timespec>();
+
+// ---- signals ----
+
+forward! {
+    /// `sigtimedwait(2)`: see the module's documentation.
+    fn sigtimedwait(set: SigSet, info: Info, timeout: Time) -> c_int;
+    type unsafe extern "C" fn(SigSet, Info, Time) -> c_int;
+    libc::SYS_rt_sigtimedwait, [set as usize, info as usize, timeout as usize, 8, 0, 0];
+    |f| again(
+        || out_local(info, |i| f(set, i, timeout)),
+        || alias::map_again(set as usize, SIGSET_BYTES) + alias::map_again(timeout as usize, TIMESPEC_BYTES),
+    )
+}
+
+forward! {
+    /// `sigwaitinfo(2)`: as `sigtimedwait`.
+    fn sigwaitinfo(set: SigSet, info: Info) -> c_int;
+    type unsafe extern "C" fn(SigSet, Info) -> c_int;
+    libc::SYS_rt_sigtimedwait, [set as usize, info as usize, 0, 8, 0, 0];
+    |f| again(|| out_local(info, |i| f(set, i)), || alias::map_again(set as usize, SIGSET_BYTES))
+}
+
+/// `sigwait(3)`: the set made again after `EFAULT` (the C library's own receives the signal in
+/// a local and writes its number in user mode).
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn sigwait(set: SigSet, sig: *mut c_int) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(SigSet, *mut c_int) -> c_int> = unsafe { real_fn!(sigwait) };
+    let Some(g) = real else { return libc::ENOSYS };
+    // SAFETY: the caller's arguments.
+    again_code(|| unsafe { g(set, sig) }, || alias::map_again(set as usize, SIGSET_BYTES))
+}
+
+call_again! {
+    /// `sigpending(2)`: see the module's documentation.
+    fn sigpending(set: *mut libc::sigset_t) -> c_int;
+    libc::SYS_rt_sigpending, [set, 8];
+    alias::map_again(set as usize, SIGSET_BYTES)
+}
+
+call_again! {
+    /// `signalfd(2)`: see the module's documentation.
+    fn signalfd(fd: c_int, mask: SigSet, flags: c_int) -> c_int;
+    libc::SYS_signalfd4, [fd, mask, 8, flags];
+    alias::map_again(mask as usize, SIGSET_BYTES)
+}
+
+// ---- sleeps ----
+
+/// `call(rest)` with the time left received in a local when `rest` lies in the alias arena,
+/// copied to `rest` when `interrupted` says the kernel wrote it (see the module's
+/// documentation).
+fn rest_local(rest: Rest, call: impl FnOnce(Rest) -> isize, interrupted: impl Fn(isize) -> bool) -> isize {
+    if !through_local(rest as usize) {
+        return call(rest);
+    }
+    let mut local = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let r = call(&mut local);
+    if interrupted(r) {
+        // SAFETY: the program's result, written here in user mode (a page that lost its entry
+        // is mapped again by the fault handler, which keeps `errno`).
+        unsafe { rest.write_unaligned(local) };
+    }
+    r
+}
+
+forward! {
+    /// `nanosleep(2)`: see the module's documentation.
+    fn nanosleep(time: Time, rest: Rest) -> c_int;
+    type unsafe extern "C" fn(Time, Rest) -> c_int;
+    libc::SYS_nanosleep, [time as usize, rest as usize, 0, 0, 0, 0];
+    |f| again(
+        || rest_local(rest, |r| f(time, r), |r| r < 0 && sys::errno() == libc::EINTR),
+        || alias::map_again(time as usize, TIMESPEC_BYTES),
+    )
+}
+
+/// `clock_nanosleep(2)`: as `nanosleep`, with the error returned.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn clock_nanosleep(clock: libc::clockid_t, flags: c_int, time: Time, rest: Rest) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(libc::clockid_t, c_int, Time, Rest) -> c_int> =
+        unsafe { real_fn!(clock_nanosleep) };
+    let Some(g) = real else { return libc::ENOSYS };
+    again_code(
+        || {
+            // SAFETY: the caller's arguments, the time left perhaps in a local.
+            let sleep = |r: Rest| unsafe { g(clock, flags, time, r) } as isize;
+            rest_local(rest, sleep, |r| r == libc::EINTR as isize) as c_int
+        },
+        || alias::map_again(time as usize, TIMESPEC_BYTES),
+    )
+}
+
+// ---- timers ----
+
+type ItimerVal = *mut libc::itimerval;
+type ItimerSpec = *mut libc::itimerspec;
+
+forward! {
+    /// `setitimer(2)`: see the module's documentation.
+    fn setitimer(which: c_int, new: *const libc::itimerval, old: ItimerVal) -> c_int;
+    type unsafe extern "C" fn(c_int, *const libc::itimerval, ItimerVal) -> c_int;
+    libc::SYS_setitimer, [which as usize, new as usize, old as usize, 0, 0, 0];
+    |f| again(
+        || out_local(old, |o| f(which, new, o)),
+        || alias::map_again(new as usize, core::mem::size_of::<libc::itimerval>()),
+    )
+}
+
+call_again! {
+    /// `getitimer(2)`: see the module's documentation.
+    fn getitimer(which: c_int, value: ItimerVal) -> c_int;
+    libc::SYS_getitimer, [which, value];
+    alias::map_again(value as usize, core::mem::size_of::<libc::itimerval>())
+}
+
+const ITIMERSPEC_BYTES: usize = core::mem::size_of::<libc::itimerspec>();
+
+forward! {
+    /// `timerfd_settime(2)`: see the module's documentation.
+    fn timerfd_settime(fd: c_int, flags: c_int, new: *const libc::itimerspec, old: ItimerSpec) -> c_int;
+    type unsafe extern "C" fn(c_int, c_int, *const libc::itimerspec, ItimerSpec) -> c_int;
+    libc::SYS_timerfd_settime, [fd as usize, flags as usize, new as usize, old as usize, 0, 0];
+    |f| again(|| out_local(old, |o| f(fd, flags, new, o)), || alias::map_again(new as usize, ITIMERSPEC_BYTES))
+}
+
+call_again! {
+    /// `timerfd_gettime(2)`: see the module's documentation.
+    fn timerfd_gettime(fd: c_int, value: ItimerSpec) -> c_int;
+    libc::SYS_timerfd_gettime, [fd, value];
+    alias::map_again(value as usize, ITIMERSPEC_BYTES)
+}
+
+type Timer = *mut c_void;
+
+forward! {
+    /// `timer_settime(2)`: see the module's documentation. (The system call, without the C
+    /// library, takes the kernel's timer number, which a `timer_t` of `SIGEV_THREAD` is not.)
+    fn timer_settime(timer: Timer, flags: c_int, new: *const libc::itimerspec, old: ItimerSpec) -> c_int;
+    type unsafe extern "C" fn(Timer, c_int, *const libc::itimerspec, ItimerSpec) -> c_int;
+    libc::SYS_timer_settime, [timer as usize, flags as usize, new as usize, old as usize, 0, 0];
+    |f| again(|| out_local(old, |o| f(timer, flags, new, o)), || alias::map_again(new as usize, ITIMERSPEC_BYTES))
+}
+
+call_again! {
+    /// `timer_gettime(2)`: as `timer_settime`.
+    fn timer_gettime(timer: Timer, value: ItimerSpec) -> c_int;
+    libc::SYS_timer_gettime, [timer, value];
+    alias::map_again(value as usize, ITIMERSPEC_BYTES)
+}
+
+forward! {
+    /// `eventfd_read(3)`: see the module's documentation.
+    fn eventfd_read(fd: c_int, value: *mut u64) -> c_int;
+    type unsafe extern "C" fn(c_int, *mut u64) -> c_int;
+    libc::SYS_read, [fd as usize, value as usize, 8, 0, 0, 0];
+    |f| out_local(value, |v| f(fd, v))
+}
+
+// ---- System V messages and semaphores ----
+
+/// The longest message text `msgrcv` receives through a local.
+const MESSAGE_LOCAL: usize = 4096;
+
+call_again! {
+    /// `msgsnd(2)`: see the module's documentation (its type and text).
+    fn msgsnd(id: c_int, msg: *const c_void, size: usize, flags: c_int) -> c_int;
+    libc::SYS_msgsnd, [id, msg, size, flags];
+    alias::map_again(msg as usize, size.saturating_add(8))
+}
+
+forward! {
+    /// `msgrcv(2)`: see the module's documentation.
+    fn msgrcv(id: c_int, msg: *mut c_void, size: usize, kind: c_long, flags: c_int) -> isize;
+    type unsafe extern "C" fn(c_int, *mut c_void, usize, c_long, c_int) -> isize;
+    libc::SYS_msgrcv, [id as usize, msg as usize, size, kind as usize, flags as usize, 0];
+    |f| message_in(msg, size, |m| f(id, m, size, kind, flags))
+}
+
+/// `call(msg)` with the message received in a local when `msg` lies in the alias arena and
+/// its text fits `MESSAGE_LOCAL`, copied out after: its type and the `r` bytes of text.
+fn message_in(msg: *mut c_void, size: usize, call: impl FnOnce(*mut c_void) -> isize) -> isize {
+    if !through_local(msg as usize) || size > MESSAGE_LOCAL {
+        return call(msg);
+    }
+    let mut local = core::mem::MaybeUninit::<[u64; 1 + MESSAGE_LOCAL / 8]>::uninit();
+    let r = call(local.as_mut_ptr() as *mut c_void);
+    if r >= 0 {
+        // SAFETY: the kernel wrote the type and `r` (at most `size`) bytes of text into the
+        // local; the program's buffer holds the type and `size` bytes; written in user mode.
+        unsafe { core::ptr::copy_nonoverlapping(local.as_ptr() as *const u8, msg as *mut u8, 8 + r as usize) };
+    }
+    r
+}
+
+call_again! {
+    /// `msgctl(2)`: see the module's documentation.
+    fn msgctl(id: c_int, cmd: c_int, buf: *mut libc::msqid_ds) -> c_int;
+    libc::SYS_msgctl, [id, cmd, buf];
+    alias::map_again(buf as usize, core::mem::size_of::<libc::msqid_ds>())
+}
+
+call_again! {
+    /// `shmctl(2)`: see the module's documentation.
+    fn shmctl(id: c_int, cmd: c_int, buf: *mut libc::shmid_ds) -> c_int;
+    libc::SYS_shmctl, [id, cmd, buf];
+    alias::map_again(buf as usize, core::mem::size_of::<libc::shmid_ds>())
+}
+
+call_again! {
+    /// `semop(2)`: see the module's documentation.
+    fn semop(id: c_int, ops: *mut libc::sembuf, n: usize) -> c_int;
+    libc::SYS_semop, [id, ops, n];
+    alias::map_again(ops as usize, n.saturating_mul(core::mem::size_of::<libc::sembuf>()))
+}
+
+call_again! {
+    /// `semtimedop(2)`: as `semop`, and its timeout.
+    fn semtimedop(id: c_int, ops: *mut libc::sembuf, n: usize, timeout: Time) -> c_int;
+    libc::SYS_semtimedop, [id, ops, n, timeout];
+    alias::map_again(ops as usize, n.saturating_mul(core::mem::size_of::<libc::sembuf>()))
+        + alias::map_again(timeout as usize, TIMESPEC_BYTES)
+}

@@ -1274,6 +1274,20 @@ static void *pager(void *arg) {
     return NULL;
 }
 
+/* A thread that pages the process out until stop_pager. */
+static pthread_t start_pager(void) {
+    pthread_t t;
+    pager_stop = 0;
+    if (pthread_create(&t, NULL, pager, NULL) != 0)
+        fail("pthread_create", 0, 0);
+    return t;
+}
+
+static void stop_pager(pthread_t t) {
+    pager_stop = 1;
+    pthread_join(t, NULL);
+}
+
 enum { WALK_FILES = 1500 };
 static int walked;
 
@@ -1339,10 +1353,7 @@ static void spawn_while_paged_out(void) {
     setenv("PATH", "/nonexistent-dir:/usr/bin:/bin", 1);
     char *path = heap_string("/bin/true"), *name = heap_string("true");
     char *argv[] = {"true", NULL}, *envp[] = {NULL};
-    pthread_t t;
-    pager_stop = 0;
-    if (pthread_create(&t, NULL, pager, NULL) != 0)
-        fail("pthread_create", 0, 0);
+    pthread_t t = start_pager();
     int failed = 0, died = 0;
     for (int i = 0; i < 400; i++) {
         pid_t pid;
@@ -1353,8 +1364,7 @@ static void spawn_while_paged_out(void) {
         else if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
             died++;
     }
-    pager_stop = 1;
-    pthread_join(t, NULL);
+    stop_pager(t);
     if (failed || died)
         fail("posix_spawn(p) while the process is paged out (failed, children killed)", failed, died);
     char *missing = heap_string("nevermore-no-such-program");
@@ -1539,10 +1549,7 @@ static void groups_case(void) {
     if (getgroups(256, list) != now || memcmp(list, privileged ? want : mine, (size_t)now * sizeof *list) != 0)
         fail("getgroups into a paged-out list", now, 0);
     free(list);
-    pthread_t t;
-    pager_stop = 0;
-    if (pthread_create(&t, NULL, pager, NULL) != 0)
-        fail("pthread_create", 0, 0);
+    pthread_t t = start_pager();
     int efault = 0, other = 0;
     for (int i = 0; i < 300; i++) {
         errno = 0;
@@ -1550,8 +1557,7 @@ static void groups_case(void) {
         efault += r != 0 && errno == EFAULT;
         other += privileged ? r != 0 && errno != EFAULT : r != -1 || errno != EPERM;
     }
-    pager_stop = 1;
-    pthread_join(t, NULL);
+    stop_pager(t);
     if (efault || other)
         fail("initgroups while the process is paged out (EFAULT, other)", efault, other);
     if (privileged && setgroups((size_t)n, mine) != 0)
@@ -1776,6 +1782,29 @@ static void sleeps(void) {
     free(rest);
 }
 
+/* timerfd_settime and timer_settime (as SET) of the timer at HANDLE, with their new value
+ * paged out, then their old value (written after the new one is set); the gettime (GET). */
+typedef int (*timer_set_fn)(void *handle, const struct itimerspec *new, struct itimerspec *old);
+typedef int (*timer_get_fn)(void *handle, struct itimerspec *value);
+static int timerfd_set(void *h, const struct itimerspec *n, struct itimerspec *o) { return timerfd_settime(*(int *)h, 0, n, o); }
+static int timerfd_get(void *h, struct itimerspec *v) { return timerfd_gettime(*(int *)h, v); }
+static int timer_set(void *h, const struct itimerspec *n, struct itimerspec *o) { return timer_settime(*(timer_t *)h, 0, n, o); }
+static int timer_get(void *h, struct itimerspec *v) { return timer_gettime(*(timer_t *)h, v); }
+
+static void timer_steps(const char *what, void *handle, timer_set_fn set, timer_get_fn get) {
+    struct itimerspec in100 = {{0, 0}, {100, 0}}, in200 = {{0, 0}, {200, 0}};
+    struct itimerspec *was = malloc(sizeof *was);
+    if (set(handle, heap_copy(&in100, sizeof in100), NULL) != 0)
+        fail(what, 1, 0);
+    page_out(was, sizeof *was);
+    if (set(handle, heap_copy(&in200, sizeof in200), was) != 0 || was->it_value.tv_sec < 99 || was->it_value.tv_sec > 100)
+        fail(what, 2, (long)was->it_value.tv_sec);
+    page_out(was, sizeof *was);
+    if (get(handle, was) != 0 || was->it_value.tv_sec < 199)
+        fail(what, 3, (long)was->it_value.tv_sec);
+    free(was);
+}
+
 static void timers(void) {
     struct itimerval later = {{0, 0}, {100, 0}}, *old = malloc(sizeof *old);
     setitimer(ITIMER_REAL, &later, NULL);
@@ -1791,32 +1820,18 @@ static void timers(void) {
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
 
-    struct itimerspec in100 = {{0, 0}, {100, 0}}, in200 = {{0, 0}, {200, 0}};
-    struct itimerspec *was = malloc(sizeof *was);
     int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-    if (fd < 0 || timerfd_settime(fd, 0, heap_copy(&in100, sizeof in100), NULL) != 0)
-        fail("timerfd_settime of a paged-out value", fd, 0);
-    page_out(was, sizeof *was);
-    if (timerfd_settime(fd, 0, heap_copy(&in200, sizeof in200), was) != 0 || was->it_value.tv_sec < 99 ||
-        was->it_value.tv_sec > 100)
-        fail("timerfd_settime with its old value paged out", (long)was->it_value.tv_sec, 0);
-    page_out(was, sizeof *was);
-    if (timerfd_gettime(fd, was) != 0 || was->it_value.tv_sec < 199)
-        fail("timerfd_gettime into a paged-out value", (long)was->it_value.tv_sec, 0);
+    if (fd < 0)
+        fail("timerfd_create", fd, 0);
+    timer_steps("timerfd_settime, timerfd_gettime with paged-out values (step, seconds)", &fd, timerfd_set, timerfd_get);
     close(fd);
     timer_t t;
     struct sigevent none = {.sigev_notify = SIGEV_NONE};
-    if (timer_create(CLOCK_MONOTONIC, &none, &t) != 0 || timer_settime(t, 0, heap_copy(&in100, sizeof in100), NULL) != 0)
-        fail("timer_settime of a paged-out value", 0, 0);
-    page_out(was, sizeof *was);
-    if (timer_settime(t, 0, heap_copy(&in200, sizeof in200), was) != 0 || was->it_value.tv_sec < 99 ||
-        was->it_value.tv_sec > 100)
-        fail("timer_settime with its old value paged out", (long)was->it_value.tv_sec, 0);
-    page_out(was, sizeof *was);
-    if (timer_gettime(t, was) != 0 || was->it_value.tv_sec < 199)
-        fail("timer_gettime into a paged-out value", (long)was->it_value.tv_sec, 0);
+    if (timer_create(CLOCK_MONOTONIC, &none, &t) != 0)
+        fail("timer_create", 0, 0);
+    timer_steps("timer_settime, timer_gettime with paged-out values (step, seconds)", &t, timer_set, timer_get);
     timer_delete(t);
-    free(old), free(was);
+    free(old);
 
     /* eventfd_read: the kernel resets the counter before it writes it out. */
     int efd = eventfd(5, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -158,38 +158,31 @@ call_again! {
 
 const ITIMERSPEC_BYTES: usize = core::mem::size_of::<libc::itimerspec>();
 
-forward! {
-    /// `timerfd_settime(2)`: see the module's documentation.
-    fn timerfd_settime(fd: c_int, flags: c_int, new: *const libc::itimerspec, old: ItimerSpec) -> c_int;
-    type unsafe extern "C" fn(c_int, c_int, *const libc::itimerspec, ItimerSpec) -> c_int;
-    libc::SYS_timerfd_settime, [fd as usize, flags as usize, new as usize, old as usize, 0, 0];
-    |f| again(|| out_local(old, |o| f(fd, flags, new, o)), || alias::map_again(new as usize, ITIMERSPEC_BYTES))
-}
-
-call_again! {
-    /// `timerfd_gettime(2)`: see the module's documentation.
-    fn timerfd_gettime(fd: c_int, value: ItimerSpec) -> c_int;
-    libc::SYS_timerfd_gettime, [fd, value];
-    alias::map_again(value as usize, ITIMERSPEC_BYTES)
-}
-
 type Timer = *mut c_void;
 
-forward! {
-    /// `timer_settime(2)`: see the module's documentation. (The system call, without the C
-    /// library, takes the kernel's timer number, which a `timer_t` of `SIGEV_THREAD` is not.)
-    fn timer_settime(timer: Timer, flags: c_int, new: *const libc::itimerspec, old: ItimerSpec) -> c_int;
-    type unsafe extern "C" fn(Timer, c_int, *const libc::itimerspec, ItimerSpec) -> c_int;
-    libc::SYS_timer_settime, [timer as usize, flags as usize, new as usize, old as usize, 0, 0];
-    |f| again(|| out_local(old, |o| f(timer, flags, new, o)), || alias::map_again(new as usize, ITIMERSPEC_BYTES))
+/// Defines the wrappers of a timer's `settime` and `gettime` (`timerfd_*`, `timer_*`),
+/// which name the timer by a `$handle`.
+macro_rules! timer_calls {
+    ($set:ident, $set_nr:expr, $get:ident, $get_nr:expr, $handle:ty) => {
+        forward! {
+            /// `timerfd_settime(2)`, `timer_settime(2)`: see the module's documentation. (The
+            /// system call, without the C library, takes the kernel's timer number, which a
+            /// `timer_t` of `SIGEV_THREAD` is not.)
+            fn $set(timer: $handle, flags: c_int, new: *const libc::itimerspec, old: ItimerSpec) -> c_int;
+            type unsafe extern "C" fn($handle, c_int, *const libc::itimerspec, ItimerSpec) -> c_int;
+            $set_nr, [timer as usize, flags as usize, new as usize, old as usize, 0, 0];
+            |f| again(|| out_local(old, |o| f(timer, flags, new, o)), || alias::map_again(new as usize, ITIMERSPEC_BYTES))
+        }
+        call_again! {
+            /// `timerfd_gettime(2)`, `timer_gettime(2)`: see the module's documentation.
+            fn $get(timer: $handle, value: ItimerSpec) -> c_int;
+            $get_nr, [timer, value];
+            alias::map_again(value as usize, ITIMERSPEC_BYTES)
+        }
+    };
 }
-
-call_again! {
-    /// `timer_gettime(2)`: as `timer_settime`.
-    fn timer_gettime(timer: Timer, value: ItimerSpec) -> c_int;
-    libc::SYS_timer_gettime, [timer, value];
-    alias::map_again(value as usize, ITIMERSPEC_BYTES)
-}
+timer_calls!(timerfd_settime, libc::SYS_timerfd_settime, timerfd_gettime, libc::SYS_timerfd_gettime, c_int);
+timer_calls!(timer_settime, libc::SYS_timer_settime, timer_gettime, libc::SYS_timer_gettime, Timer);
 
 forward! {
     /// `eventfd_read(3)`: see the module's documentation.

@@ -1344,10 +1344,21 @@ static void walk_case(void) {
  * execve reads the path, argv and envp, where no fault can be mended (the child runs with every
  * signal blocked; the kernel's reads reach no handler). Everything on the heap, paged out. */
 /* posix_spawn of a path, and posix_spawnp of a name looked up in a PATH set by setenv (heap
- * strings both), while another thread pages the whole process out: the child reads the path
- * and the environment with every signal blocked, where a page taken after the parent read it
- * killed the child with SIGBUS (posix_spawn said it started). */
+ * strings both), while another thread pages the whole process out: the child reads the path,
+ * the environment and the file actions with every signal blocked, where a page taken after
+ * the parent read it killed the child with SIGBUS (posix_spawn said it started). The file
+ * actions' array comes from realloc, and the padding of a dup2 action holds whatever the heap
+ * held there: here a freed object's address, which must not keep the actions from being
+ * copied for the child. */
 static void spawn_while_paged_out(void) {
+    char *gone = malloc(64);
+    free(gone);
+    posix_spawn_file_actions_t fa;
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0 || posix_spawn_file_actions_init(&fa) != 0 || posix_spawn_file_actions_adddup2(&fa, null, 1) != 0)
+        fail("file actions", null, 0);
+    uintptr_t *words = (uintptr_t *)(void *)fa.__actions;
+    words[2] = words[3] = (uintptr_t)gone;
     const char *old_path = getenv("PATH");
     char *saved = old_path ? heap_string(old_path) : NULL;
     setenv("PATH", "/nonexistent-dir:/usr/bin:/bin", 1);
@@ -1357,7 +1368,7 @@ static void spawn_while_paged_out(void) {
     int failed = 0, died = 0;
     for (int i = 0; i < 400; i++) {
         pid_t pid;
-        int r = i % 2 ? posix_spawnp(&pid, name, NULL, NULL, argv, envp) : posix_spawn(&pid, path, NULL, NULL, argv, envp);
+        int r = i % 2 ? posix_spawnp(&pid, name, &fa, NULL, argv, envp) : posix_spawn(&pid, path, &fa, NULL, argv, envp);
         int st;
         if (r != 0)
             failed++;
@@ -1376,6 +1387,8 @@ static void spawn_while_paged_out(void) {
         setenv("PATH", saved, 1);
     else
         unsetenv("PATH");
+    posix_spawn_file_actions_destroy(&fa);
+    close(null);
     free(saved), free(path), free(name), free(missing);
 }
 

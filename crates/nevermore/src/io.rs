@@ -2268,14 +2268,20 @@ fn touch_spawn(path: Path, fa: usize, attr: usize, argv: Strings, envp: Strings)
 /// Most file actions copied (`ActionsCopy`), and bytes of their paths.
 const COPY_ACTIONS: usize = 32;
 const COPY_PATHS: usize = 8192;
+/// Kinds of glibc's file actions that hold a path (`addopen`, `addchdir_np`), and the last
+/// kind it has (`addtcsetpgrp_np`); the others hold descriptors.
+const SPAWN_DO_OPEN: u32 = 2;
+const SPAWN_DO_CHDIR: u32 = 3;
+const SPAWN_DO_LAST: u32 = 6;
 /// Words of glibc's `posix_spawn_file_actions_t`.
 const FILE_ACTIONS_WORDS: usize = core::mem::size_of::<libc::posix_spawn_file_actions_t>() / 8;
 
 /// A copy of the program's file actions whose paths lie here, on the stack of the wrapper,
 /// which the child reads instead: a path in a heap object that the kernel paged out again
 /// after it was read (`touch_spawn`) made the child's `open` fail with `EFAULT`, every time
-/// the call was made again under a steady pageout (ninja: "posix_spawn: Bad address"). The
-/// stack is ordinary memory, where the kernel brings a page back itself.
+/// the call was made again under a steady pageout (ninja: "posix_spawn: Bad address"), and
+/// the actions themselves, a heap object, killed the child with SIGBUS. The stack is
+/// ordinary memory, where the kernel brings a page back itself.
 #[repr(C)]
 struct ActionsCopy {
     fa: [usize; FILE_ACTIONS_WORDS],
@@ -2295,11 +2301,20 @@ impl ActionsCopy {
             return false;
         }
         let mut at = 0;
-        for w in self.actions[..used].as_flattened_mut() {
+        for action in &mut self.actions[..used] {
+            // The word of the action's path, by its kind (glibc's `struct __spawn_action`: the
+            // kind in the low half of the first word, the arguments from the second word on;
+            // the other words are padding, whatever the heap held there before).
+            let path = match action[0] as u32 {
+                SPAWN_DO_OPEN => 2,
+                SPAWN_DO_CHDIR => 1,
+                kind if kind <= SPAWN_DO_LAST => continue,
+                _ => return false,
+            };
+            let w = &mut action[path];
             if !alias::in_arena(*w) {
                 continue;
             }
-            // A path (`addopen`, `addchdir_np`).
             let Some(n) = copy_string(*w, &mut self.paths[at..]) else { return false };
             *w = self.paths[at..].as_ptr() as usize;
             at += n;

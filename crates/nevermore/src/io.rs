@@ -61,9 +61,9 @@
 //! `scandir`, `glob`, `nftw`, `ftw`, `fts_read`), are views (`streams`). `posix_spawn`,
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
-//! functions (`realpath`, a buffer given to `setvbuf`), calls
-//! made through `syscall()` or a `syscall` instruction, the other calls that take buffers or
-//! paths (`io_uring`, `ioctl`, `chroot`, `mount`, ...); those still fail as described above.
+//! functions (`realpath`), calls made through `syscall()` or a `syscall` instruction, the
+//! other calls that take buffers or paths (`io_uring`, `ioctl`, `mq_receive`, `chroot`,
+//! `mount`, ...); those still fail as described above.
 //! `ioctl` is left on purpose: its argument's size is the driver's to know, and some requests
 //! act before they copy their result out, so one made again would act twice.
 //!

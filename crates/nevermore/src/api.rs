@@ -904,9 +904,21 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         // A lock record or owner in a heap object whose page lost its entry: the kernel reads
         // it before it acts (and writes `F_GETLK`'s answer after acting on nothing), so the
         // call is made again after `EFAULT` (see `io`).
-        Some(n) => crate::io::again(call, || crate::alias::map_again(arg, n)) as c_int,
+        Some(n) => again(call, || crate::alias::map_again(arg, n)) as c_int,
         None => call() as c_int,
     }
+}
+
+/// `io::again`: `call` made again after `EFAULT` while `heal` maps pages again. The build
+/// linked into a program (`embed`, the coverage-guided fuzzer) has no I/O wrappers: one call.
+#[cfg(not(feature = "embed"))]
+fn again(call: impl FnMut() -> isize, heal: impl Fn() -> usize) -> isize {
+    crate::io::again(call, heal)
+}
+
+#[cfg(feature = "embed")]
+fn again(mut call: impl FnMut() -> isize, _heal: impl Fn() -> usize) -> isize {
+    call()
 }
 
 /// The size of the record `fcntl`'s command `cmd` reads or writes through its argument.
@@ -1100,7 +1112,7 @@ pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usiz
     let call = || c_result(crate::seccomp::prctl(option as usize, a2, a3, a4, a5));
     if option == libc::PR_SET_NAME || option == libc::PR_GET_NAME {
         // The name and its NUL: at most 16 bytes (`TASK_COMM_LEN`).
-        return crate::io::again(call, || crate::alias::map_again(a2, 16)) as c_int;
+        return again(call, || crate::alias::map_again(a2, 16)) as c_int;
     }
     call() as c_int
 }

@@ -43,6 +43,7 @@
 #include <sys/xattr.h>
 #include <limits.h>
 #include <sys/uio.h>
+#include <mqueue.h>
 #include <semaphore.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
@@ -1894,7 +1895,62 @@ static void system_v(void) {
         semctl(sem, 0, GETVAL) != 1)
         fail("semtimedop of paged-out operations", 0, 0);
     semctl(sem, 0, IPC_RMID);
-    free(in), free(ds), free(sds);
+    /* semctl's record and arrays of values. */
+    int set = semget(IPC_PRIVATE, 3, IPC_CREAT | 0600);
+    unsigned short values[3] = {4, 5, 6}, *got_values = malloc(sizeof values);
+    struct semid_ds *semds = malloc(sizeof *semds);
+    if (set < 0 || semctl(set, 0, SETALL, heap_copy(values, sizeof values)) != 0 || semctl(set, 2, GETVAL) != 6)
+        fail("semctl(SETALL) of paged-out values", set, 0);
+    page_out(got_values, sizeof values);
+    if (semctl(set, 0, GETALL, got_values) != 0 || memcmp(got_values, values, sizeof values) != 0)
+        fail("semctl(GETALL) into paged-out values", 0, 0);
+    page_out(semds, sizeof *semds);
+    if (semctl(set, 0, IPC_STAT, semds) != 0 || semds->sem_nsems != 3)
+        fail("semctl(IPC_STAT) into a paged-out record", 0, 0);
+    semctl(set, 0, IPC_RMID);
+    free(in), free(ds), free(sds), free(got_values), free(semds);
+}
+
+/* POSIX message queues: mq_receive takes the message off the queue before it copies it and
+ * its priority out. */
+static void posix_queues(void) {
+    char name[64];
+    snprintf(name, sizeof name, "/nevermore-pageout-%d", (int)getpid());
+    struct mq_attr attr = {.mq_maxmsg = 4, .mq_msgsize = 256};
+    /* Non-blocking, so that a receive after a lost send fails instead of waiting. */
+    mqd_t q = mq_open(name, O_CREAT | O_RDWR | O_EXCL | O_NONBLOCK, 0600, &attr);
+    if (q == (mqd_t)-1)
+        fail("mq_open", 0, 0);
+    mq_unlink(name);
+    const char text[] = "a message on a POSIX queue";
+    struct timespec later;
+    clock_gettime(CLOCK_REALTIME, &later);
+    later.tv_sec += 5;
+    if (mq_send(q, heap_copy(text, sizeof text), sizeof text, 3) != 0 ||
+        mq_timedsend(q, heap_copy(text, sizeof text), sizeof text, 2, heap_copy(&later, sizeof later)) != 0)
+        fail("mq_send, mq_timedsend of paged-out messages", 0, 0);
+    struct mq_attr *now = malloc(sizeof *now);
+    page_out(now, sizeof *now);
+    if (mq_getattr(q, now) != 0 || now->mq_curmsgs != 2)
+        fail("mq_getattr into a paged-out record", 0, 0);
+    char *buf = malloc(256);
+    unsigned *priority = malloc(sizeof *priority);
+    page_out(buf, 256);
+    page_out(priority, sizeof *priority);
+    ssize_t got = mq_receive(q, buf, 256, priority);
+    if (got != sizeof text || strcmp(buf, text) != 0 || *priority != 3)
+        fail("mq_receive into paged-out objects (the message lost)", got, 0);
+    page_out(buf, 256);
+    page_out(priority, sizeof *priority);
+    got = mq_timedreceive(q, buf, 256, priority, heap_copy(&later, sizeof later));
+    if (got != sizeof text || strcmp(buf, text) != 0 || *priority != 2)
+        fail("mq_timedreceive into paged-out objects (the message lost)", got, 0);
+    struct mq_attr blocking = {.mq_flags = 0};
+    page_out(now, sizeof *now);
+    if (mq_setattr(q, heap_copy(&blocking, sizeof blocking), now) != 0 || now->mq_flags != O_NONBLOCK)
+        fail("mq_setattr with its attributes paged out", 0, 0);
+    mq_close(q);
+    free(now), free(buf), free(priority);
 }
 
 static sem_t named_go;
@@ -1948,6 +2004,7 @@ static void waits_case(void) {
     sleeps();
     timers();
     system_v();
+    posix_queues();
     names_and_scheduling();
 }
 

@@ -563,8 +563,8 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// both modes); `initgroups` while a thread pages the process out (the C library aborted the
 /// process: its `setgroups` in every thread read a heap list, and their results differed).
 /// `waits`: signal waits, sleeps, timers, `eventfd_read`, System V messages and semaphores,
-/// scheduling and threads' names (each EFAULT in both modes; a signal, an eventfd count, a
-/// message lost; an interrupted sleep's `EINTR` lost).
+/// POSIX message queues, scheduling and threads' names (each EFAULT in both modes; a signal,
+/// an eventfd count, a message lost; an interrupted sleep's `EINTR` lost).
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);

@@ -216,7 +216,7 @@ const EXPORTS: &str = "
     sched_rr_get_interval pthread_getname_np pthread_setname_np sigtimedwait sigwaitinfo sigwait
     sigpending signalfd nanosleep clock_nanosleep setitimer getitimer timerfd_settime
     timerfd_gettime timer_settime timer_gettime eventfd_read msgsnd msgrcv msgctl shmctl semop
-    semtimedop
+    semtimedop semctl mq_send mq_timedsend mq_receive mq_timedreceive mq_getattr mq_setattr
 ";
 
 /// The same program run without the library passes too (so a failure above is the allocator's).

@@ -47,8 +47,8 @@
 //! arrays and strings (`execl`, `execlp` and `execle` read theirs first: `exec_list`); and `fstat`, `getrandom`, `getdents64`, `recvmmsg` and `sendmmsg`;
 //! `futimens`; `sendfile`, `copy_file_range` and `splice`, whose offsets go through locals;
 //! the calls on the process's attributes (`process`: groups, processors, usage, scheduling,
-//! names, the system's name and figures); and signals, sleeps, timers, eventfd counters and
-//! System V messages and semaphores (`waits`).
+//! names, the system's name and figures); and signals, sleeps, timers, eventfd counters,
+//! System V messages and semaphores and POSIX message queues (`waits`).
 //!
 //! The C library makes system calls of its own inside its functions, which these wrappers
 //! never see. For stdio, a stream's buffer is a view of its own (`streams`); `fread` and
@@ -62,8 +62,8 @@
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
 //! functions (`realpath`), calls made through `syscall()` or a `syscall` instruction, the
-//! other calls that take buffers or paths (`io_uring`, `ioctl`, `mq_receive`, `chroot`,
-//! `mount`, ...); those still fail as described above.
+//! other calls that take buffers or paths (`io_uring`, `ioctl`, `chroot`, `mount`, ...);
+//! those still fail as described above.
 //! `ioctl` is left on purpose: its argument's size is the driver's to know, and some requests
 //! act before they copy their result out, so one made again would act twice.
 //!

@@ -1,10 +1,11 @@
-//! Signals, sleeps, timers, eventfd counters and System V messages through heap objects.
+//! Signals, sleeps, timers, eventfd counters, System V and POSIX messages through heap
+//! objects.
 //!
 //! As in the parent module: a call that reads its argument before it does anything fails
 //! with `EFAULT` when the argument's page lost its entry, and is made again with the page
 //! mapped (`sigpending`, `signalfd`, `getitimer`, `timerfd_gettime`, `timer_gettime`,
-//! `msgsnd`, `msgctl`, `shmctl`, `semop`, `semtimedop`, the signal sets of the waits, the
-//! requested time of a sleep, the new value of a timer). What the kernel writes after doing
+//! `msgsnd`, `msgctl`, `shmctl`, `semop`, `semtimedop`, `semctl`, `mq_send`, `mq_getattr`,
+//! the signal sets of the waits, the requested time of a sleep, the new value of a timer). What the kernel writes after doing
 //! what cannot be done again goes through a local copied here in user mode:
 //!
 //! - `sigtimedwait` and `sigwaitinfo` write the signal's `siginfo_t` after taking the signal:
@@ -16,8 +17,9 @@
 //!   new one;
 //! - `eventfd_read` is the C library's own `read` of the counter, which the kernel resets
 //!   before it writes it out: the count was lost;
-//! - `msgrcv` takes the message off its queue before it copies it out: the message was lost.
-//!   A message of up to `MESSAGE_LOCAL` bytes goes through a local; a longer one as before.
+//! - `msgrcv` and `mq_receive` take the message off its queue before they copy it out: the
+//!   message was lost. A buffer of up to `MESSAGE_LOCAL` bytes goes through a local; a longer
+//!   one as before. `mq_setattr` writes the old attributes after setting the new.
 
 use core::ffi::{c_int, c_long, c_void};
 use core::sync::atomic::AtomicUsize;
@@ -194,8 +196,9 @@ forward! {
 
 // ---- System V messages and semaphores ----
 
-/// The longest message text `msgrcv` receives through a local.
-const MESSAGE_LOCAL: usize = 4096;
+/// The longest message `msgrcv` and `mq_receive` receive through a local: the default bound
+/// on a System V message (`MSGMAX`) and on a POSIX queue's messages (`msgsize_max`).
+const MESSAGE_LOCAL: usize = 8192;
 
 call_again! {
     /// `msgsnd(2)`: see the module's documentation (its type and text).
@@ -209,21 +212,22 @@ forward! {
     fn msgrcv(id: c_int, msg: *mut c_void, size: usize, kind: c_long, flags: c_int) -> isize;
     type unsafe extern "C" fn(c_int, *mut c_void, usize, c_long, c_int) -> isize;
     libc::SYS_msgrcv, [id as usize, msg as usize, size, kind as usize, flags as usize, 0];
-    |f| message_in(msg, size, |m| f(id, m, size, kind, flags))
+    |f| message_in(msg, size, 8, |m| f(id, m, size, kind, flags))
 }
 
 /// `call(msg)` with the message received in a local when `msg` lies in the alias arena and
-/// its text fits `MESSAGE_LOCAL`, copied out after: its type and the `r` bytes of text.
-fn message_in(msg: *mut c_void, size: usize, call: impl FnOnce(*mut c_void) -> isize) -> isize {
+/// its `size` bytes fit `MESSAGE_LOCAL`, copied out after: its `header` bytes (`msgrcv`'s
+/// type) and the `r` bytes the call returns.
+fn message_in(msg: *mut c_void, size: usize, header: usize, call: impl FnOnce(*mut c_void) -> isize) -> isize {
     if !through_local(msg as usize) || size > MESSAGE_LOCAL {
         return call(msg);
     }
     let mut local = core::mem::MaybeUninit::<[u64; 1 + MESSAGE_LOCAL / 8]>::uninit();
     let r = call(local.as_mut_ptr() as *mut c_void);
     if r >= 0 {
-        // SAFETY: the kernel wrote the type and `r` (at most `size`) bytes of text into the
-        // local; the program's buffer holds the type and `size` bytes; written in user mode.
-        unsafe { core::ptr::copy_nonoverlapping(local.as_ptr() as *const u8, msg as *mut u8, 8 + r as usize) };
+        // SAFETY: the kernel wrote the header and `r` (at most `size`) bytes into the local;
+        // the program's buffer holds the header and `size` bytes; written in user mode.
+        unsafe { core::ptr::copy_nonoverlapping(local.as_ptr() as *const u8, msg as *mut u8, header + r as usize) };
     }
     r
 }
@@ -255,4 +259,106 @@ call_again! {
     libc::SYS_semtimedop, [id, ops, n, timeout];
     alias::map_again(ops as usize, n.saturating_mul(core::mem::size_of::<libc::sembuf>()))
         + alias::map_again(timeout as usize, TIMESPEC_BYTES)
+}
+
+/// `semctl(2)`: the record (`IPC_STAT`, `IPC_SET`, `SEM_STAT`, `IPC_INFO`, ...) or the array
+/// of values (`GETALL`, `SETALL`) its fourth argument points to, made again after `EFAULT`;
+/// `GETALL` writes after reading, and `SETALL` reads before setting. (C declares it variadic,
+/// the fourth argument a `union semun`; on x86-64 it travels as this fixed word.)
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn semctl(id: c_int, num: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(c_int, c_int, c_int, usize) -> c_int> = unsafe { real_fn!(semctl) };
+    let call = || match real {
+        // SAFETY: the caller's arguments.
+        Some(g) => (unsafe { g(id, num, cmd, arg) }) as isize,
+        None => raw(libc::SYS_semctl, [id as usize, num as usize, cmd as usize, arg, 0, 0]),
+    };
+    let record = match cmd & !IPC_64 {
+        libc::IPC_STAT | libc::IPC_SET | SEM_STAT | SEM_STAT_ANY => core::mem::size_of::<libc::semid_ds>(),
+        libc::IPC_INFO | libc::SEM_INFO => core::mem::size_of::<libc::seminfo>(),
+        libc::GETALL | libc::SETALL => usize::MAX,
+        _ => return call() as c_int,
+    };
+    again(call, || {
+        // The values of every semaphore of the set: two bytes each.
+        let n = if record == usize::MAX { semaphores(id, real) * 2 } else { record };
+        alias::map_again(arg, n)
+    }) as c_int
+}
+
+/// `IPC_64`, which the C library adds to `semctl`'s commands itself; `SEM_STAT` and
+/// `SEM_STAT_ANY` without it.
+const IPC_64: c_int = 0x100;
+const SEM_STAT: c_int = 18;
+const SEM_STAT_ANY: c_int = 20;
+
+/// The number of semaphores in the set `id` (`IPC_STAT` into a local), or 0.
+fn semaphores(id: c_int, real: Option<unsafe extern "C" fn(c_int, c_int, c_int, usize) -> c_int>) -> usize {
+    let Some(g) = real else { return 0 };
+    let mut ds = core::mem::MaybeUninit::<libc::semid_ds>::zeroed();
+    // SAFETY: the C library's semctl(IPC_STAT) into a record on this stack.
+    if unsafe { g(id, 0, libc::IPC_STAT, ds.as_mut_ptr() as usize) } != 0 {
+        return 0;
+    }
+    // SAFETY: filled by the call above.
+    unsafe { ds.assume_init() }.sem_nsems as usize
+}
+
+// ---- POSIX message queues ----
+
+type Mqd = c_int;
+type Priority = *mut libc::c_uint;
+const MQ_ATTR_BYTES: usize = core::mem::size_of::<libc::mq_attr>();
+
+forward! {
+    /// `mq_receive(3)`: see the module's documentation; its message and priority, which the
+    /// kernel writes after taking the message off the queue, through locals (as `msgrcv`).
+    fn mq_receive(q: Mqd, buf: *mut libc::c_char, len: usize, priority: Priority) -> isize;
+    type unsafe extern "C" fn(Mqd, *mut libc::c_char, usize, Priority) -> isize;
+    libc::SYS_mq_timedreceive, [q as usize, buf as usize, len, priority as usize, 0, 0];
+    |f| out_local(priority, |p| message_in(buf as *mut c_void, len, 0, |b| f(q, b as *mut libc::c_char, len, p)))
+}
+
+forward! {
+    /// `mq_timedreceive(3)`: as `mq_receive`; its timeout made again after `EFAULT`.
+    fn mq_timedreceive(q: Mqd, buf: *mut libc::c_char, len: usize, priority: Priority, timeout: Time) -> isize;
+    type unsafe extern "C" fn(Mqd, *mut libc::c_char, usize, Priority, Time) -> isize;
+    libc::SYS_mq_timedreceive, [q as usize, buf as usize, len, priority as usize, timeout as usize, 0];
+    |f| again(
+        || out_local(priority, |p| message_in(buf as *mut c_void, len, 0, |b| f(q, b as *mut libc::c_char, len, p, timeout))),
+        || alias::map_again(timeout as usize, TIMESPEC_BYTES),
+    )
+}
+
+call_again! {
+    /// `mq_send(3)`: see the module's documentation.
+    fn mq_send(q: Mqd, buf: *const libc::c_char, len: usize, priority: libc::c_uint) -> c_int;
+    libc::SYS_mq_timedsend, [q, buf, len, priority, 0];
+    alias::map_again(buf as usize, len)
+}
+
+call_again! {
+    /// `mq_timedsend(3)`: as `mq_send`, and its timeout.
+    fn mq_timedsend(q: Mqd, buf: *const libc::c_char, len: usize, priority: libc::c_uint, timeout: Time) -> c_int;
+    libc::SYS_mq_timedsend, [q, buf, len, priority, timeout];
+    alias::map_again(buf as usize, len) + alias::map_again(timeout as usize, TIMESPEC_BYTES)
+}
+
+call_again! {
+    /// `mq_getattr(3)`: see the module's documentation.
+    fn mq_getattr(q: Mqd, attr: *mut libc::mq_attr) -> c_int;
+    libc::SYS_mq_getsetattr, [q, 0, attr];
+    alias::map_again(attr as usize, MQ_ATTR_BYTES)
+}
+
+forward! {
+    /// `mq_setattr(3)`: the old attributes, written after the new are set, through a local.
+    fn mq_setattr(q: Mqd, new: *const libc::mq_attr, old: *mut libc::mq_attr) -> c_int;
+    type unsafe extern "C" fn(Mqd, *const libc::mq_attr, *mut libc::mq_attr) -> c_int;
+    libc::SYS_mq_getsetattr, [q as usize, new as usize, old as usize, 0, 0, 0];
+    |f| again(|| out_local(old, |o| f(q, new, o)), || alias::map_again(new as usize, MQ_ATTR_BYTES))
 }

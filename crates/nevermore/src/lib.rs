@@ -35,7 +35,7 @@
 // With the `embed` feature the crate is linked into a Rust program (the coverage-guided fuzzer)
 // as its allocator: `std` is there, and so are its panic handler and personality routine.
 #![cfg_attr(not(any(test, feature = "embed")), no_std)]
-#![cfg_attr(test, allow(dead_code))]
+#![cfg_attr(any(test, feature = "embed"), allow(dead_code))]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod alias;

@@ -737,6 +737,18 @@ pub fn may_advance() -> bool {
 /// Room for fewer epochs than this in the arena's fresh part makes epochs longer (`may_advance`).
 const SCARCE_EPOCHS: usize = 1024;
 
+/// A size in MiB, or "none".
+struct Mib(Option<usize>);
+
+impl core::fmt::Display for Mib {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(b) => write!(f, "{} MiB", b >> 20),
+            None => f.write_str("none"),
+        }
+    }
+}
+
 /// Makes a new mirror covering at least `min_pages` pool pages and makes it the issuing
 /// epoch. Returns it, or None when out of address space or mappings.
 pub fn advance(min_pages: u32) -> Option<u32> {
@@ -804,10 +816,17 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     }
     if !sys::duplicate_view(POOL.layout().base as *mut u8, base as *mut u8, len) {
         if !SAID_NO_MIRROR.swap(true, Ordering::Relaxed) {
+            let errno = sys::errno();
             report::say(format_args!(
-                "cannot map a new mirror (errno {}: out of mappings (vm.max_map_count) or address space (RLIMIT_AS)?); allocations \
-                 that need one fail with ENOMEM",
-                sys::errno()
+                "cannot map a new mirror of {} MiB (errno {}: out of mappings (vm.max_map_count) or address space \
+                 (RLIMIT_AS)?; {} mappings, address space in use {} MiB, limit {}, {}); allocations that need one \
+                 fail with ENOMEM",
+                len >> 20,
+                errno,
+                crate::stats::vma_count().unwrap_or(0),
+                crate::stats::proc_status_kb(b"VmSize").unwrap_or(0) >> 10,
+                Mib(sys::as_limit()),
+                if fresh { "a fresh range" } else { "a recycled range" },
             ));
         }
         return None;

@@ -695,6 +695,26 @@ macro_rules! call_again {
     };
 }
 
+/// Defines the wrapper of a C library function that returns its error instead of setting
+/// `errno` (`pthread_*`, `sigwait`), made again after `EFAULT` while `$heal` maps pages again
+/// (`again_code`); `ENOSYS` when the C library has no such function.
+macro_rules! code_again {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*); $heal:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $aty),*) -> c_int {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<unsafe extern "C" fn($($aty),*) -> c_int> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return libc::ENOSYS };
+            // SAFETY: the caller's arguments, as the caller passed them.
+            again_code(|| unsafe { g($($arg),*) }, || $heal)
+        }
+    };
+}
+
 /// The raw system call's six arguments from fewer.
 fn path_args<const N: usize>(a: [usize; N]) -> [usize; 6] {
     let mut six = [0; 6];
@@ -2327,19 +2347,18 @@ impl ActionsCopy {
 /// Copies the NUL-terminated string at `from`, its NUL included, into `to`, a word at a time
 /// (`word`): its length, or None when it does not fit or cannot be read.
 fn copy_string(from: usize, to: &mut [u8]) -> Option<usize> {
-    let n = string_bytes(from);
-    if n > to.len() {
-        return None;
+    let mut n = 0;
+    loop {
+        let a = from + n;
+        let bytes = word(a & !7, 0)?.to_le_bytes();
+        for &c in &bytes[a & 7..] {
+            *to.get_mut(n)? = c;
+            n += 1;
+            if c == 0 {
+                return Some(n);
+            }
+        }
     }
-    let mut b = 0;
-    while b < n {
-        let a = from + b;
-        let v = word(a & !7, 0)?;
-        let take = (8 - (a & 7)).min(n - b);
-        to[b..b + take].copy_from_slice(&v.to_le_bytes()[a & 7..(a & 7) + take]);
-        b += take;
-    }
-    (to[n - 1] == 0).then_some(n)
 }
 
 /// Copies the words at `from` into `to` (`word`): false when one cannot be read.

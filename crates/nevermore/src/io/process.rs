@@ -119,26 +119,16 @@ call_again! {
     alias::map_again(set as usize, size)
 }
 
-/// Defines `pthread_getaffinity_np` or `pthread_setaffinity_np`: as `sched_getaffinity`,
-/// with the error returned.
-macro_rules! thread_affinity {
-    ($name:ident, $set:ty) => {
-        /// `pthread_getaffinity_np`/`pthread_setaffinity_np`: see the module's documentation.
-        ///
-        /// # Safety
-        /// The C contract of the function.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(thread: libc::pthread_t, size: usize, set: $set) -> c_int {
-            // SAFETY: the C library's function of this name has this type.
-            let real: Option<unsafe extern "C" fn(libc::pthread_t, usize, $set) -> c_int> = unsafe { real_fn!($name) };
-            let Some(g) = real else { return libc::ENOSYS };
-            // SAFETY: the caller's arguments.
-            again_code(|| unsafe { g(thread, size, set) }, || alias::map_again(set as usize, size))
-        }
-    };
+code_again! {
+    /// `pthread_getaffinity_np(3)`: as `sched_getaffinity`, with the error returned.
+    fn pthread_getaffinity_np(thread: libc::pthread_t, size: usize, set: CpuSet);
+    alias::map_again(set as usize, size)
 }
-thread_affinity!(pthread_getaffinity_np, CpuSet);
-thread_affinity!(pthread_setaffinity_np, CCpuSet);
+code_again! {
+    /// `pthread_setaffinity_np(3)`: as `sched_setaffinity`, with the error returned.
+    fn pthread_setaffinity_np(thread: libc::pthread_t, size: usize, set: CCpuSet);
+    alias::map_again(set as usize, size)
+}
 
 call_again! {
     /// `getrusage(2)`: see the module's documentation.
@@ -198,33 +188,16 @@ call_again! {
 /// The most bytes of a thread's name, with its NUL (the kernel's `TASK_COMM_LEN`).
 const NAME_BYTES: usize = 16;
 
-/// `pthread_getname_np(3)`: the C library's own reads the name with `prctl` (this thread) or
-/// from `/proc` with its own `read` (another), into the caller's buffer: made again after
-/// `EFAULT`, with the error returned.
-///
-/// # Safety
-/// The C contract of the function.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_getname_np(thread: libc::pthread_t, buf: *mut c_char, len: usize) -> c_int {
-    // SAFETY: the C library's function of this name has this type.
-    let real: Option<unsafe extern "C" fn(libc::pthread_t, *mut c_char, usize) -> c_int> =
-        unsafe { real_fn!(pthread_getname_np) };
-    let Some(g) = real else { return libc::ENOSYS };
-    // SAFETY: the caller's arguments.
-    again_code(|| unsafe { g(thread, buf, len) }, || alias::map_again(buf as usize, len.min(NAME_BYTES)))
+code_again! {
+    /// `pthread_getname_np(3)`: the C library's own reads the name with `prctl` (this thread)
+    /// or from `/proc` with its own `read` (another), into the caller's buffer: made again
+    /// after `EFAULT`, with the error returned.
+    fn pthread_getname_np(thread: libc::pthread_t, buf: *mut c_char, len: usize);
+    alias::map_again(buf as usize, len.min(NAME_BYTES))
 }
-
-/// `pthread_setname_np(3)`: as `pthread_getname_np` (another thread's name is written to
-/// `/proc` with the C library's own `write`).
-///
-/// # Safety
-/// The C contract of the function.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_setname_np(thread: libc::pthread_t, name: *const c_char) -> c_int {
-    // SAFETY: the C library's function of this name has this type.
-    let real: Option<unsafe extern "C" fn(libc::pthread_t, *const c_char) -> c_int> =
-        unsafe { real_fn!(pthread_setname_np) };
-    let Some(g) = real else { return libc::ENOSYS };
-    // SAFETY: the caller's arguments.
-    again_code(|| unsafe { g(thread, name) }, || alias::map_again(name as usize, NAME_BYTES))
+code_again! {
+    /// `pthread_setname_np(3)`: as `pthread_getname_np` (another thread's name is written to
+    /// `/proc` with the C library's own `write`).
+    fn pthread_setname_np(thread: libc::pthread_t, name: *const c_char);
+    alias::map_again(name as usize, NAME_BYTES)
 }

@@ -57,18 +57,11 @@ forward! {
     |f| again(|| out_local(info, |i| f(set, i)), || alias::map_again(set as usize, SIGSET_BYTES))
 }
 
-/// `sigwait(3)`: the set made again after `EFAULT` (the C library's own receives the signal in
-/// a local and writes its number in user mode).
-///
-/// # Safety
-/// The C contract of the function.
-#[no_mangle]
-pub unsafe extern "C" fn sigwait(set: SigSet, sig: *mut c_int) -> c_int {
-    // SAFETY: the C library's function of this name has this type.
-    let real: Option<unsafe extern "C" fn(SigSet, *mut c_int) -> c_int> = unsafe { real_fn!(sigwait) };
-    let Some(g) = real else { return libc::ENOSYS };
-    // SAFETY: the caller's arguments.
-    again_code(|| unsafe { g(set, sig) }, || alias::map_again(set as usize, SIGSET_BYTES))
+code_again! {
+    /// `sigwait(3)`: the set made again after `EFAULT` (the C library's own receives the
+    /// signal in a local and writes its number in user mode).
+    fn sigwait(set: SigSet, sig: *mut c_int);
+    alias::map_again(set as usize, SIGSET_BYTES)
 }
 
 call_again! {

@@ -5,6 +5,11 @@
  *                                   the address space allows: must fail with ENOMEM
  *   hostile maps LEFT               use up mappings until only about LEFT remain below
  *                                   vm.max_map_count, then allocate; give them back; allocate
+ *   hostile room KIB MB             under the address-space limit it was started with, leave
+ *                                   only KIB KiB of it unused, then allocate and free about
+ *                                   MB MiB (many epochs): no allocation may fail; then fork,
+ *                                   and the child allocates too; prints "ROOM n KiB", the room
+ *                                   left after the fill
  *   hostile clash                   map MAP_FIXED_NOREPLACE at addresses inside the allocator's
  *                                   arenas (must fail with EEXIST) and next to them; the heap
  *                                   stays intact
@@ -516,6 +521,47 @@ static long status_kib(const char *field) {
     return v;
 }
 
+/* Under the address-space limit the program was started with, take all the room left but
+ * ROOM KiB (one PROT_NONE mapping), run a workload of MB MiB that churns through many epochs
+ * (each new epoch maps a new mirror over the library's own reservation, which leaves the
+ * address space used as it was), then give the room back. */
+static int room_case(long room_kib, long mb) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY) fail("no address-space limit", 0);
+    void *warm = malloc(100); /* the heap is set up before the room is measured */
+    free(warm);
+    long left = (long)rl.rlim_cur - status_kib("VmSize") * 1024 - room_kib * 1024;
+    if (left <= 0) fail("less room than asked for", left);
+    left &= ~4095L;
+    void *fill = mmap(0, (size_t)left, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (fill == MAP_FAILED) fail("mmap of the fill", errno);
+    long room = (long)rl.rlim_cur / 1024 - status_kib("VmSize");
+    printf("ROOM %ld KiB\n", room);
+    if (room > room_kib + 64) fail("the fill left more room than asked for", room);
+    long failed = workload(mb << 20, 1);
+    if (failed) fail("allocations failed with room left in the alias arena", failed);
+    /* A child gets its own copy of the heap, with as little room. */
+    char *kept = malloc(1000);
+    if (!kept) fail("malloc before fork", errno);
+    memset(kept, 'p', 1000);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork", errno);
+    if (pid == 0) {
+        memset(kept, 'c', 1000);
+        _exit(workload(4 << 20, 1) ? 3 : 0);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid) fail("waitpid", errno);
+    if (!WIFEXITED(status) || WEXITSTATUS(status)) fail("the child failed (wait status)", status);
+    for (int i = 0; i < 1000; i++)
+        if (kept[i] != 'p') fail("the child's write reached the parent's object", i);
+    free(kept);
+    munmap(fill, (size_t)left);
+    workload(4 << 20, 0);
+    return 0;
+}
+
 static int mlockall_case(void) {
     char *before = malloc(100);
     strcpy(before, "kept");
@@ -685,6 +731,7 @@ int main(int argc, char **argv) {
     int r;
     if (!strcmp(argv[1], "work")) r = work(argc > 2 ? atol(argv[2]) : 64);
     else if (!strcmp(argv[1], "maps")) r = maps(argc > 2 ? atol(argv[2]) : 100);
+    else if (!strcmp(argv[1], "room") && argc > 3) r = room_case(atol(argv[2]), atol(argv[3]));
     else if (!strcmp(argv[1], "clash")) r = clash();
 #ifdef WITH_CTOR
     else if (!strcmp(argv[1], "ctor")) r = ctor();

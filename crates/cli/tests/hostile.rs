@@ -216,6 +216,23 @@ fn small_address_space_limit() {
     }
 }
 
+/// A new mirror, and a large object's view, replace part of the library's own reservation and
+/// leave the address space used as it was; but the kernel checks a view's whole length against
+/// RLIMIT_AS before it drops the reservation, so once less room was left than a mirror's
+/// length (10-32 MiB here), every allocation that needed a new epoch failed with ENOMEM ("cannot
+/// map a new mirror"), long before the alias arena was used up: `small_address_space_limit`
+/// failed so now and then, when the program's heap had taken the room. The program here leaves
+/// 4 MiB of room under a 1 GiB limit, then churns through many epochs.
+#[test]
+fn new_mirrors_need_no_room_under_an_address_space_limit() {
+    for mode in ["prevent", "detect"] {
+        let o = under_limit(&format!("--as={}", 1u64 << 30), &["room", "4096", "32"], &format!("mode={mode}"));
+        ok_quiet(&o);
+        assert!(stdout(&o).contains("ROOM 4096 KiB"), "{mode}: {}", stdout(&o));
+        assert!(!stderr(&o).contains("cannot map a new mirror"), "{mode}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn map_fixed_noreplace_at_the_allocators_addresses() {
     ok_saying_in_both_modes(&["clash"], "5 clashes refused with EEXIST");

@@ -17,7 +17,6 @@
 //! same uncertainty a child has about any memory that other threads write around a `fork`.
 
 use core::sync::atomic::{AtomicI32, Ordering};
-use core::{ptr, slice};
 
 use crate::pool::{self, POOL};
 use crate::sys::{self, PAGE, PAGE_SHIFT};
@@ -82,21 +81,17 @@ fn copy_pool() -> i32 {
     if used == 0 {
         return fd;
     }
-    let dst = sys::map_shared(ptr::null_mut(), used, fd, 0);
-    if dst.is_null() {
-        sys::close(fd);
-        return -1;
-    }
     let mut copied = 0usize;
-    // Copies through the mappings; returns the bytes copied.
-    let copy = |from: usize, to: usize| {
-        // SAFETY: both ranges lie inside `used` bytes of the canonical view and of `dst`.
-        unsafe {
-            let src = slice::from_raw_parts((l.base + from) as *const u8, to - from);
-            slice::from_raw_parts_mut(dst.add(from), to - from).copy_from_slice(src);
-        }
-        to - from
+    // Copies from the canonical view with `pwrite`, not through a mapping of the copy: that
+    // would take as much address space as the heap in use, which a process near its
+    // `RLIMIT_AS` does not have (its fork failed). Returns false when the copy fell short.
+    let copy = |from: usize, to: usize, copied: &mut usize| {
+        // SAFETY: `from..to` lies inside `used` bytes of the canonical view.
+        let n = unsafe { sys::write_at(fd, (l.base + from) as *const u8, to - from, from) };
+        *copied += n;
+        n == to - from
     };
+    let mut whole = true;
     if sys::file_id(l.fd) == Some(l.file) {
         let mut off = 0;
         while off < used {
@@ -115,8 +110,8 @@ fn copy_pool() -> i32 {
                     // of the heap would count twice in the parent's RSS from then on).
                     let done = sys::copy_range(l.fd, fd, a, b - a);
                     copied += done;
-                    if a + done < b {
-                        copied += copy(a + done, b);
+                    if a + done < b && whole {
+                        whole = copy(a + done, b, &mut copied);
                     }
                 })
             };
@@ -131,7 +126,7 @@ fn copy_pool() -> i32 {
         let mut vec = [0u8; 4096];
         let mut off = 0;
         let mut run: Option<usize> = None;
-        while off < used {
+        while off < used && whole {
             let len = (used - off).min(vec.len() << PAGE_SHIFT);
             // SAFETY: the range lies inside the canonical view; `vec` has a byte per page.
             let ok = unsafe { libc::mincore((l.base + off) as *mut libc::c_void, len, vec.as_mut_ptr()) } == 0;
@@ -141,7 +136,7 @@ fn copy_pool() -> i32 {
                 match (resident, run) {
                     (true, None) => run = Some(page),
                     (false, Some(from)) => {
-                        copied += copy(from, page);
+                        whole = whole && copy(from, page, &mut copied);
                         run = None;
                     }
                     _ => {}
@@ -149,11 +144,14 @@ fn copy_pool() -> i32 {
             }
             off += len;
         }
-        if let Some(from) = run {
-            copied += copy(from, used);
+        if let (Some(from), true) = (run, whole) {
+            whole = copy(from, used, &mut copied);
         }
     }
-    sys::unmap(dst, used);
+    if !whole {
+        sys::close(fd);
+        return -1;
+    }
     stats::add(&stats::FORKS, 1);
     stats::add(&stats::FORK_COPIED_BYTES, copied as u64);
     fd

@@ -312,11 +312,36 @@ pub fn map_shared(fixed: *mut u8, len: usize, fd: i32, off: usize) -> *mut u8 {
 /// Creates a second view of the shared mapping at `src` (`len` bytes) at address `dst`,
 /// replacing what was there (`mremap` with an old size of 0 duplicates shared mappings).
 /// Unlike the canonical view it copies, the new view goes into core dumps (see `map_shared`).
+///
+/// Under an address-space limit (`RLIMIT_AS`) the kernel checks the new view's whole length
+/// against the limit before it drops the reservation the view replaces, so a view that changes
+/// nothing in the address space used failed once the room left was below its length (a mirror
+/// of 20 MiB with 20 MiB left of 256). Refused so, the view is made in pieces, each no longer
+/// than the room left; pieces of one file next to each other make one mapping again. On
+/// failure `dst` is a reservation again and `errno` is the kernel's.
 pub fn duplicate_view(src: *mut u8, dst: *mut u8, len: usize) -> bool {
-    let flags = (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as usize;
-    // SAFETY: `src` lies in the allocator's shared canonical view, `dst` in its own reservation.
-    let p = unsafe { own_syscall(libc::SYS_mremap, [src as usize, 0, len, flags, dst as usize, 0]) };
-    if p < 0 {
+    let (mut done, mut piece) = (0, len);
+    while done < len {
+        let n = piece.min(len - done);
+        let flags = (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as usize;
+        let (from, to) = (src as usize + done, dst as usize + done);
+        // SAFETY: `src..src+len` lies in one of the allocator's shared views of the pool,
+        // `dst..dst+len` in its own reservation.
+        if unsafe { own_syscall(libc::SYS_mremap, [from, 0, n, flags, to, 0]) } >= 0 {
+            done += n;
+            continue;
+        }
+        if errno() != libc::ENOMEM || piece == PAGE {
+            break;
+        }
+        piece = (piece / 2).max(PAGE) & !(PAGE - 1);
+    }
+    if done < len {
+        let e = errno();
+        if done > 0 {
+            rereserve(dst, done);
+        }
+        set_errno(e);
         return false;
     }
     advise(dst, len, libc::MADV_DODUMP);
@@ -547,6 +572,28 @@ pub fn copy_range(from: i32, to: i32, off: usize, len: usize) -> usize {
         let (mut a, mut b) = ((off + done) as libc::loff_t, (off + done) as libc::loff_t);
         // SAFETY: plain syscall on the caller's descriptors; the offsets are ours.
         let r = unsafe { libc::copy_file_range(from, &mut a, to, &mut b, len - done, 0) };
+        if r <= 0 {
+            if r < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            break;
+        }
+        done += r as usize;
+    }
+    done
+}
+
+/// Writes the `len` bytes at `src` to offset `off` of file `fd` (`pwrite`), retrying on EINTR
+/// and short writes. Returns how many bytes it wrote.
+///
+/// # Safety
+/// `src..src+len` is readable memory.
+pub unsafe fn write_at(fd: i32, src: *const u8, len: usize, off: usize) -> usize {
+    let mut done = 0;
+    while done < len {
+        let a = [fd as usize, src as usize + done, len - done, off + done, 0, 0];
+        // SAFETY: the caller's contract: the source is readable.
+        let r = unsafe { own_syscall(libc::SYS_pwrite64, a) };
         if r <= 0 {
             if r < 0 && errno() == libc::EINTR {
                 continue;

@@ -141,3 +141,19 @@ fn threads_that_allocate_little_take_little() {
     let rss = counter(&stdout(&o), "RSS_ALL");
     assert!(rss <= 96 << 10, "1000 threads with 8 small objects each: {rss} KiB resident");
 }
+
+/// Threads cancelled (`pthread_cancel`) while they wait in calls the library wraps (`read`,
+/// `recv`, `accept`, `poll`, `epoll_wait`, `select`, `nanosleep`, `sigwait`, `sigtimedwait`,
+/// `msgrcv`, `readv`, `recvmsg`, `pause`, `clock_nanosleep`, `fgets` on a pipe, `waitpid`):
+/// the cancellation unwinds through the wrappers, every cleanup handler runs (each frees the
+/// thread's buffer), and the heap keeps working in the rounds that follow. A wrapper that
+/// held a lock or the allocator's own state across its call would hang or break them.
+#[test]
+fn threads_cancelled_inside_wrapped_calls() {
+    let bin = compile("cancel.c", &["-pthread"]);
+    for mode in ["prevent", "detect"] {
+        let o = run_preloaded_timeout(&bin, &["10"], &[("NEVERMORE_OPTIONS", &format!("mode={mode}"))], 60);
+        assert_clean(&o);
+        assert!(stdout(&o).contains("OK 160"), "{mode}: {}", stdout(&o));
+    }
+}

@@ -10,6 +10,11 @@
  *                                   MB MiB (many epochs): no allocation may fail; then fork,
  *                                   and the child allocates too; prints "ROOM n KiB", the room
  *                                   left after the fill
+ *   hostile chroot DIR libc|raw     change the root directory to DIR (empty) with chroot() or
+ *                                   a raw system call (an ordinary user in a user namespace
+ *                                   of its own), churn through small objects keeping one in
+ *                                   50, fork a child that allocates, lose one object of 100
+ *                                   bytes
  *   hostile clash                   map MAP_FIXED_NOREPLACE at addresses inside the allocator's
  *                                   arenas (must fail with EEXIST) and next to them; the heap
  *                                   stays intact
@@ -562,6 +567,65 @@ static int room_case(long room_kib, long mb) {
     return 0;
 }
 
+static void write_text(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) fail(path, errno);
+    close(fd);
+}
+
+/* Loses the only pointer to an object of 100 bytes. */
+__attribute__((noinline)) static void lose_one(void) {
+    char *volatile p = malloc(100);
+    if (!p) fail("malloc", errno);
+    memset(p, 1, 100);
+    p = 0;
+}
+
+/* Changes the root directory to DIR (empty: no /proc there) with chroot(), or with a raw
+ * system call if RAW, as a confined daemon does (an ordinary user first becomes root of a
+ * user namespace of its own); then churns through small objects, one in 50 kept in a ring,
+ * so that sweeps have dead slots to prove; forks a child that allocates too; loses one
+ * object (for detect_leaks=1). */
+static int chroot_case(const char *dir, int raw) {
+    if (geteuid() != 0) {
+        char map[64];
+        uid_t uid = geteuid();
+        gid_t gid = getegid();
+        if (unshare(CLONE_NEWUSER)) fail("unshare(CLONE_NEWUSER), to chroot as an ordinary user", errno);
+        write_text("/proc/self/setgroups", "deny");
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)uid);
+        write_text("/proc/self/uid_map", map);
+        snprintf(map, sizeof map, "0 %u 1", (unsigned)gid);
+        write_text("/proc/self/gid_map", map);
+    }
+    if ((raw ? syscall(SYS_chroot, dir) : chroot(dir)) || chdir("/")) fail("chroot", errno);
+    if (!access("/proc/self/status", F_OK)) fail("/proc is reachable under the new root", 0);
+    enum { KEEP = 4096 };
+    static char *kept[KEEP];
+    for (long i = 0; i < 2000000; i++) {
+        size_t size = 16 + (size_t)(i * 7919 % 700);
+        char *p = malloc(size);
+        if (!p) fail("malloc under the new root", errno);
+        memset(p, (int)(i & 0xff), size);
+        if (i % 50 == 0) {
+            int k = (int)(i / 50 % KEEP);
+            free(kept[k]);
+            kept[k] = p;
+        } else {
+            free(p);
+        }
+    }
+    for (int k = 0; k < KEEP; k++) free(kept[k]);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork", errno);
+    if (pid == 0) _exit(workload(4 << 20, 0) ? 3 : 0);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) fail("the child", status);
+    lose_one();
+    return 0;
+}
+
 static int mlockall_case(void) {
     char *before = malloc(100);
     strcpy(before, "kept");
@@ -731,6 +795,7 @@ int main(int argc, char **argv) {
     int r;
     if (!strcmp(argv[1], "work")) r = work(argc > 2 ? atol(argv[2]) : 64);
     else if (!strcmp(argv[1], "maps")) r = maps(argc > 2 ? atol(argv[2]) : 100);
+    else if (!strcmp(argv[1], "chroot") && argc > 3) r = chroot_case(argv[2], !strcmp(argv[3], "raw"));
     else if (!strcmp(argv[1], "room") && argc > 3) r = room_case(atol(argv[2]), atol(argv[3]));
     else if (!strcmp(argv[1], "clash")) r = clash();
 #ifdef WITH_CTOR

@@ -198,7 +198,7 @@ const EXPORTS: &str = "
     preadv2 preadv64v2 pwritev2 pwritev64v2 recv recvfrom recvmsg send sendto sendmsg
     epoll_wait epoll_pwait poll ppoll __read_chk __pread_chk __pread64_chk __recv_chk __recvfrom_chk
     __poll_chk open open64 openat openat64 creat stat stat64 lstat lstat64 fstatat fstatat64 statx
-    access faccessat unlink unlinkat mkdir rmdir chdir readlink rename renameat renameat2 link linkat
+    access faccessat unlink unlinkat mkdir rmdir chdir chroot readlink rename renameat renameat2 link linkat
     symlink symlinkat readlinkat mkdirat mknod mkfifo chmod fchmodat chown lchown fchownat truncate
     truncate64 utimensat statfs statfs64 fstat fstat64 getrandom getdents64 recvmmsg sendmmsg
     execve execv execvp execvpe execl execlp execle

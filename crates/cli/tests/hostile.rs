@@ -686,3 +686,34 @@ fn large_objects_when_mappings_run_short() {
         assert!(instead >= 1000, "{mode}: only {instead} page objects instead of large ones:\n{err}");
     }
 }
+
+/// A program that changes its root directory to an empty one, as confined daemons do
+/// (vsftpd's sessions, OpenSSH's pre-authentication child, haproxy as Debian configures it),
+/// leaves `/proc` behind: sweeps read the process's mappings and memory there, the leak check
+/// and the statistics its status. Sweeps gave up, the leak check said the other threads
+/// could not be held (there were none), and `stats=1` showed 0 KiB of RSS. `chroot` now keeps
+/// a descriptor of `/proc` first. A root changed by a raw system call keeps nothing: the leak
+/// check says why it did not run and the statistics say what they cannot know. (An ordinary
+/// user becomes root of a user namespace of its own to call `chroot`.)
+#[test]
+fn a_root_directory_without_proc() {
+    let bin = compile("hostile.c", &[]);
+    let dir = writable_dir("empty-root");
+    let dir = dir.to_str().unwrap();
+    let run = |how: &str, options: &str| {
+        run_preloaded_timeout(&bin, &["chroot", dir, how], &[("NEVERMORE_OPTIONS", options)], 120)
+    };
+    let o = run("libc", "mode=prevent:stats=1");
+    ok_quiet(&o);
+    let err = stderr(&o);
+    assert!(counter(&err, "sweeps") > 0, "no sweep ran under the new root:\n{err}");
+    assert!(counter(&err, "RSS") > 0, "{err}");
+    // The object is lost last, after the fork: its report is the end of the run.
+    let o = run("libc", "mode=detect:detect_leaks=1");
+    assert!(stderr(&o).contains("leaked 100 bytes in 1 objects"), "{}\n{}", stdout(&o), stderr(&o));
+    let o = run("raw", "mode=detect:detect_leaks=1:stats=1");
+    ok_quiet(&o);
+    let err = stderr(&o);
+    assert!(err.contains("leak check not done: /proc/self/status cannot be read"), "{err}");
+    assert!(err.contains("RSS                unknown"), "{err}");
+}

@@ -752,6 +752,15 @@ path_call! {
     fn creat(path: Path, mode: libc::mode_t) -> c_int;
     libc::SYS_creat, [path, mode]; path
 }
+forward! {
+    /// `chroot(2)`: the `/proc` directory is kept first (`sys::keep_proc`), so that the
+    /// library still reads the process's files there under the new root (sweeps, the leak
+    /// check, the statistics); the path is made again after `EFAULT` like the calls above.
+    fn chroot(path: Path) -> c_int;
+    type unsafe extern "C" fn(Path) -> c_int;
+    libc::SYS_chroot, path_args([path as usize]);
+    |f| (sys::keep_proc(), again(|| f(path), || heal_path(path))).1
+}
 path_call! {
     /// `stat(2)`: see the module's documentation.
     fn stat(path: Path, buf: StatBuf) -> c_int;

@@ -107,9 +107,15 @@ fn check(floor: usize) {
     // memory not yet read to memory already read).
     let threads = {
         let mut buf = [0u8; 2048];
-        sys::read_file(c"/proc/self/status", &mut buf)
-            .and_then(|n| crate::stats::status_field(&buf[..n], b"Threads"))
-            .unwrap_or(0)
+        sys::read_file(c"/proc/self/status", &mut buf).and_then(|n| crate::stats::status_field(&buf[..n], b"Threads"))
+    };
+    let Some(threads) = threads else {
+        // A root directory without /proc, changed other than by `chroot` (which keeps it).
+        report::say(format_args!(
+            "leak check not done: /proc/self/status cannot be read (errno {}; a root directory without /proc?)",
+            sys::errno()
+        ));
+        return;
     };
     let held = if threads == 1 {
         None

@@ -218,15 +218,24 @@ pub fn print() {
             bytes / 1024
         );
     }
-    let rss = proc_status_kb(b"VmRSS").unwrap_or(0);
-    let hwm = proc_status_kb(b"VmHWM").unwrap_or(0);
-    let _ = writeln!(
-        b,
-        "=={pid}==   VMAs               {} (page tables {} KiB)",
-        vma_count().unwrap_or(0),
-        proc_status_kb(b"VmPTE").unwrap_or(0)
-    );
-    let _ = writeln!(b, "=={pid}==   RSS                {rss} KiB (peak {hwm} KiB)");
+    // Unknown where /proc cannot be read (a root directory without it, not made by `chroot`).
+    const UNKNOWN: &str = "unknown (/proc/self cannot be read)";
+    match (vma_count(), proc_status_kb(b"VmPTE")) {
+        (Some(n), Some(pte)) => {
+            let _ = writeln!(b, "=={pid}==   VMAs               {n} (page tables {pte} KiB)");
+        }
+        _ => {
+            let _ = writeln!(b, "=={pid}==   VMAs               {UNKNOWN}");
+        }
+    }
+    match (proc_status_kb(b"VmRSS"), proc_status_kb(b"VmHWM")) {
+        (Some(rss), Some(hwm)) => {
+            let _ = writeln!(b, "=={pid}==   RSS                {rss} KiB (peak {hwm} KiB)");
+        }
+        _ => {
+            let _ = writeln!(b, "=={pid}==   RSS                {UNKNOWN}");
+        }
+    }
     // RSS and Pss see only the pool pages some alias maps now; the pool holds more (free pages
     // kept for reuse, lanes waiting for their next epoch), all of it physical memory.
     let _ = writeln!(

@@ -493,18 +493,13 @@ fn stop_all(s: &mut Shared) -> u32 {
         path[at] = *b;
         at += 1;
     }
+    // Under a root the program changed, in the `/proc` directory kept from before.
+    let (at, path) = sys::proc_path(path.as_ptr() as *const core::ffi::c_char);
     // SAFETY: a NUL-terminated path on the stack.
     let dir = unsafe {
         sys::raw_syscall(
             libc::SYS_openat,
-            [
-                libc::AT_FDCWD as usize,
-                path.as_ptr() as usize,
-                (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as usize,
-                0,
-                0,
-                0,
-            ],
+            [at as usize, path as usize, (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as usize, 0, 0, 0],
         )
     };
     if dir < 0 {

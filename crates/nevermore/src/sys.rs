@@ -4,6 +4,7 @@
 
 use core::ffi::c_void;
 use core::ptr;
+use core::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 pub const PAGE: usize = 4096;
 pub const PAGE_SHIFT: usize = 12;
@@ -452,19 +453,105 @@ pub fn open_read(path: &core::ffi::CStr) -> Option<i32> {
 }
 
 /// `open(2)` as a system call; `errno` is set on failure. Like `read` below, not through the
-/// C library's `open`, which is the library's own export (`io`).
+/// C library's `open`, which is the library's own export (`io`). A path under `/proc/` is
+/// opened in the kept `/proc` directory where there is one (`proc_path`).
 pub fn open(path: *const core::ffi::c_char, flags: i32, mode: u32) -> i32 {
+    let (dir, path) = proc_path(path);
     // SAFETY: the kernel reads a NUL-terminated path at `path` (the callers pass one).
-    unsafe {
-        own_syscall(libc::SYS_openat, [libc::AT_FDCWD as usize, path as usize, flags as usize, mode as usize, 0, 0])
-            as i32
+    unsafe { own_syscall(libc::SYS_openat, [dir as usize, path as usize, flags as usize, mode as usize, 0, 0]) as i32 }
+}
+
+/// `readlink(2)` as a system call, into `buf`: the length read, or -1 (`errno` set). A path
+/// under `/proc/` is read in the kept `/proc` directory where there is one (`proc_path`).
+pub fn readlink(path: &core::ffi::CStr, buf: &mut [u8]) -> isize {
+    let (dir, path) = proc_path(path.as_ptr());
+    let a = [dir as usize, path as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0];
+    // SAFETY: a NUL-terminated path, and a buffer of `buf.len()` bytes for the kernel to fill.
+    unsafe { own_syscall(libc::SYS_readlinkat, a) }
+}
+
+/// The `/proc` directory as a descriptor, kept from before the program first changes its root
+/// directory (`keep_proc`, which the `chroot` wrapper calls), or -1. Daemons confine
+/// themselves to an empty directory (vsftpd's sessions, OpenSSH's pre-authentication child,
+/// haproxy as Debian configures it), where `/proc/self/...` is no longer found by its path:
+/// sweeps read the process's mappings and memory there, the leak check and the statistics its
+/// status. `PROC_ID` is the directory's identity, so that a number the program closed or
+/// reused is not taken for it.
+static PROC_DIR: AtomicI32 = AtomicI32::new(-1);
+static PROC_ID: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Keeps a descriptor of `/proc` (see `PROC_DIR`) unless one is kept already; nothing when
+/// `/proc` cannot be opened.
+pub fn keep_proc() {
+    let seen = PROC_DIR.load(Ordering::Acquire);
+    if proc_dir() >= 0 {
+        return;
+    }
+    let flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as usize;
+    let path = c"/proc".as_ptr() as usize;
+    let fd = beyond_fd_limit(|| {
+        // SAFETY: a NUL-terminated path; opening makes nothing but a descriptor.
+        (unsafe { own_syscall(libc::SYS_openat, [libc::AT_FDCWD as usize, path, flags, 0, 0, 0]) }) as i32
+    });
+    if fd < 0 {
+        return;
+    }
+    let fd = move_fd_high(fd);
+    let Some((dev, ino)) = file_id(fd) else {
+        close(fd);
+        return;
+    };
+    // A number kept before (`seen`) that is no longer the directory is the program's now,
+    // and stays open. Another thread that kept one meanwhile wins.
+    if PROC_DIR.compare_exchange(seen, -1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        close(fd);
+        return;
+    }
+    PROC_ID[0].store(dev, Ordering::Relaxed);
+    PROC_ID[1].store(ino, Ordering::Relaxed);
+    PROC_DIR.store(fd, Ordering::Release);
+}
+
+/// The kept `/proc` directory, if it is still open at its number: -1 otherwise. Raw system
+/// calls only (`errno` untouched): the task that holds threads still calls it.
+fn proc_dir() -> i32 {
+    let fd = PROC_DIR.load(Ordering::Acquire);
+    if fd < 0 {
+        return -1;
+    }
+    // SAFETY: `st` is a plain-old-data buffer the kernel fills.
+    let id = unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        (raw_syscall(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0, 0, 0]) == 0)
+            .then_some((st.st_dev, st.st_ino))
+    };
+    let ours = (PROC_ID[0].load(Ordering::Relaxed), PROC_ID[1].load(Ordering::Relaxed));
+    if id == Some(ours) {
+        fd
+    } else {
+        -1
     }
 }
 
-/// `readlink(2)` as a system call, into `buf`: the length read, or -1 (`errno` set).
-pub fn readlink(path: &core::ffi::CStr, buf: &mut [u8]) -> isize {
-    // SAFETY: a NUL-terminated path, and a buffer of `buf.len()` bytes for the kernel to fill.
-    unsafe { own_syscall(libc::SYS_readlink, [path.as_ptr() as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0]) }
+/// Where to open `path`: for `/proc/REST` the kept `/proc` directory and `REST` while there
+/// is one, else the current directory and `path` as it is. `path` is NUL-terminated.
+pub fn proc_path(path: *const core::ffi::c_char) -> (i32, *const core::ffi::c_char) {
+    const PREFIX: &[u8] = b"/proc/";
+    if PROC_DIR.load(Ordering::Relaxed) < 0 {
+        return (libc::AT_FDCWD, path);
+    }
+    for (i, b) in PREFIX.iter().enumerate() {
+        // SAFETY: the bytes up to the first mismatch lie within the NUL-terminated string
+        // (a NUL is a mismatch).
+        if unsafe { *path.add(i) } as u8 != *b {
+            return (libc::AT_FDCWD, path);
+        }
+    }
+    match proc_dir() {
+        // SAFETY: past the prefix, within the same string.
+        fd if fd >= 0 => (fd, unsafe { path.add(PREFIX.len()) }),
+        _ => (libc::AT_FDCWD, path),
+    }
 }
 
 /// `read(2)` into `buf` as a system call; `errno` is set on failure. The library's own reads

@@ -69,6 +69,16 @@ Examples:
   LD_PRELOAD=$(nevermore lib) ./myprog
   cp \"$(nevermore lib)\" /opt/lib/")]
     Lib,
+    /// Print reports written without `nevermore run` (LD_PRELOAD, report_path, syslog) symbolized
+    #[command(after_help = "\
+Examples:
+  nevermore symbolize /var/log/nginx-nevermore.txt
+  journalctl -t nevermore | nevermore symbolize
+  LD_PRELOAD=$(nevermore lib) ./prog 2>&1 | nevermore symbolize
+
+Frames name modules by the paths the program saw: symbolize on the machine that ran it, before
+those files change (a program run under another root directory: give --root).")]
+    Symbolize(SymbolizeArgs),
     /// Run the exploit corpus under glibc, its debug mode, peer allocators and nevermore; print the table
     Audit(audit::AuditArgs),
     /// Compile and run a use-after-free exploit under glibc and under nevermore; show the reports
@@ -111,6 +121,42 @@ struct RunArgs {
     program: Vec<OsString>,
 }
 
+#[derive(clap::Args)]
+struct SymbolizeArgs {
+    /// The root directory the program ran under (a container's, a chroot): module paths are
+    /// taken below it
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Report files (text or JSON lines, as written by the library); standard input if none
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+/// Copies report lines from `args.files` (or standard input) to standard output, symbolized.
+fn symbolize_reports(args: SymbolizeArgs) -> Result<()> {
+    let mut sym = symbolize::Symbolizer::with_root(args.root);
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let mut copy = |input: &mut dyn io::BufRead| -> Result<()> {
+        let mut buf = Vec::new();
+        while input.read_until(b'\n', &mut buf)? > 0 {
+            let line = String::from_utf8_lossy(&buf);
+            let text = line.strip_suffix('\n').unwrap_or(&line);
+            writeln!(out, "{}", sym.line(text))?;
+            buf.clear();
+        }
+        Ok(())
+    };
+    if args.files.is_empty() {
+        copy(&mut io::stdin().lock())?;
+    }
+    for f in &args.files {
+        let file = fs::File::open(f).with_context(|| format!("cannot open {}", f.display()))?;
+        copy(&mut io::BufReader::new(file))?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 fn parse_option(s: &str) -> Result<String, String> {
     match s.split_once('=') {
         Some((key, value)) if !key.is_empty() && !key.contains(':') && !value.contains(':') => Ok(s.to_string()),
@@ -128,6 +174,7 @@ fn main() {
             Ok(())
         }),
         Cmd::Run(args) => run(args),
+        Cmd::Symbolize(args) => symbolize_reports(args),
         Cmd::Audit(args) => extract().and_then(|lib| audit::run(args, &lib)),
         Cmd::Demo => extract().and_then(|lib| demo::run(&lib)),
     };

@@ -17,6 +17,8 @@ pub struct Site {
 
 #[derive(Default)]
 pub struct Symbolizer {
+    /// The root directory the program ran under: module paths are read below it.
+    root: Option<std::path::PathBuf>,
     loaders: HashMap<String, Option<addr2line::Loader>>,
     /// Per module: the size of each symbol that has one, by its address.
     sizes: HashMap<String, HashMap<u64, u64>>,
@@ -40,9 +42,23 @@ impl Symbolizer {
         Self::default()
     }
 
+    /// A symbolizer that reads each module at its path below `root` (when given).
+    pub fn with_root(root: Option<std::path::PathBuf>) -> Self {
+        Symbolizer { root, ..Self::default() }
+    }
+
+    /// Where `module` (a path as the program saw it) is read.
+    fn file_of(&self, module: &str) -> String {
+        match &self.root {
+            Some(r) => r.join(module.trim_start_matches('/')).to_string_lossy().into_owned(),
+            None => module.to_string(),
+        }
+    }
+
     /// The source sites of `offset` in `module` (innermost first); empty when unknown.
     pub fn sites(&mut self, module: &str, offset: u64) -> Vec<Site> {
-        let loader = self.loaders.entry(module.to_string()).or_insert_with(|| addr2line::Loader::new(module).ok());
+        let file = self.file_of(module);
+        let loader = self.loaders.entry(module.to_string()).or_insert_with(|| addr2line::Loader::new(&file).ok());
         let Some(l) = loader else { return Vec::new() };
         let mut out = Vec::new();
         if let Ok(mut frames) = l.find_frames(offset) {
@@ -57,7 +73,7 @@ impl Symbolizer {
             // of its static symbols (libc) has only its exported ones, and the nearest of those
             // to a local function (`__strlen_avx2`) is another function altogether.
             let symbol = l.find_symbol_info(offset).filter(|sym| {
-                let sizes = self.sizes.entry(module.to_string()).or_insert_with(|| symbol_sizes(module));
+                let sizes = self.sizes.entry(module.to_string()).or_insert_with(|| symbol_sizes(&file));
                 sizes.get(&sym.address()).is_none_or(|&n| offset < sym.address().saturating_add(n))
             });
             if let Some(name) = symbol.map(|sym| sym.name()) {
@@ -155,12 +171,12 @@ impl Symbolizer {
         serde_json::to_string(&v).unwrap_or_else(|_| line.to_string())
     }
 
-    /// Symbolizes a whole line, text or JSON.
+    /// Symbolizes a whole line, text or JSON. The report may follow a prefix that a log added
+    /// (the system log's `nevermore[PID]: `, a journal's date and host): it is kept.
     pub fn line(&mut self, line: &str) -> String {
-        if line.starts_with('{') {
-            self.json_line(line)
-        } else {
-            self.text_line(line)
+        match line.find("{\"nevermore_report\"") {
+            Some(at) => format!("{}{}", &line[..at], self.json_line(&line[at..])),
+            None => self.text_line(line),
         }
     }
 }
@@ -169,11 +185,28 @@ fn parse_hex(s: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
 
-/// Splits `==PID==     #N 0xPC module+0xOFF` into (`==PID==     #N 0xPC `, module, offset).
+/// Splits `==PID==     #N 0xPC module+0xOFF` into (`==PID==     #N 0xPC `, module, offset);
+/// anything before `==PID==` (a log's prefix) goes with the first part.
 pub fn parse_frame_line(line: &str) -> Option<(&str, &str, u64)> {
+    let mut from = 0;
+    while let Some(at) = line[from..].find("==") {
+        let start = from + at;
+        if let Some(site) = frame_site(&line[start..]) {
+            let prefix_len = line.len() - site.len();
+            let plus = site.rfind("+0x")?;
+            let offset = parse_hex(&site[plus + 1..])?;
+            return Some((&line[..prefix_len], &site[..plus], offset));
+        }
+        from = start + 2;
+    }
+    None
+}
+
+/// The `module+0xOFF` part of a frame line that starts at its `==PID==`.
+fn frame_site(line: &str) -> Option<&str> {
     let rest = line.strip_prefix("==")?;
     let close = rest.find("==")?;
-    if !rest[..close].bytes().all(|b| b.is_ascii_digit()) {
+    if close == 0 || !rest[..close].bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let body = &rest[close + 2..];
@@ -187,10 +220,7 @@ pub fn parse_frame_line(line: &str) -> Option<(&str, &str, u64)> {
     let pc_end = after_num.find(' ')?;
     parse_hex(&after_num[..pc_end])?;
     let site = &after_num[pc_end + 1..];
-    let plus = site.rfind("+0x")?;
-    let offset = parse_hex(&site[plus + 1..])?;
-    let prefix_len = line.len() - site.len();
-    Some((&line[..prefix_len], &site[..plus], offset))
+    site.rfind("+0x").and_then(|plus| parse_hex(&site[plus + 1..])).map(|_| site)
 }
 
 #[cfg(test)]
@@ -255,5 +285,11 @@ mod tests {
         assert!(parse_frame_line("==12==   freed by thread 3 here:").is_none());
         assert!(parse_frame_line("hello +0x12").is_none());
         assert!(parse_frame_line("==12==     #0 0x1 <unknown module>").is_none());
+        // After a log's prefix (the journal's date, host and tag).
+        let j = "Dec 05 01:00:00 host nevermore[12]: ==12==     #3 0x00007f00 /usr/sbin/nginx+0x1a2b";
+        let (p, m, o) = parse_frame_line(j).unwrap();
+        assert_eq!(p, "Dec 05 01:00:00 host nevermore[12]: ==12==     #3 0x00007f00 ");
+        assert_eq!((m, o), ("/usr/sbin/nginx", 0x1a2b));
+        assert!(parse_frame_line("a == b: ==== #1 0x2 m+0x3").is_none());
     }
 }

@@ -629,3 +629,74 @@ fn reports_reach_report_path_whatever_the_daemon_did() {
         }
     }
 }
+
+/// `nevermore symbolize ARGS` given `input` on standard input.
+fn symbolize(args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut a = vec!["symbolize"];
+    a.extend_from_slice(args);
+    let mut child = nevermore(&a)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Reports written without `nevermore run` (plain `LD_PRELOAD`, a `report_path` file, the
+/// system log) hold raw frames (`module+0xOFF`); `nevermore symbolize` names their functions
+/// and lines, also after a log's prefix on every line (a journal's date, host and tag), for
+/// text and JSON reports, and reads the modules below `--root` for a program that ran under
+/// another root directory.
+#[test]
+fn symbolize_names_the_frames_of_reports_written_without_run() {
+    let dir = scratch("symbolize");
+    // The program at a path of its own, so that it can be moved below a root afterwards.
+    let prog = dir.join("reports");
+    std::fs::copy(&bins()[1], &prog).unwrap();
+    let raw = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect")]));
+    assert!(raw.contains(&format!("{}+0x", prog.display())), "no raw frame of the program:\n{raw}");
+    assert!(!raw.contains(" in touch_record "), "{raw}");
+    let tag = "Dec 05 01:00:00 host nevermore[1]: ";
+    let journal: String = raw.lines().map(|l| format!("{tag}{l}\n")).collect();
+    let o = symbolize(&[], &journal);
+    assert_ok(&o);
+    let text = stdout(&o);
+    assert!(text.lines().all(|l| l.starts_with(tag)), "{text}");
+    let (access, free, alloc) = sections(&text);
+    assert_frame(&access, "touch_record", "uaf-access", "access stack", &text);
+    assert_frame(&free, "drop_record", "drop", "free stack", &text);
+    assert_frame(&alloc, "make_record", "make", "allocation stack", &text);
+
+    let json = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect:report_format=json")]));
+    let file = dir.join("report.json");
+    std::fs::write(&file, &json).unwrap();
+    let o = nevermore(&["symbolize", file.to_str().unwrap()]).output().unwrap();
+    assert_ok(&o);
+    let out = stdout(&o);
+    let report: Value = out
+        .lines()
+        .find(|l| l.contains("\"nevermore_report\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no report in:\n{out}"));
+    let frames = report["stack"].as_array().unwrap();
+    let line = line_of("uaf-access") as u64;
+    assert!(
+        frames.iter().any(|f| f["function"] == "touch_record" && f["line"] == line),
+        "no frame touch_record at line {line}: {report}"
+    );
+
+    // Moved below a root, as a container's or a chroot's files are seen from outside.
+    let root = dir.join("root");
+    let moved = root.join(prog.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(&prog, &moved).unwrap();
+    let o = symbolize(&[], &raw);
+    assert!(!stdout(&o).contains(" in touch_record "), "{}", stdout(&o));
+    let o = symbolize(&["--root", root.to_str().unwrap()], &raw);
+    assert_ok(&o);
+    let (access, _, _) = sections(&stdout(&o));
+    assert_frame(&access, "touch_record", "uaf-access", "access stack, --root", &stdout(&o));
+}

@@ -654,20 +654,11 @@ pub fn file_allocated(fd: i32) -> Option<u64> {
 /// the kernel (`copy_file_range`), with no mapping of either. Returns how many bytes it copied:
 /// fewer than `len` when the kernel refused (the caller copies the rest another way).
 pub fn copy_range(from: i32, to: i32, off: usize, len: usize) -> usize {
-    let mut done = 0;
-    while done < len {
+    transfer(len, |done| {
         let (mut a, mut b) = ((off + done) as libc::loff_t, (off + done) as libc::loff_t);
         // SAFETY: plain syscall on the caller's descriptors; the offsets are ours.
-        let r = unsafe { libc::copy_file_range(from, &mut a, to, &mut b, len - done, 0) };
-        if r <= 0 {
-            if r < 0 && errno() == libc::EINTR {
-                continue;
-            }
-            break;
-        }
-        done += r as usize;
-    }
-    done
+        unsafe { libc::copy_file_range(from, &mut a, to, &mut b, len - done, 0) }
+    })
 }
 
 /// Writes the `len` bytes at `src` to offset `off` of file `fd` (`pwrite`), retrying on EINTR
@@ -676,11 +667,19 @@ pub fn copy_range(from: i32, to: i32, off: usize, len: usize) -> usize {
 /// # Safety
 /// `src..src+len` is readable memory.
 pub unsafe fn write_at(fd: i32, src: *const u8, len: usize, off: usize) -> usize {
-    let mut done = 0;
-    while done < len {
+    transfer(len, |done| {
         let a = [fd as usize, src as usize + done, len - done, off + done, 0, 0];
         // SAFETY: the caller's contract: the source is readable.
-        let r = unsafe { own_syscall(libc::SYS_pwrite64, a) };
+        unsafe { own_syscall(libc::SYS_pwrite64, a) }
+    })
+}
+
+/// Moves `len` bytes by `step(done)` (a call that moves some of the rest and returns how
+/// many, or -1 with `errno`), again after EINTR and short counts. Returns how many it moved.
+fn transfer(len: usize, mut step: impl FnMut(usize) -> isize) -> usize {
+    let mut done = 0;
+    while done < len {
+        let r = step(done);
         if r <= 0 {
             if r < 0 && errno() == libc::EINTR {
                 continue;

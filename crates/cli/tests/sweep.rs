@@ -419,3 +419,34 @@ fn non_dumpable_processes_are_swept_without_swap_through_process_vm_readv() {
     assert_not_swept(&o, 1, "the refusal was not counted");
     assert_eq!(sweeps(&o)[3], 0, "{}", stderr(&o));
 }
+
+/// Sweeps find the other threads in `/proc`. In a process of a new PID namespace whose `/proc`
+/// is still the outer one's (`unshare --pid --fork` without `--mount-proc`), the ids there are
+/// not the ones ptrace takes: sweeps held nobody and ran while the other thread went on
+/// ("other threads held still 58 times, 0 threads in all"). Holding is now refused there, as
+/// where ptrace is refused, and the process is not swept while it has threads; with a `/proc`
+/// of its own, sweeps hold the thread and run. (An ordinary user enters a user namespace of its
+/// own to make the PID namespace.)
+#[test]
+fn a_proc_of_another_pid_namespace_holds_no_threads() {
+    let _serial = one_at_a_time();
+    let prog = compile("sweep.c", &["-pthread"]);
+    // The library in the program only, not in `unshare` (whose statistics would come too).
+    let preload = format!("LD_PRELOAD={}", lib_path().display());
+    let unshare = |extra: &[&str]| {
+        let mut cmd = program(std::path::Path::new("unshare"));
+        cmd.args(["--pid", "--fork"]);
+        if unprivileged_run() {
+            cmd.arg("--map-root-user");
+        }
+        cmd.args(extra).args(["env", &preload, "NEVERMORE_OPTIONS=mode=prevent:stats=1"]).arg(&prog).arg("sleeping");
+        cmd.env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
+        wait_with_deadline(cmd, 120, &format!("unshare {extra:?} sweep sleeping"))
+    };
+    let o = unshare(&[]);
+    assert_not_swept(&o, 1, "holding was not refused");
+    assert_eq!(sweeps(&o)[11], 0, "{}", stderr(&o));
+    let o = unshare(&["--mount-proc"]);
+    let s = assert_swept(&o);
+    assert!(s[11] >= 1 && s[12] >= s[11], "the sleeping thread was not held: {s:?}");
+}

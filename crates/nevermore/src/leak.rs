@@ -124,7 +124,7 @@ fn check(floor: usize) {
             Ok(h) => Some(h),
             Err(_) => {
                 report::say(format_args!(
-                    "leak check not done: the process's other threads could not be held still (ptrace refused, or a thread stayed inside the allocator)"
+                    "leak check not done: the process's other threads could not be held still (ptrace refused, /proc of another PID namespace, or a thread stayed inside the allocator)"
                 ));
                 return;
             }

@@ -30,6 +30,9 @@
 //!   meanwhile, and exits; the sweeping thread waits for its exit (`CLONE_CHILD_CLEARTID`)
 //!   before the holder's stack may be used again, and reaps it.
 //!
+//! The threads are listed in `/proc`: where `/proc` belongs to another PID namespace (a process
+//! started by `unshare --pid --fork` without a `/proc` of its own), its thread ids are not
+//! the ones ptrace takes, and holding is refused (`Fail::Refused`) as below.
 //! ptrace is refused when another tracer (a debugger, `strace`) holds one of the threads, in a
 //! process that is not dumpable (without `CAP_SYS_PTRACE`), under Yama's
 //! `kernel.yama.ptrace_scope` 1 or more without `CAP_SYS_PTRACE` (the holder is the process's
@@ -193,6 +196,11 @@ pub fn helper(scan: Scan) -> Result<Held, Fail> {
 fn start(scan: Scan, hold: bool) -> Result<Held, Fail> {
     if !buffers() {
         return Err(Fail::Failed);
+    }
+    // The threads are found in `/proc`; ids of another PID namespace would be held in vain
+    // (a sweep then ran while the threads went on).
+    if hold && !sys::proc_numbers_us() {
+        return Err(Fail::Refused);
     }
     let s = shared();
     // SAFETY: no holder runs (the last one was waited for: `alive` is 0), so the sweeping

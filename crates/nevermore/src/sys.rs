@@ -533,6 +533,26 @@ fn proc_dir() -> i32 {
     }
 }
 
+/// Whether `/proc` numbers this process as the kernel numbers it for the process itself
+/// (`getpid`): not so when `/proc` belongs to another PID namespace (a process started by
+/// `unshare --pid --fork` without a `/proc` of its own), whose thread ids ptrace would take
+/// for other tasks or none.
+pub fn proc_numbers_us() -> bool {
+    let mut buf = [0u8; 24];
+    let n = readlink(c"/proc/self", &mut buf);
+    if n <= 0 {
+        return false;
+    }
+    let mut pid = 0u64;
+    for &b in &buf[..n as usize] {
+        if !b.is_ascii_digit() {
+            return false;
+        }
+        pid = pid * 10 + (b - b'0') as u64;
+    }
+    pid == getpid() as u64
+}
+
 /// Where to open `path`: for `/proc/REST` the kept `/proc` directory and `REST` while there
 /// is one, else the current directory and `path` as it is. `path` is NUL-terminated.
 pub fn proc_path(path: *const core::ffi::c_char) -> (i32, *const core::ffi::c_char) {

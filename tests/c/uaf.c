@@ -4,6 +4,8 @@
  *                        Before the access, 2000 newer objects of the same size are filled
  *                        with 0x5A; if the access does not trap, every newer object must
  *                        still hold the pattern: prints INTACT (exit 0) or CORRUPTED (exit 1).
+ *   locked SIZE          as write, for one of 32 objects whose pages the program locked
+ *                        (mlock) and that it freed without munlock.
  *   kernel-read SIZE     free an object, force revocation (free 600 other objects), then
  *                        read(2) into the dangling pointer: prints "errno=N".
  *   double-free SIZE     free an object, churn, keep many objects of its size (one of them
@@ -203,6 +205,24 @@ int main(int argc, char **argv) {
         memset(p, 0x11, size);
         free(p);
         churn_and_check(size, p, c[0] == 'w');
+        return 0;
+    }
+    if (!strcmp(c, "locked")) {
+        /* Objects whose pages the program locked (mlock, as for a key's buffer) and freed
+         * without munlock, which is allowed. */
+        enum { K = 32 };
+        char *p[K];
+        for (int i = 0; i < K; i++) {
+            p[i] = malloc(size);
+            memset(p[i], 0x11, size);
+            if (mlock(p[i], size)) {
+                printf("mlock failed (%d)\n", errno);
+                return 2;
+            }
+        }
+        for (int i = 0; i < K; i++) free(p[i]);
+        for (int i = 0; i < 600; i++) free(malloc(6000)); /* fills and flushes a revocation batch */
+        churn_and_check(size, p[K / 2], 1);
         return 0;
     }
     if (!strcmp(c, "kernel-read")) {

@@ -1435,10 +1435,18 @@ fn protect_one(r: &Range) {
 }
 
 fn revoke_one(r: &Range, advice: i32) {
+    let mut unlocked = false;
     while !sys::advise(r.addr as *mut u8, r.len, advice) {
-        if sys::errno() != libc::EINTR && sys::errno() != libc::EAGAIN {
-            report::say(format_args!("revoking {:#x}+{} failed (errno {}); aborting", r.addr, r.len, sys::errno()));
-            sys::die();
+        match sys::errno() {
+            libc::EINTR | libc::EAGAIN => {}
+            // The kernel neither zaps nor guards locked pages: the program locked a heap
+            // object (`mlock` of a key's buffer) and freed it without `munlock`, which is
+            // allowed. Every object on these pages is dead: unlock them, and revoke.
+            libc::EINVAL if !unlocked && sys::unlock(r.addr as *mut u8, r.len) => unlocked = true,
+            e => {
+                report::say(format_args!("revoking {:#x}+{} failed (errno {e}); aborting", r.addr, r.len));
+                sys::die();
+            }
         }
     }
 }

@@ -350,6 +350,13 @@ pub fn duplicate_view(src: *mut u8, dst: *mut u8, len: usize) -> bool {
     true
 }
 
+/// `munlock` of the allocator's own range; true on success.
+pub fn unlock(addr: *mut u8, len: usize) -> bool {
+    // SAFETY: munlock changes no contents; a raw call, which a program's seccomp filter lets
+    // through (`seccomp`).
+    unsafe { own_syscall(libc::SYS_munlock, [addr as usize, len, 0, 0, 0, 0]) == 0 }
+}
+
 pub fn unmap(addr: *mut u8, len: usize) {
     // SAFETY: callers only unmap ranges they mapped themselves.
     unsafe { libc::munmap(addr as *mut c_void, len) };

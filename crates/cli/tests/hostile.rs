@@ -499,6 +499,24 @@ fn all_descriptors_closed() {
     }
 }
 
+/// The same under a service's seccomp filter (`tests/c/seccomp_run.c --service`: the process
+/// is killed for `mincore` and `ptrace`, as systemd's `SystemCallFilter=@system-service`
+/// does): with the pool's descriptor closed, `fork` found the pages to copy with `mincore`,
+/// and the process died of SIGSYS at its first fork. Under a filter every page of the spans
+/// in use is copied instead.
+#[test]
+fn all_descriptors_closed_under_a_services_seccomp_filter() {
+    let wrapper = compile("seccomp_run.c", &[]);
+    let bin = compile("hostile.c", &[]);
+    for first in [&[][..], &["first"][..]] {
+        let args = [&["--service", bin.to_str().unwrap(), "closefds"][..], first].concat();
+        for mode in ["prevent", "detect"] {
+            let o = run_preloaded_timeout(&wrapper, &args, &[("NEVERMORE_OPTIONS", &format!("mode={mode}"))], 60);
+            ok_quiet(&o);
+        }
+    }
+}
+
 /// A program whose descriptor table is full (a server at its limit) can still fork: the copy
 /// of the heap that the child gets needs a descriptor of the parent's, which the library
 /// takes above the soft limit for that call; before, the child said "could not give the

@@ -117,6 +117,17 @@ fn copy_pool() -> i32 {
             };
             off = hole;
         }
+    } else if seccomp_in_force() {
+        // The program closed or replaced our descriptor, and a seccomp filter may kill the
+        // process for `mincore` (systemd's `SystemCallFilter=@system-service` leaves it out):
+        // copy every page of the spans in use, whether it holds data or not (those that did
+        // not become memory, in both processes).
+        // SAFETY: the pool lock is held; the range lies below the bump.
+        unsafe {
+            POOL.fork_ranges(0, bump, |a, b| {
+                whole = whole && copy((a as usize) << PAGE_SHIFT, (b as usize) << PAGE_SHIFT, &mut copied);
+            })
+        };
     } else {
         // The program closed or replaced our descriptor: find the populated pages with
         // `mincore` (for a shared file mapping it reports the file's cached pages) and copy
@@ -155,6 +166,12 @@ fn copy_pool() -> i32 {
     stats::add(&stats::FORKS, 1);
     stats::add(&stats::FORK_COPIED_BYTES, copied as u64);
     fd
+}
+
+/// Whether a seccomp filter is in force (or that cannot be told): the `Seccomp:` line of
+/// `/proc/self/status`, which also shows filters installed before the program started.
+fn seccomp_in_force() -> bool {
+    crate::seccomp::filtered() || crate::stats::proc_status_kb(b"Seccomp") != Some(0)
 }
 
 pub extern "C" fn parent() {

@@ -735,3 +735,61 @@ fn a_root_directory_without_proc() {
     assert!(err.contains("leak check not done: /proc/self/status cannot be read"), "{err}");
     assert!(err.contains("RSS                unknown"), "{err}");
 }
+
+/// Removes a file when dropped (also when the test fails).
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Secure execution: where the library is preloaded into every process (/etc/ld.so.preload),
+/// an ordinary user who starts a set-user-ID program chooses its environment. With
+/// `NEVERMORE_OPTIONS=report_path=FILE:stats=1` the root-owned process created FILE in a
+/// directory only root may write, or appended its statistics to an existing root file. Under
+/// `AT_SECURE` the options are now ignored. (The loader takes a preloaded library for such a
+/// program only from a trusted directory, set-user-ID itself and named without a slash: the
+/// test puts a copy beside the C library for its run, which needs root.)
+#[test]
+fn a_set_user_id_program_ignores_the_options() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(is_root(), "this test makes a set-user-ID program and library, which needs root");
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let libc = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("/libc.so")).unwrap();
+    let name = format!("libnevermore-secure-test-{}.so", std::process::id());
+    let lib = Path::new(libc).parent().unwrap().join(&name);
+    let _lib = Removed(lib.clone());
+    std::fs::copy(lib_path(), &lib).unwrap();
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let dir = scratch("secure-execution");
+    let prog = dir.join("hostile");
+    std::fs::copy(compile("hostile.c", &[]), &prog).unwrap();
+    std::os::unix::fs::chown(&prog, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let private = dir.join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    std::os::unix::fs::chown(&private, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let existing = private.join("existing");
+    std::fs::write(&existing, "").unwrap();
+    // `env` sets the variables for the program alone: `setpriv` would take the library (and
+    // its options) itself, as a program of root's started by root.
+    let run = |args: &[&str], options: &str| {
+        let mut cmd = as_nobody(Path::new("env"));
+        cmd.arg(format!("LD_PRELOAD={name}")).arg(format!("NEVERMORE_OPTIONS={options}")).arg(&prog).args(args);
+        cmd.env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
+        wait_with_deadline(cmd, 60, &format!("set-user-ID hostile {}", args.join(" ")))
+    };
+    // The library is loaded into the program (its pool is among the descriptors).
+    let o = run(&["fds"], "stats=1");
+    assert!(stdout(&o).contains("/memfd:nevermore-pool"), "{}\n{}", stdout(&o), stderr(&o));
+    for file in [private.join("new"), existing.clone()] {
+        let o = run(&["work", "8"], &format!("report_path={}:stats=1:verbose=1", file.display()));
+        ok_quiet(&o);
+        assert!(!stderr(&o).contains("nevermore"), "an option was taken: {}", stderr(&o));
+    }
+    assert!(!private.join("new").exists(), "the set-user-ID program created the report file");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "", "the set-user-ID program wrote to a root file");
+}

@@ -173,8 +173,15 @@ fn init_slow() -> bool {
 }
 
 fn init() -> bool {
+    // Secure execution (`AT_SECURE`: a set-user-ID or set-group-ID program, or one with file
+    // capabilities, started by another user, where the library is preloaded for every process
+    // through /etc/ld.so.preload): the environment is the caller's, who must not choose where a
+    // privileged process writes (`report_path` created or appended to any file as root) nor
+    // how it runs. The options are ignored there, as the C library ignores its own variables.
+    // SAFETY: getauxval only reads the auxiliary vector.
+    let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
     // SAFETY: getenv returns null or a NUL-terminated string that lives in the environment.
-    let env = unsafe { libc::getenv(c"NEVERMORE_OPTIONS".as_ptr()) };
+    let env = if secure { core::ptr::null_mut() } else { unsafe { libc::getenv(c"NEVERMORE_OPTIONS".as_ptr()) } };
     if !env.is_null() {
         // SAFETY: as above; read once, here.
         let env = unsafe { core::ffi::CStr::from_ptr(env) }.to_bytes();

@@ -10,6 +10,7 @@
  *                                   MB MiB (many epochs): no allocation may fail; then fork,
  *                                   and the child allocates too; prints "ROOM n KiB", the room
  *                                   left after the fill
+ *   hostile ids                     print "RUID n EUID m" (a set-user-ID copy's effect)
  *   hostile chroot DIR libc|raw     change the root directory to DIR (empty) with chroot() or
  *                                   a raw system call (an ordinary user in a user namespace
  *                                   of its own), churn through small objects keeping one in
@@ -795,6 +796,7 @@ int main(int argc, char **argv) {
     int r;
     if (!strcmp(argv[1], "work")) r = work(argc > 2 ? atol(argv[2]) : 64);
     else if (!strcmp(argv[1], "maps")) r = maps(argc > 2 ? atol(argv[2]) : 100);
+    else if (!strcmp(argv[1], "ids")) r = printf("RUID %u EUID %u\n", (unsigned)getuid(), (unsigned)geteuid()) < 0;
     else if (!strcmp(argv[1], "chroot") && argc > 3) r = chroot_case(argv[2], !strcmp(argv[3], "raw"));
     else if (!strcmp(argv[1], "room") && argc > 3) r = room_case(atol(argv[2]), atol(argv[3]));
     else if (!strcmp(argv[1], "clash")) r = clash();

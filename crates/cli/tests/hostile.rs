@@ -782,7 +782,10 @@ fn a_set_user_id_program_ignores_the_options() {
         cmd.env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
         wait_with_deadline(cmd, 60, &format!("set-user-ID hostile {}", args.join(" ")))
     };
-    // The library is loaded into the program (its pool is among the descriptors).
+    // The program runs as root for nobody (not so on a file system mounted `nosuid`), and the
+    // library is loaded into it (its pool is among the descriptors).
+    let o = run(&["ids"], "");
+    assert!(stdout(&o).contains(&format!("RUID {NOBODY} EUID 0")), "not set-user-ID here: {}", stdout(&o));
     let o = run(&["fds"], "stats=1");
     assert!(stdout(&o).contains("/memfd:nevermore-pool"), "{}\n{}", stdout(&o), stderr(&o));
     for file in [private.join("new"), existing.clone()] {

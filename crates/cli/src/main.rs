@@ -421,6 +421,13 @@ fn run(args: RunArgs) -> Result<()> {
         eprintln!("nevermore: {}: command not found", Path::new(program).display());
         std::process::exit(127);
     };
+    if let Some(why) = not_preloaded(&path) {
+        eprintln!(
+            "nevermore: {} is {why}: the loader preloads no library given by its path into it and removes \
+             LD_PRELOAD for the programs it starts, so they run without nevermore",
+            path.display()
+        );
+    }
     let mut cmd = Command::new(path);
     cmd.arg0(program).args(program_args);
     // The library goes first, so it wins over any other preloaded allocator.
@@ -446,6 +453,32 @@ fn run(args: RunArgs) -> Result<()> {
     }
     let sig = status.signal().expect("a child that did not exit was killed by a signal");
     die_by_signal(sig)
+}
+
+/// Why the dynamic loader will not preload the library into `path` for this user: a
+/// set-user-ID program of another user, or a set-group-ID one of a group the user is not in
+/// (secure execution), else None. (File capabilities do the same; they are not looked at.)
+fn not_preloaded(path: &Path) -> Option<&'static str> {
+    let meta = fs::metadata(path).ok()?;
+    // SAFETY: getuid, getgid and getgroups cannot fail with a null list of size 0.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    if meta.mode() & libc::S_ISUID != 0 && meta.uid() != uid {
+        return Some("set-user-ID");
+    }
+    if meta.mode() & libc::S_ISGID != 0 && meta.gid() != gid {
+        // SAFETY: a query of the number of supplementary groups, then a buffer of that size.
+        let groups = unsafe {
+            let n = libc::getgroups(0, std::ptr::null_mut()).max(0) as usize;
+            let mut g = vec![0; n];
+            let n = libc::getgroups(n as i32, g.as_mut_ptr()).max(0) as usize;
+            g.truncate(n);
+            g
+        };
+        if !groups.contains(&meta.gid()) {
+            return Some("set-group-ID");
+        }
+    }
+    None
 }
 
 /// Where a shell finds `program`: the name itself when it holds a `/`, else the first

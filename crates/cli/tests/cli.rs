@@ -230,3 +230,35 @@ fn concurrent_extraction_is_safe() {
         assert_eq!(std::fs::read(common::stdout(&o).trim_end()).unwrap(), lib);
     }
 }
+
+/// `nevermore run` of a set-user-ID program of another user: the loader preloads no library
+/// given by its path into it (and removes `LD_PRELOAD` for the programs it starts), so it ran
+/// without nevermore and nothing said so; the command now says it. Run by its owner, the
+/// program gets the library, and nothing is said. (Making a set-user-ID program needs root.)
+#[test]
+fn a_set_user_id_program_is_said_to_run_without_the_library() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(common::is_root(), "this test makes a set-user-ID program, which needs root");
+    let dir = common::scratch("cli-setuid");
+    let prog = dir.join("hostile");
+    std::fs::copy(common::compile("hostile.c", &[]), &prog).unwrap();
+    std::os::unix::fs::chown(&prog, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let run = |mut cmd: Command| {
+        cmd.args(["run", "--stats", "--"]).arg(&prog).arg("ids");
+        cmd.env_remove("NEVERMORE_OPTIONS").env_remove("LD_PRELOAD");
+        cmd.env("XDG_CACHE_HOME", common::writable_dir("cli-cache"));
+        output(&mut cmd)
+    };
+    let o = run(common::as_nobody(&common::nevermore_bin()));
+    let err = common::stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(common::stdout(&o).contains("EUID 0"), "{}", common::stdout(&o));
+    assert!(err.contains("is set-user-ID: the loader preloads no library"), "{err}");
+    assert!(!err.contains("nevermore stats"), "the library was loaded after all: {err}");
+    let o = run(Command::new(common::nevermore_bin()));
+    let err = common::stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("is set-user-ID"), "{err}");
+    assert!(err.contains("nevermore stats"), "{err}");
+}

@@ -456,12 +456,20 @@ fn run(args: RunArgs) -> Result<()> {
 }
 
 /// Why the dynamic loader will not preload the library into `path` for this user: a
-/// set-user-ID program of another user, or a set-group-ID one of a group the user is not in
-/// (secure execution), else None. (File capabilities do the same; they are not looked at.)
+/// set-user-ID program of another user, a set-group-ID one of a group the user is not in, or
+/// one given file capabilities (secure execution), else None.
 fn not_preloaded(path: &Path) -> Option<&'static str> {
     let meta = fs::metadata(path).ok()?;
-    // SAFETY: getuid, getgid and getgroups cannot fail with a null list of size 0.
+    // SAFETY: getuid and getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // Root gains nothing from file capabilities.
+    if let (true, Ok(c)) = (uid != 0, std::ffi::CString::new(path.as_os_str().as_bytes())) {
+        // SAFETY: a size query of an extended attribute, with no buffer.
+        let caps = unsafe { libc::getxattr(c.as_ptr(), c"security.capability".as_ptr(), std::ptr::null_mut(), 0) };
+        if caps > 0 {
+            return Some("given file capabilities");
+        }
+    }
     if meta.mode() & libc::S_ISUID != 0 && meta.uid() != uid {
         return Some("set-user-ID");
     }

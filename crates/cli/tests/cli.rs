@@ -261,4 +261,18 @@ fn a_set_user_id_program_is_said_to_run_without_the_library() {
     assert!(o.status.success(), "{err}");
     assert!(!err.contains("is set-user-ID"), "{err}");
     assert!(err.contains("nevermore stats"), "{err}");
+    // A program given file capabilities, the same for an ordinary user.
+    let capable = dir.join("capable");
+    std::fs::copy(common::compile("hostile.c", &[]), &capable).unwrap();
+    let set = Command::new("setcap").arg("cap_net_raw+ep").arg(&capable).status().expect("setcap (libcap2-bin)");
+    assert!(set.success());
+    let mut cmd = common::as_nobody(&common::nevermore_bin());
+    cmd.args(["run", "--stats", "--"]).arg(&capable).arg("ids");
+    cmd.env_remove("NEVERMORE_OPTIONS").env_remove("LD_PRELOAD");
+    cmd.env("XDG_CACHE_HOME", common::writable_dir("cli-cache"));
+    let o = output(&mut cmd);
+    let err = common::stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("is given file capabilities: the loader preloads no library"), "{err}");
+    assert!(!err.contains("nevermore stats"), "the library was loaded after all: {err}");
 }

@@ -36,7 +36,7 @@
 //! kept in a heap object: a threaded Python server answered 404 for an existing file when its
 //! `open` failed, most likely so): `open`, `openat`, `creat`, `stat`, `lstat`, `fstatat`, `statx`, `access`,
 //! `faccessat`, `unlink`, `unlinkat`, `rename`, `renameat`, `renameat2`, `link`, `linkat`,
-//! `symlink`, `symlinkat`, `mkdir`, `mkdirat`, `mknod`, `mkfifo`, `rmdir`, `chdir`,
+//! `symlink`, `symlinkat`, `mkdir`, `mkdirat`, `mknod`, `mkfifo`, `rmdir`, `chdir`, `chroot`,
 //! `readlink`, `readlinkat`, `chmod`, `fchmodat`, `chown`, `lchown`, `fchownat`, `truncate`,
 //! `utimensat`, `statfs`, `statvfs` (and the `64` names), `inotify_add_watch`, the checked
 //! and old names of some (`__openat_2`, `__xstat`, ...), and the
@@ -62,8 +62,8 @@
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
 //! functions (`realpath`), calls made through `syscall()` or a `syscall` instruction, the
-//! other calls that take buffers or paths (`io_uring`, `ioctl`, `chroot`, `mount`, ...);
-//! those still fail as described above.
+//! other calls that take buffers or paths (`io_uring`, `ioctl`, `mount`, ...); those still
+//! fail as described above.
 //! `ioctl` is left on purpose: its argument's size is the driver's to know, and some requests
 //! act before they copy their result out, so one made again would act twice.
 //!
@@ -759,7 +759,10 @@ forward! {
     fn chroot(path: Path) -> c_int;
     type unsafe extern "C" fn(Path) -> c_int;
     libc::SYS_chroot, path_args([path as usize]);
-    |f| (sys::keep_proc(), again(|| f(path), || heal_path(path))).1
+    |f| ({
+        sys::keep_proc();
+        again(|| f(path), || heal_path(path))
+    })
 }
 path_call! {
     /// `stat(2)`: see the module's documentation.

@@ -280,9 +280,8 @@ pub static FUTURE_LOCKED: core::sync::atomic::AtomicBool = core::sync::atomic::A
 
 /// Unlocks a view of the pool just made, if the program locks its future mappings.
 fn unlock_if_future_locked(p: *mut u8, len: usize) {
-    if FUTURE_LOCKED.load(core::sync::atomic::Ordering::Relaxed) {
-        // SAFETY: munlock of the allocator's own mapping; it changes no contents.
-        unsafe { libc::munlock(p as *const c_void, len) };
+    if FUTURE_LOCKED.load(Ordering::Relaxed) {
+        unlock(p, len);
     }
 }
 

@@ -90,8 +90,12 @@ pub unsafe fn arm_tail(key: usize, from: usize, to: usize) {
         // SAFETY: `a` lies inside `[from, to)`, writable (the caller's promise).
         unsafe { *(a as *mut u8) = bytes[a % 8] };
     }
-    // SAFETY: `head .. head + 8 * words` is 8-aligned and inside `[from, to)`.
-    unsafe { slice::from_raw_parts_mut(head as *mut u64, words).fill(c) };
+    if words > 0 {
+        // SAFETY: with words to fill, `head` is `from` rounded up to 8 (an empty range may
+        // leave it unaligned, which even an empty slice must not be), and `head .. head + 8 *
+        // words` lies inside `[from, to)`.
+        unsafe { slice::from_raw_parts_mut(head as *mut u64, words).fill(c) };
+    }
     for a in head + 8 * words..to {
         // SAFETY: as above.
         unsafe { *(a as *mut u8) = bytes[a % 8] };
@@ -111,8 +115,12 @@ pub unsafe fn tail_damage(key: usize, from: usize, to: usize) -> Option<usize> {
     if let Some(a) = (from..head).find(|&a| bad(a)) {
         return Some(a);
     }
-    // SAFETY: `head .. head + 8 * words` is 8-aligned and inside `[from, to)`.
-    let w = unsafe { slice::from_raw_parts(head as *const u64, words) };
+    let w: &[u64] = if words == 0 {
+        &[]
+    } else {
+        // SAFETY: as in `arm_tail`: `head` is 8-aligned and the words lie inside `[from, to)`.
+        unsafe { slice::from_raw_parts(head as *const u64, words) }
+    };
     // Blocks of 8 words compared at once (vectorised); the damaged one is searched byte-wise.
     for (i, block) in w.chunks(8).enumerate() {
         if block.iter().fold(0, |acc, &x| acc | (x ^ c)) != 0 {

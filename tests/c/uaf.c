@@ -7,7 +7,17 @@
  *   locked SIZE          as write, for one of 32 objects whose pages the program locked
  *                        (mlock) and that it freed without munlock.
  *   kernel-read SIZE     free an object, force revocation (free 600 other objects), then
- *                        read(2) into the dangling pointer: prints "errno=N".
+ *                        read(2) into the dangling pointer: prints "errno=N" (the library's
+ *                        `read` reports it instead).
+ *   kernel-read-raw SIZE the same through syscall(SYS_read), which no library sees.
+ *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, pread, write, send,
+ *                        sendto, writev, sendmsg, pwrite) moves SIZE + EXTRA bytes through a
+ *                        live object of SIZE bytes (reads from a socket a child fills, or a
+ *                        file for pread; writes to a file, or to a socket for send, sendto
+ *                        and sendmsg, at most 64 KiB): prints "moved=N" (the library reports
+ *                        a call that runs past the object).
+ *   kernel-overflow      recv(2) of a 12 KiB datagram into a live 8 KiB object, whose end is
+ *                        a guard page: prints "errno=N" (the library's `recv` reports it).
  *   double-free SIZE     free an object, churn, keep many objects of its size (one of them
  *                        almost surely where it was), free it again.
  *   gap-revoke           frees 64 page objects in two batches (odd, then even ones), for the
@@ -74,7 +84,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,7 +238,7 @@ int main(int argc, char **argv) {
         churn_and_check(size, p[K / 2], 1);
         return 0;
     }
-    if (!strcmp(c, "kernel-read")) {
+    if (!strcmp(c, "kernel-read") || !strcmp(c, "kernel-read-raw")) {
         char *p = malloc(size);
         memset(p, 0x11, size);
         free(p);
@@ -234,8 +247,61 @@ int main(int argc, char **argv) {
         if (pipe(fd)) return 2;
         if (write(fd[1], "abcdefgh", 8) != 8) return 2;
         errno = 0;
-        long r = read(fd[0], p, 8);
+        long r = strcmp(c, "kernel-read") ? syscall(SYS_read, fd[0], p, 8) : read(fd[0], p, 8);
         printf("read=%ld errno=%d\n", r, r < 0 ? errno : 0);
+        return 0;
+    }
+    if (!strcmp(c, "moved") && argc > 4) {
+        const char *call = argv[2];
+        size_t n = (size_t)atol(argv[3]), total = n + (size_t)atol(argv[4]);
+        char *p = malloc(n);
+        memset(p, 0x22, n);
+        static char data[1 << 20];
+        if (total > sizeof data) return 2;
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return 2;
+        FILE *f = tmpfile();
+        if (!f || pwrite(fileno(f), data, total, 0) != (long)total) return 2;
+        int reading = !strncmp(call, "read", 4) || !strncmp(call, "recv", 4) || !strcmp(call, "pread");
+        if (reading) {
+            /* A writer that may block until the reader takes it all (or is gone). */
+            if (fork() == 0) {
+                close(sv[1]);
+                _exit(write(sv[0], data, total) == (long)total ? 0 : 2);
+            }
+            close(sv[0]);
+        }
+        struct iovec iov = {p, total};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+        long r = -2;
+        if (!strcmp(call, "read")) r = read(sv[1], p, total);
+        else if (!strcmp(call, "recv")) r = recv(sv[1], p, total, MSG_WAITALL);
+        else if (!strcmp(call, "recvfrom")) r = recvfrom(sv[1], p, total, MSG_WAITALL, 0, 0);
+        else if (!strcmp(call, "readv")) r = readv(sv[1], &iov, 1);
+        else if (!strcmp(call, "recvmsg")) r = recvmsg(sv[1], &m, MSG_WAITALL);
+        else if (!strcmp(call, "pread")) r = pread(fileno(f), p, total, 0);
+        else if (!strcmp(call, "write")) r = write(fileno(f), p, total);
+        else if (!strcmp(call, "send")) r = send(sv[0], p, total < 65536 ? total : 65536, 0);
+        else if (!strcmp(call, "sendto")) r = sendto(sv[0], p, total < 65536 ? total : 65536, 0, 0, 0);
+        else if (!strcmp(call, "writev")) r = writev(fileno(f), &iov, 1);
+        else if (!strcmp(call, "sendmsg")) {
+            iov.iov_len = total < 65536 ? total : 65536;
+            r = sendmsg(sv[0], &m, 0);
+        }
+        else if (!strcmp(call, "pwrite")) r = pwrite(fileno(f), p, total, 0);
+        printf("moved=%ld\n", r);
+        return 0;
+    }
+    if (!strcmp(c, "kernel-overflow")) {
+        char *p = malloc(8192);
+        memset(p, 0x11, 8192);
+        int sv[2];
+        static char datagram[12288];
+        if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv)) return 2;
+        if (send(sv[0], datagram, sizeof datagram, 0) != (long)sizeof datagram) return 2;
+        errno = 0;
+        long r = recv(sv[1], p, sizeof datagram, 0);
+        printf("recv=%ld errno=%d\n", r, r < 0 ? errno : 0);
         return 0;
     }
     if (!strcmp(c, "double-free")) {

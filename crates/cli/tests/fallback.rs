@@ -91,9 +91,13 @@ fn fallbacks_keep_prevent_mode_safe() {
 #[test]
 fn fallbacks_make_kernel_access_fail_and_catch_double_free() {
     for no_guard in [false, true] {
-        let o = run(no_guard, "detect", &["kernel-read", "5000"]);
+        let o = run(no_guard, "detect", &["kernel-read-raw", "5000"]);
         assert_ok(&o);
         assert!(stdout(&o).contains("errno=14"), "{}", stdout(&o));
+        // Through the C library's `read`, the library's wrapper reports the freed buffer.
+        let o = run(no_guard, "detect", &["kernel-read", "5000"]);
+        assert_report(&o, "heap-use-after-free");
+        assert!(stderr(&o).contains("system call of "), "{}", stderr(&o));
         let o = run(no_guard, "prevent", &["double-free", "24"]);
         assert_report(&o, "double-free");
         let o = run(no_guard, "prevent", &["unique", "30000"]);

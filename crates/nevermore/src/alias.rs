@@ -1221,9 +1221,18 @@ pub fn reinstall_raw(addr: usize) -> bool {
 /// Pages of freed objects, guard pages and addresses outside the arena are left as they are,
 /// and so is what lies past `MAP_AGAIN_PAGES` pages of the arena (a program may name a length
 /// far beyond its buffer: the kernel copies only what there is). Lock-free and `errno` is
-/// left alone, as in the fault handler.
+/// left alone, as in the fault handler. While this thread examines a call that failed for
+/// good (`io::examine`), a buffer that meets such a page is reported (`fault::syscall_buffer`).
 pub fn map_again(addr: usize, len: usize) -> usize {
-    if len == 0 || revoke_kind() != Revoke::Uffd {
+    if len == 0 {
+        return 0;
+    }
+    if crate::fault::examining() {
+        if let Some(r) = crate::fault::syscall_buffer(addr, len) {
+            crate::fault::buffer_misused(r);
+        }
+    }
+    if revoke_kind() != Revoke::Uffd {
         return 0;
     }
     let f = fixed();
@@ -1255,6 +1264,11 @@ const MAP_AGAIN_PAGES: usize = 4096;
 
 /// Pages of live objects mapped again because a system call failed on them (`map_again`).
 pub static SYSCALL_PAGES_MAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the alias page of `addr` (in the arena) belongs to a live unit (`alias_live`).
+pub fn live_page(addr: usize) -> bool {
+    decode(addr).is_some_and(|(e, p)| alias_live(e, p))
+}
 
 /// Whether the alias of pool page `p` in epoch `e` belongs to a live unit (a lane or page
 /// object issued in `e` and not dead).

@@ -22,7 +22,7 @@
 use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use crate::pool::{self, POOL};
 use crate::report::{self, Kind, Object, Report};
@@ -84,7 +84,7 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
                 return;
             }
         } else {
-            if let Some(r) = large_fault(addr, write) {
+            if let Some(r) = large_fault(addr, access(write)) {
                 report::fatal_at(regs, r);
             }
             if crate::reentry::owns(addr) {
@@ -159,16 +159,32 @@ fn access(write: Option<bool>) -> &'static str {
 /// (`mprotect` of a heap buffer), and the fault is the program's (`chain`). (Mapping the page
 /// "again" there would find it mapped and retry the access for ever.)
 fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Regs>) -> bool {
-    let op = access(write);
+    match seen_in_arena(addr, access(write)) {
+        Seen::Live => sig == libc::SIGBUS && reinstall(addr),
+        Seen::Bad(r) => report::fatal_at(regs, r),
+    }
+}
+
+/// What an address in the alias arena is, for an access `op` of it.
+enum Seen {
+    /// A live object's page (the object there may be dead while its group lives).
+    Live,
+    /// A freed object, a guard page, an alias never issued: the report.
+    Bad(Report),
+}
+
+/// Looks up `addr`, in the alias arena, for `on_alias_fault` and `syscall_buffer`.
+fn seen_in_arena(addr: usize, op: &'static str) -> Seen {
     let rep = |kind, what, object| Report { kind, addr, op, what, object, claimed: None };
     let Some((e, page)) = alias::decode(addr) else {
         if alias::once_mirrored(addr) {
-            report::fatal_at(regs, rep(Kind::HeapUseAfterFree, alias::FORGOTTEN, None));
+            return Seen::Bad(rep(Kind::HeapUseAfterFree, alias::FORGOTTEN, None));
         }
-        report::fatal_at(
-            regs,
-            rep(Kind::WildAccess, "the address is in the allocator's alias arena but in no mirror", None),
-        );
+        return Seen::Bad(rep(
+            Kind::WildAccess,
+            "the address is in the allocator's alias arena but in no mirror",
+            None,
+        ));
     };
     let retired = alias::mirror(e).retired.load(Ordering::Acquire) != 0;
     if let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) {
@@ -186,7 +202,7 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
                     let start = (addr & !(PAGE - 1)) + (pos * c.size) as usize;
                     if !retired && l.epoch.load(Ordering::Acquire) == e {
                         if l.live.load(Ordering::Acquire) > 0 {
-                            return sig == libc::SIGBUS && reinstall(addr);
+                            return Seen::Live;
                         }
                         // SAFETY: slot index < nslots.
                         let v = unsafe {
@@ -194,29 +210,24 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
                         };
                         if v & FREED != 0 && v != slab::FREE_SLOT {
                             let object = Some(Object { start, size: (v & !FREED) as usize });
-                            report::fatal_at(
-                                regs,
-                                rep(Kind::HeapUseAfterFree, "the object at this address was freed", object),
-                            );
+                            return Seen::Bad(rep(
+                                Kind::HeapUseAfterFree,
+                                "the object at this address was freed",
+                                object,
+                            ));
                         }
                     }
                     if let Some(h) = crate::history::find(addr) {
                         let object = Some(Object { start: h.start, size: h.size });
-                        report::fatal_at(
-                            regs,
-                            rep(Kind::HeapUseAfterFree, "the object at this address was freed", object),
-                        );
+                        return Seen::Bad(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
                     }
                     if retired || alias::was_issued(e, page) == Some(true) {
                         let object = Some(Object { start, size: c.size as usize - crate::guard::CANARY });
-                        report::fatal_at(
-                            regs,
-                            rep(
-                                Kind::HeapUseAfterFree,
-                                "the object at this address was freed (its size is at most the size shown)",
-                                object,
-                            ),
-                        );
+                        return Seen::Bad(rep(
+                            Kind::HeapUseAfterFree,
+                            "the object at this address was freed (its size is at most the size shown)",
+                            object,
+                        ));
                     }
                 }
             }
@@ -225,24 +236,18 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
                 if !retired && s.epoch.load(Ordering::Acquire) == e {
                     if size & pool::DEAD_BIT == 0 && alias::is_guard(s, page) {
                         let object = Some(Object { start: s.addr, size });
-                        report::fatal_at(
-                            regs,
-                            rep(
-                                Kind::HeapBufferOverflow,
-                                "the access is past the end of the object (guard page)",
-                                object,
-                            ),
-                        );
+                        return Seen::Bad(rep(
+                            Kind::HeapBufferOverflow,
+                            "the access is past the end of the object (guard page)",
+                            object,
+                        ));
                     }
                     if size & pool::DEAD_BIT == 0 {
-                        return sig == libc::SIGBUS && reinstall(addr);
+                        return Seen::Live;
                     }
                     if size != pool::DEAD {
                         let object = Some(Object { start: s.addr, size: size & !pool::DEAD_BIT });
-                        report::fatal_at(
-                            regs,
-                            rep(Kind::HeapUseAfterFree, "the object at this address was freed", object),
-                        );
+                        return Seen::Bad(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
                     }
                 }
             }
@@ -251,13 +256,101 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
     }
     if let Some(h) = crate::history::find(addr) {
         let object = Some(Object { start: h.start, size: h.size });
-        report::fatal_at(regs, rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
+        return Seen::Bad(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
     }
     if retired || alias::was_issued(e, page) == Some(true) {
-        report::fatal_at(regs, rep(Kind::HeapUseAfterFree, "the memory at this address was freed", None));
+        return Seen::Bad(rep(Kind::HeapUseAfterFree, "the memory at this address was freed", None));
     }
-    report::fatal_at(regs, rep(Kind::WildAccess, "the address was never handed out by the allocator", None));
+    Seen::Bad(rep(Kind::WildAccess, "the address was never handed out by the allocator", None))
 }
+
+/// The operation of reports on the buffers of system calls.
+pub const SYSCALL: &str = "system call";
+
+/// What a system call that failed with `EFAULT` met in the `n` bytes at `a`, one of the
+/// buffers it was given: the report for a freed object, a guard page or an alias never
+/// handed out, where the buffer starts or where it runs on to from the live object it starts
+/// in. None when the range holds only live objects' pages (or nothing of the heap): the
+/// fault came from elsewhere (another argument, memory that is not the heap's).
+pub fn syscall_buffer(a: usize, n: usize) -> Option<Report> {
+    if n == 0 {
+        return None;
+    }
+    let end = a.saturating_add(n.min(SYSCALL_BYTES));
+    if !alias::in_arena(a) {
+        if let Some(r) = large_fault(a, SYSCALL) {
+            return Some(r);
+        }
+        let (_, large::Owner::Live { idx }) = large::owner_near(a)? else { return None };
+        let s = POOL.span(idx);
+        let view_end = s.view + s.view_len;
+        return (a >= s.view && a < view_end && end > view_end).then(|| large_fault(view_end, SYSCALL)).flatten();
+    }
+    let mut page = a & !(PAGE - 1);
+    while page < end && alias::in_arena(page) {
+        if !alias::live_page(page) {
+            let at = page.max(a);
+            if at > a {
+                // The buffer starts in a live object and runs on into this page.
+                if let Some(o) = crate::heap::live_object_at(a).filter(|o| at >= o.start + o.size) {
+                    return Some(past_end(o, "the buffer runs past the end of the object it starts in"));
+                }
+            }
+            return match seen_in_arena(at, SYSCALL) {
+                Seen::Bad(r) => Some(r),
+                Seen::Live => None,
+            };
+        }
+        page += PAGE;
+    }
+    None
+}
+
+/// The report on a system call's buffer that runs past the end of the live object `o`: at
+/// the object's end.
+pub fn past_end(o: Object, what: &'static str) -> Report {
+    Report { kind: Kind::HeapBufferOverflow, addr: o.start + o.size, op: SYSCALL, what, object: Some(o), claimed: None }
+}
+
+/// The thread whose `heal` runs to examine the buffers of a call that failed (0: none).
+static EXAMINER: AtomicU32 = AtomicU32::new(0);
+
+/// A call failed with `EFAULT` for good, its buffers' live pages mapped: the kernel met a page
+/// of a buffer that belongs to no live object. `heal` runs once more, while `alias::map_again`
+/// looks at each buffer it is given (`examining`) and reports the first that is in a freed
+/// object, or runs past the end of its object into a freed one, a guard page or an alias never
+/// handed out (`syscall_buffer`): a use-after-free or an overflow by the kernel, which
+/// the program would otherwise see only as `EFAULT` (the kernel touched nothing). One thread at
+/// a time; another that meets such a failure meanwhile returns `EFAULT` unexamined.
+#[cold]
+#[inline(never)]
+pub fn examine(heal: &impl Fn() -> usize) {
+    if !crate::is_ready() {
+        return;
+    }
+    let me = crate::heap::my_tid();
+    if EXAMINER.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        return;
+    }
+    heal();
+    EXAMINER.store(0, Ordering::Release);
+}
+
+/// Whether this thread examines the buffers it maps again (`examine`).
+pub fn examining() -> bool {
+    let t = EXAMINER.load(Ordering::Relaxed);
+    t != 0 && t == crate::heap::my_tid()
+}
+
+/// Reports what `examine` found in a buffer, with the configured action.
+#[cold]
+pub fn buffer_misused(r: Report) -> ! {
+    EXAMINER.store(0, Ordering::Release);
+    report::fatal(r)
+}
+
+/// Most bytes of one buffer that `syscall_buffer` looks at (as `alias::map_again`).
+const SYSCALL_BYTES: usize = 16 << 20;
 
 /// Maps the faulting page of a live alias again: it lost its page-table entry (after a fork,
 /// a swap-in, a pageout, the program's own `madvise`). Another thread may have mapped it meanwhile, which
@@ -281,9 +374,8 @@ fn reinstall(addr: usize) -> bool {
     }
 }
 
-fn large_fault(addr: usize, write: Option<bool>) -> Option<Report> {
+fn large_fault(addr: usize, op: &'static str) -> Option<Report> {
     let (start, entry) = large::owner_near(addr)?;
-    let op = access(write);
     match entry {
         large::Owner::Freed { pages } => (addr < start + pages * PAGE + PAGE).then(|| Report {
             kind: Kind::HeapUseAfterFree,

@@ -1160,6 +1160,18 @@ pub fn live_object_size(p: usize) -> Option<usize> {
     resolve(p, "malloc_usable_size", Kind::InvalidPointer).ok().map(|(_, size)| size)
 }
 
+/// The live object that `addr` lies in (at its start or inside it), or None; reports nothing.
+pub fn live_object_at(addr: usize) -> Option<Object> {
+    if !crate::is_ready() || reentrant_object(addr) {
+        return None;
+    }
+    match resolve(addr, crate::fault::SYSCALL, Kind::InvalidPointer) {
+        Ok((_, size)) => Some(Object { start: addr, size }),
+        // `resolve` names an object only for an address inside a live one.
+        Err(r) => r.object,
+    }
+}
+
 /// `malloc_usable_size`: the requested size (the canary follows right after it).
 ///
 /// Programs that account for their memory ask it of every object right after allocating it

@@ -16,8 +16,9 @@
 //! - when one fails with `EFAULT`, the pages of its buffers (and of the descriptions of its
 //!   buffers: `iovec` arrays, `msghdr`s, addresses) that belong to live objects and lost their
 //!   entries are mapped again (`alias::map_again`), and the call is made again, up to `TRIES`
-//!   times. A buffer of a freed object has no live page: the call fails with `EFAULT` as
-//!   before. A call that fails with `EFAULT` has transferred nothing (the kernel returns the
+//!   times. A buffer of a freed object has no live page, nor has the rest of one that runs
+//!   past the end of its object into freed memory or a guard page: such a call is reported
+//!   (`fault::examine`) instead of failing with `EFAULT`. A call that fails with `EFAULT` has transferred nothing (the kernel returns the
 //!   count instead when it transferred some), so making it again repeats nothing, with one
 //!   exception: a datagram whose copy failed is dropped by the kernel, and the call made
 //!   again waits for the next one;
@@ -72,7 +73,7 @@
 //! succeeds costs a comparison, and a short one that ends in the alias arena a load.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::AtomicUsize;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::alias;
 use crate::sys;
@@ -100,14 +101,18 @@ pub(crate) fn again(mut call: impl FnMut() -> isize, heal: impl Fn() -> usize) -
 fn again_slow(saved: i32, mut call: impl FnMut() -> isize, heal: impl Fn() -> usize) -> isize {
     let mut r = -1;
     for _ in 0..TRIES {
-        if sys::errno() != libc::EFAULT || !crate::is_ready() || heal() == 0 {
-            return r;
+        if sys::errno() != libc::EFAULT || !crate::is_ready() || healed(&heal) == 0 {
+            break;
         }
         sys::set_errno(saved);
         r = call();
         if r >= 0 {
             return r;
         }
+    }
+    if sys::errno() == libc::EFAULT {
+        crate::fault::examine(&heal);
+        sys::set_errno(libc::EFAULT);
     }
     r
 }
@@ -117,23 +122,145 @@ fn again_slow(saved: i32, mut call: impl FnMut() -> isize, heal: impl Fn() -> us
 fn again_code(call: impl Fn() -> c_int, heal: impl Fn() -> usize) -> c_int {
     let mut r = call();
     for _ in 0..TRIES {
-        if r != libc::EFAULT || !crate::is_ready() || heal() == 0 {
+        if r != libc::EFAULT || !crate::is_ready() || healed(&heal) == 0 {
             break;
         }
         r = call();
     }
+    if r == libc::EFAULT {
+        let saved = sys::errno();
+        crate::fault::examine(&heal);
+        sys::set_errno(saved);
+    }
     r
+}
+
+/// Runs `heal` after a call failed with `EFAULT`; returns its count of live pages (0: making
+/// the call again is of no use). When it mapped no page again although the buffers hold live
+/// pages, the call met a page that is not a live object's, unless another thread mapped it
+/// meanwhile: the buffers are examined first, so that a buffer running past the end of its
+/// object is reported rather than met again (a datagram whose copy failed is dropped, and the
+/// call made again would wait for the next).
+fn healed(heal: &impl Fn() -> usize) -> usize {
+    let before = alias::SYSCALL_PAGES_MAPPED.load(Ordering::Relaxed);
+    let live = heal();
+    if live > 0 && alias::SYSCALL_PAGES_MAPPED.load(Ordering::Relaxed) == before {
+        crate::fault::examine(heal);
+    }
+    live
 }
 
 /// A read or write of `n` bytes at `buf`; `call(done)` transfers the bytes from `done` on.
 /// `file`: the descriptor is known to be a regular file (positioned calls), or false to look.
 #[inline(always)]
-fn transfer(fd: c_int, buf: usize, n: usize, file: bool, mut call: impl FnMut(usize) -> isize) -> isize {
-    let r = again(|| call(0), || alias::map_again(buf, n));
-    if r <= 0 || r as usize >= n || !alias::in_arena(buf + r as usize) {
-        return r;
+fn transfer(fd: c_int, buf: usize, n: usize, file: bool, way: Way, mut call: impl FnMut(usize) -> isize) -> isize {
+    if way == Way::OutOf {
+        sending(buf, n);
     }
-    transfer_rest(fd, buf, n, file, r as usize, call)
+    let r = again(|| call(0), || alias::map_again(buf, n));
+    let r = if r <= 0 || r as usize >= n || !alias::in_arena(buf + r as usize) {
+        r
+    } else {
+        transfer_rest(fd, buf, n, file, r as usize, call)
+    };
+    if way == Way::Into {
+        moved(buf, n, r)
+    } else {
+        r
+    }
+}
+
+/// Which way a call moves bytes through a buffer: the kernel writes into it, or reads from it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Into,
+    OutOf,
+}
+
+/// The bounds of the heap buffers of the calls that move bytes. A call that reads out of a
+/// heap buffer (`write`, `send`, ...) more bytes than its object holds from there would hand
+/// out what follows it (a reply sent with a length the peer chose, as Heartbleed's was, which
+/// no canary sees): it is reported before it is made (`sending`), as AddressSanitizer checks
+/// the whole length. A call that writes into one may be given more room than the object has
+/// and still move only what arrives: it is reported when the bytes it moved ran past the end
+/// (`moved`), before the program uses what was written over, and before the canary after
+/// the object would find it at `free`. A buffer that is not the heap's costs two comparisons
+/// and a table's look-up; a heap buffer, its object's look-up.
+#[inline(always)]
+fn sending(buf: usize, n: usize) {
+    if n > 0 && in_heap(buf) {
+        overrun(buf, n, Way::OutOf);
+    }
+}
+
+/// A call moved `r` bytes into the `n` at `buf` (`MSG_TRUNC` returns a datagram's whole
+/// length, more than was moved): see `sending`.
+#[inline(always)]
+fn moved(buf: usize, n: usize, r: isize) -> isize {
+    if r > 0 && in_heap(buf) {
+        overrun(buf, (r as usize).min(n), Way::Into);
+    }
+    r
+}
+
+/// Whether `addr` lies in the alias arena or in a large object's pages.
+#[inline(always)]
+fn in_heap(addr: usize) -> bool {
+    alias::in_arena(addr) || crate::large::lookup(addr) != 0
+}
+
+/// Reports `done` bytes at `buf` that run past the end of the live object `buf` lies in.
+#[inline(never)]
+fn overrun(buf: usize, done: usize, way: Way) {
+    let Some(o) = crate::heap::live_object_at(buf) else { return };
+    if buf.saturating_add(done) > o.start + o.size {
+        let what = match way {
+            Way::Into => "the call wrote past the end of the object its buffer starts in",
+            Way::OutOf => "the call was to read past the end of the object its buffer starts in",
+        };
+        crate::report::fatal(crate::fault::past_end(o, what));
+    }
+}
+
+/// `sending` or `moved` for the `cnt` buffers of an `iovec` array, in order, with `limit`
+/// bytes in all (a call moved that many; `usize::MAX` for every buffer in full).
+fn bounds_iov(iov: usize, cnt: usize, limit: usize, way: Way) {
+    let mut left = limit;
+    for i in 0..cnt.min(MAX_IOV) {
+        let (Some(base), Some(len)) = (word(iov, 2 * i), word(iov, 2 * i + 1)) else { break };
+        let n = len.min(left);
+        match way {
+            Way::OutOf => sending(base, n),
+            Way::Into => _ = moved(base, n, n as isize),
+        }
+        left -= n;
+        if left == 0 {
+            break;
+        }
+    }
+}
+
+/// A call on the `cnt` buffers of an `iovec` array: their bounds are checked before a call
+/// that reads out of them, and after one that wrote `r` bytes into them.
+#[inline(always)]
+fn through_iov(iov: usize, cnt: usize, way: Way, call: impl FnOnce() -> isize) -> isize {
+    if way == Way::OutOf {
+        bounds_iov(iov, cnt, usize::MAX, way);
+    }
+    let r = call();
+    if way == Way::Into && r > 0 {
+        bounds_iov(iov, cnt, r as usize, way);
+    }
+    r
+}
+
+/// `through_iov` for the buffers of a `msghdr`.
+#[inline(always)]
+fn through_msg(msg: usize, way: Way, call: impl FnOnce() -> isize) -> isize {
+    match (word(msg, 2), word(msg, 3)) {
+        (Some(iov), Some(cnt)) => through_iov(iov, cnt, way, call),
+        _ => call(),
+    }
 }
 
 /// The rest of a transfer that stopped short at `done`, in the alias arena: continued if it
@@ -252,7 +379,7 @@ macro_rules! forward {
                     None => raw($nr, $raw),
                 }
             };
-            $body as $ret
+            ($body) as $ret
         }
     };
 }
@@ -300,7 +427,7 @@ forward! {
     fn read(fd: Fd, buf: Buf, n: usize) -> isize;
     type unsafe extern "C" fn(Fd, Buf, usize) -> isize;
     libc::SYS_read, [fd as usize, buf as usize, n, 0, 0, 0];
-    |f| transfer(fd, buf as usize, n, false, |d| f(fd, (buf as usize + d) as Buf, n - d))
+    |f| transfer(fd, buf as usize, n, false, Way::Into, |d| f(fd, (buf as usize + d) as Buf, n - d))
 }
 
 forward! {
@@ -308,31 +435,33 @@ forward! {
     fn write(fd: Fd, buf: CBuf, n: usize) -> isize;
     type unsafe extern "C" fn(Fd, CBuf, usize) -> isize;
     libc::SYS_write, [fd as usize, buf as usize, n, 0, 0, 0];
-    |f| transfer(fd, buf as usize, n, false, |d| f(fd, (buf as usize + d) as CBuf, n - d))
+    |f| transfer(fd, buf as usize, n, false, Way::OutOf, |d| f(fd, (buf as usize + d) as CBuf, n - d))
 }
 
 macro_rules! positioned {
-    ($name:ident, $buf:ty, $nr:expr) => {
+    ($name:ident, $buf:ty, $nr:expr, $way:expr) => {
         forward! {
             /// `pread(2)`/`pwrite(2)` under one of their names: see the module's documentation.
             fn $name(fd: Fd, buf: $buf, n: usize, off: i64) -> isize;
             type unsafe extern "C" fn(Fd, $buf, usize, i64) -> isize;
             $nr, [fd as usize, buf as usize, n, off as usize, 0, 0];
-            |f| transfer(fd, buf as usize, n, true, |d| f(fd, (buf as usize + d) as $buf, n - d, off + d as i64))
+            |f| transfer(fd, buf as usize, n, true, $way, |d| f(fd, (buf as usize + d) as $buf, n - d, off + d as i64))
         }
     };
 }
-positioned!(pread, Buf, libc::SYS_pread64);
-positioned!(pread64, Buf, libc::SYS_pread64);
-positioned!(pwrite, CBuf, libc::SYS_pwrite64);
-positioned!(pwrite64, CBuf, libc::SYS_pwrite64);
+positioned!(pread, Buf, libc::SYS_pread64, Way::Into);
+positioned!(pread64, Buf, libc::SYS_pread64, Way::Into);
+positioned!(pwrite, CBuf, libc::SYS_pwrite64, Way::OutOf);
+positioned!(pwrite64, CBuf, libc::SYS_pwrite64, Way::OutOf);
 
 forward! {
     /// `__read_chk`, `read` of a program built with `_FORTIFY_SOURCE`.
     fn __read_chk(fd: Fd, buf: Buf, n: usize, size: usize) -> isize;
     type unsafe extern "C" fn(Fd, Buf, usize, usize) -> isize;
     libc::SYS_read, [fd as usize, buf as usize, n.min(size), 0, 0, 0];
-    |f| transfer(fd, buf as usize, n, false, |d| f(fd, (buf as usize + d) as Buf, n - d, size.saturating_sub(d)))
+    |f| transfer(fd, buf as usize, n, false, Way::Into, |d| {
+        f(fd, (buf as usize + d) as Buf, n - d, size.saturating_sub(d))
+    })
 }
 
 macro_rules! positioned_chk {
@@ -342,7 +471,7 @@ macro_rules! positioned_chk {
             fn $name(fd: Fd, buf: Buf, n: usize, off: i64, size: usize) -> isize;
             type unsafe extern "C" fn(Fd, Buf, usize, i64, usize) -> isize;
             libc::SYS_pread64, [fd as usize, buf as usize, n.min(size), off as usize, 0, 0];
-            |f| transfer(fd, buf as usize, n, true, |d| {
+            |f| transfer(fd, buf as usize, n, true, Way::Into, |d| {
                 f(fd, (buf as usize + d) as Buf, n - d, off + d as i64, size.saturating_sub(d))
             })
         }
@@ -352,57 +481,63 @@ positioned_chk!(__pread_chk);
 positioned_chk!(__pread64_chk);
 
 macro_rules! vectored {
-    ($name:ident, $nr:expr) => {
+    ($name:ident, $nr:expr, $way:expr) => {
         forward! {
             /// `readv(2)`/`writev(2)`: see the module's documentation.
             fn $name(fd: Fd, iov: Iov, cnt: c_int) -> isize;
             type unsafe extern "C" fn(Fd, Iov, c_int) -> isize;
             $nr, [fd as usize, iov as usize, cnt as usize, 0, 0, 0];
-            |f| again(|| f(fd, iov, cnt), || heal_iov(iov as usize, cnt.max(0) as usize))
+            |f| through_iov(iov as usize, cnt.max(0) as usize, $way, || {
+                again(|| f(fd, iov, cnt), || heal_iov(iov as usize, cnt.max(0) as usize))
+            })
         }
     };
 }
-vectored!(readv, libc::SYS_readv);
-vectored!(writev, libc::SYS_writev);
+vectored!(readv, libc::SYS_readv, Way::Into);
+vectored!(writev, libc::SYS_writev, Way::OutOf);
 
 macro_rules! vectored_at {
-    ($name:ident, $nr:expr) => {
+    ($name:ident, $nr:expr, $way:expr) => {
         forward! {
             /// `preadv(2)`/`pwritev(2)` under one of their names: see the module's documentation.
             fn $name(fd: Fd, iov: Iov, cnt: c_int, off: i64) -> isize;
             type unsafe extern "C" fn(Fd, Iov, c_int, i64) -> isize;
             $nr, [fd as usize, iov as usize, cnt as usize, off as usize, 0, 0];
-            |f| again(|| f(fd, iov, cnt, off), || heal_iov(iov as usize, cnt.max(0) as usize))
+            |f| through_iov(iov as usize, cnt.max(0) as usize, $way, || {
+                again(|| f(fd, iov, cnt, off), || heal_iov(iov as usize, cnt.max(0) as usize))
+            })
         }
     };
 }
-vectored_at!(preadv, libc::SYS_preadv);
-vectored_at!(preadv64, libc::SYS_preadv);
-vectored_at!(pwritev, libc::SYS_pwritev);
-vectored_at!(pwritev64, libc::SYS_pwritev);
+vectored_at!(preadv, libc::SYS_preadv, Way::Into);
+vectored_at!(preadv64, libc::SYS_preadv, Way::Into);
+vectored_at!(pwritev, libc::SYS_pwritev, Way::OutOf);
+vectored_at!(pwritev64, libc::SYS_pwritev, Way::OutOf);
 
 macro_rules! vectored_at_flags {
-    ($name:ident, $nr:expr) => {
+    ($name:ident, $nr:expr, $way:expr) => {
         forward! {
             /// `preadv2(2)`/`pwritev2(2)` under one of their names: see the module's documentation.
             fn $name(fd: Fd, iov: Iov, cnt: c_int, off: i64, flags: c_int) -> isize;
             type unsafe extern "C" fn(Fd, Iov, c_int, i64, c_int) -> isize;
             $nr, [fd as usize, iov as usize, cnt as usize, off as usize, 0, flags as usize];
-            |f| again(|| f(fd, iov, cnt, off, flags), || heal_iov(iov as usize, cnt.max(0) as usize))
+            |f| through_iov(iov as usize, cnt.max(0) as usize, $way, || {
+                again(|| f(fd, iov, cnt, off, flags), || heal_iov(iov as usize, cnt.max(0) as usize))
+            })
         }
     };
 }
-vectored_at_flags!(preadv2, libc::SYS_preadv2);
-vectored_at_flags!(preadv64v2, libc::SYS_preadv2);
-vectored_at_flags!(pwritev2, libc::SYS_pwritev2);
-vectored_at_flags!(pwritev64v2, libc::SYS_pwritev2);
+vectored_at_flags!(preadv2, libc::SYS_preadv2, Way::Into);
+vectored_at_flags!(preadv64v2, libc::SYS_preadv2, Way::Into);
+vectored_at_flags!(pwritev2, libc::SYS_pwritev2, Way::OutOf);
+vectored_at_flags!(pwritev64v2, libc::SYS_pwritev2, Way::OutOf);
 
 forward! {
     /// `recv(2)`: see the module's documentation.
     fn recv(fd: Fd, buf: Buf, n: usize, flags: c_int) -> isize;
     type unsafe extern "C" fn(Fd, Buf, usize, c_int) -> isize;
     libc::SYS_recvfrom, [fd as usize, buf as usize, n, flags as usize, 0, 0];
-    |f| again(|| f(fd, buf, n, flags), || alias::map_again(buf as usize, n))
+    |f| moved(buf as usize, n, again(|| f(fd, buf, n, flags), || alias::map_again(buf as usize, n)))
 }
 
 forward! {
@@ -410,7 +545,7 @@ forward! {
     fn __recv_chk(fd: Fd, buf: Buf, n: usize, size: usize, flags: c_int) -> isize;
     type unsafe extern "C" fn(Fd, Buf, usize, usize, c_int) -> isize;
     libc::SYS_recvfrom, [fd as usize, buf as usize, n.min(size), flags as usize, 0, 0];
-    |f| again(|| f(fd, buf, n, size, flags), || alias::map_again(buf as usize, n))
+    |f| moved(buf as usize, n, again(|| f(fd, buf, n, size, flags), || alias::map_again(buf as usize, n)))
 }
 
 forward! {
@@ -418,7 +553,10 @@ forward! {
     fn send(fd: Fd, buf: CBuf, n: usize, flags: c_int) -> isize;
     type unsafe extern "C" fn(Fd, CBuf, usize, c_int) -> isize;
     libc::SYS_sendto, [fd as usize, buf as usize, n, flags as usize, 0, 0];
-    |f| again(|| f(fd, buf, n, flags), || alias::map_again(buf as usize, n))
+    |f| {
+        sending(buf as usize, n);
+        again(|| f(fd, buf, n, flags), || alias::map_again(buf as usize, n))
+    }
 }
 
 /// Maps again a buffer and a socket address with its length.
@@ -431,7 +569,10 @@ forward! {
     fn recvfrom(fd: Fd, buf: Buf, n: usize, flags: c_int, addr: Addr, len: AddrLen) -> isize;
     type unsafe extern "C" fn(Fd, Buf, usize, c_int, Addr, AddrLen) -> isize;
     libc::SYS_recvfrom, [fd as usize, buf as usize, n, flags as usize, addr as usize, len as usize];
-    |f| again(|| f(fd, buf, n, flags, addr, len), || heal_addressed(buf as usize, n, addr as usize, len as usize))
+    |f| {
+        let r = again(|| f(fd, buf, n, flags, addr, len), || heal_addressed(buf as usize, n, addr as usize, len as usize));
+        moved(buf as usize, n, r)
+    }
 }
 
 forward! {
@@ -439,7 +580,10 @@ forward! {
     fn __recvfrom_chk(fd: Fd, buf: Buf, n: usize, size: usize, flags: c_int, addr: Addr, len: AddrLen) -> isize;
     type unsafe extern "C" fn(Fd, Buf, usize, usize, c_int, Addr, AddrLen) -> isize;
     libc::SYS_recvfrom, [fd as usize, buf as usize, n.min(size), flags as usize, addr as usize, len as usize];
-    |f| again(|| f(fd, buf, n, size, flags, addr, len), || heal_addressed(buf as usize, n, addr as usize, len as usize))
+    |f| {
+        let heal = || heal_addressed(buf as usize, n, addr as usize, len as usize);
+        moved(buf as usize, n, again(|| f(fd, buf, n, size, flags, addr, len), heal))
+    }
 }
 
 forward! {
@@ -447,9 +591,11 @@ forward! {
     fn sendto(fd: Fd, buf: CBuf, n: usize, flags: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> isize;
     type unsafe extern "C" fn(Fd, CBuf, usize, c_int, *const libc::sockaddr, libc::socklen_t) -> isize;
     libc::SYS_sendto, [fd as usize, buf as usize, n, flags as usize, addr as usize, len as usize];
-    |f| again(|| f(fd, buf, n, flags, addr, len), || {
-        alias::map_again(buf as usize, n) + alias::map_again(addr as usize, len as usize)
-    })
+    |f| {
+        let heal = || alias::map_again(buf as usize, n) + alias::map_again(addr as usize, len as usize);
+        sending(buf as usize, n);
+        again(|| f(fd, buf, n, flags, addr, len), heal)
+    }
 }
 
 forward! {
@@ -457,7 +603,7 @@ forward! {
     fn recvmsg(fd: Fd, msg: *mut libc::msghdr, flags: c_int) -> isize;
     type unsafe extern "C" fn(Fd, *mut libc::msghdr, c_int) -> isize;
     libc::SYS_recvmsg, [fd as usize, msg as usize, flags as usize, 0, 0, 0];
-    |f| again(|| f(fd, msg, flags), || heal_msg(msg as usize))
+    |f| through_msg(msg as usize, Way::Into, || again(|| f(fd, msg, flags), || heal_msg(msg as usize)))
 }
 
 forward! {
@@ -465,7 +611,7 @@ forward! {
     fn sendmsg(fd: Fd, msg: *const libc::msghdr, flags: c_int) -> isize;
     type unsafe extern "C" fn(Fd, *const libc::msghdr, c_int) -> isize;
     libc::SYS_sendmsg, [fd as usize, msg as usize, flags as usize, 0, 0, 0];
-    |f| again(|| f(fd, msg, flags), || heal_msg(msg as usize))
+    |f| through_msg(msg as usize, Way::OutOf, || again(|| f(fd, msg, flags), || heal_msg(msg as usize)))
 }
 
 /// Bytes of `n` `epoll_event`s (packed, 12 bytes each, on x86-64).

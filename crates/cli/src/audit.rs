@@ -96,6 +96,8 @@ pub const EXPLOITS: &[Exploit] = &[
     exploit!("overflow_neighbor", "c", "overflow into neighbour", Expect::Report("heap-buffer-overflow")),
     exploit!("debug_evasion", "c", "overflow into neighbour", Expect::Report("heap-buffer-overflow")),
     exploit!("overflow_live_neighbor", "c", "overflow used before free", Expect::GuardAllOnly("heap-buffer-overflow")),
+    exploit!("overflow_recv", "c", "overflow by recv, used before free", Expect::Report("heap-buffer-overflow")),
+    exploit!("overread_reply", "c", "over-read by send (Heartbleed)", Expect::Report("heap-buffer-overflow")),
     exploit!("mismatched_delete", "cc", "new[] / delete", Expect::Report("invalid-free")),
 ];
 

@@ -10,11 +10,12 @@
  *                        read(2) into the dangling pointer: prints "errno=N" (the library's
  *                        `read` reports it instead).
  *   kernel-read-raw SIZE the same through syscall(SYS_read), which no library sees.
- *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, pread, write, send,
- *                        sendto, writev, sendmsg, pwrite) moves SIZE + EXTRA bytes through a
+ *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
+ *                        send, sendto, writev, sendmsg, sendmmsg, pwrite) moves SIZE + EXTRA
+ *                        bytes through a
  *                        live object of SIZE bytes (reads from a socket a child fills, or a
- *                        file for pread; writes to a file, or to a socket for send, sendto
- *                        and sendmsg, at most 64 KiB): prints "moved=N" (the library reports
+ *                        file for pread; writes to a file, or to a socket for send, sendto,
+ *                        sendmsg and sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
  *   kernel-overflow      recv(2) of a 12 KiB datagram into a live 8 KiB object, whose end is
  *                        a guard page: prints "errno=N" (the library's `recv` reports it).
@@ -279,14 +280,20 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "recvfrom")) r = recvfrom(sv[1], p, total, MSG_WAITALL, 0, 0);
         else if (!strcmp(call, "readv")) r = readv(sv[1], &iov, 1);
         else if (!strcmp(call, "recvmsg")) r = recvmsg(sv[1], &m, MSG_WAITALL);
+        else if (!strcmp(call, "recvmmsg")) {
+            struct mmsghdr mm = {.msg_hdr = m};
+            r = recvmmsg(sv[1], &mm, 1, MSG_WAITALL, 0) == 1 ? (long)mm.msg_len : -1;
+        }
         else if (!strcmp(call, "pread")) r = pread(fileno(f), p, total, 0);
         else if (!strcmp(call, "write")) r = write(fileno(f), p, total);
         else if (!strcmp(call, "send")) r = send(sv[0], p, total < 65536 ? total : 65536, 0);
         else if (!strcmp(call, "sendto")) r = sendto(sv[0], p, total < 65536 ? total : 65536, 0, 0, 0);
         else if (!strcmp(call, "writev")) r = writev(fileno(f), &iov, 1);
-        else if (!strcmp(call, "sendmsg")) {
+        else if (!strcmp(call, "sendmsg") || !strcmp(call, "sendmmsg")) {
             iov.iov_len = total < 65536 ? total : 65536;
-            r = sendmsg(sv[0], &m, 0);
+            struct mmsghdr mm = {.msg_hdr = m};
+            r = !strcmp(call, "sendmsg") ? sendmsg(sv[0], &m, 0)
+                : sendmmsg(sv[0], &mm, 1, 0) == 1 ? (long)mm.msg_len : -1;
         }
         else if (!strcmp(call, "pwrite")) r = pwrite(fileno(f), p, total, 0);
         printf("moved=%ld\n", r);

@@ -1407,7 +1407,13 @@ forward! {
     fn recvmmsg(fd: Fd, v: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int, timeout: *mut libc::timespec) -> c_int;
     type unsafe extern "C" fn(Fd, *mut libc::mmsghdr, libc::c_uint, c_int, *mut libc::timespec) -> c_int;
     libc::SYS_recvmmsg, [fd as usize, v as usize, n as usize, flags as usize, timeout as usize, 0];
-    |f| again(|| f(fd, v, n, flags, timeout), || heal_mmsg(v as usize, n))
+    |f| {
+        let r = again(|| f(fd, v, n, flags, timeout), || heal_mmsg(v as usize, n));
+        if r > 0 {
+            bounds_mmsg(v as usize, r as usize, Way::Into);
+        }
+        r
+    }
 }
 
 forward! {
@@ -1415,7 +1421,22 @@ forward! {
     fn sendmmsg(fd: Fd, v: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int) -> c_int;
     type unsafe extern "C" fn(Fd, *mut libc::mmsghdr, libc::c_uint, c_int) -> c_int;
     libc::SYS_sendmmsg, [fd as usize, v as usize, n as usize, flags as usize, 0, 0];
-    |f| again(|| f(fd, v, n, flags), || heal_mmsg(v as usize, n))
+    |f| {
+        bounds_mmsg(v as usize, n as usize, Way::OutOf);
+        again(|| f(fd, v, n, flags), || heal_mmsg(v as usize, n))
+    }
+}
+
+/// The bounds of the buffers of `n` `mmsghdr`s (`sending`, `moved`): every buffer in full
+/// before `sendmmsg`; after `recvmmsg`, the `msg_len` bytes each of the `n` messages received.
+fn bounds_mmsg(v: usize, n: usize, way: Way) {
+    for i in 0..n.min(MAX_IOV) {
+        let m = v + i * MMSGHDR_BYTES;
+        // `msg_iov` and `msg_iovlen` are the msghdr's words 2 and 3; `msg_len` follows it.
+        let (Some(iov), Some(cnt), Some(len)) = (word(m, 2), word(m, 3), word(m, 7)) else { break };
+        let limit = if way == Way::OutOf { usize::MAX } else { len as u32 as usize };
+        bounds_iov(iov, cnt, limit, way);
+    }
 }
 
 // ---- exec ----

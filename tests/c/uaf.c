@@ -17,6 +17,9 @@
  *                        file for pread; writes to a file, or to a socket for send, sendto,
  *                        sendmsg and sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
+ *   dead-slot CALL       CALL (read or write) of 10 bytes on a freed 100-byte object whose
+ *                        neighbours of its size stay live: prints "moved=N" (the library
+ *                        reports the freed buffer, also where its alias is still mapped).
  *   kernel-overflow      recv(2) of a 12 KiB datagram into a live 8 KiB object, whose end is
  *                        a guard page: prints "errno=N" (the library's `recv` reports it).
  *   double-free SIZE     free an object, churn, keep many objects of its size (one of them
@@ -297,6 +300,23 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(call, "pwrite")) r = pwrite(fileno(f), p, total, 0);
         printf("moved=%ld\n", r);
+        return 0;
+    }
+    if (!strcmp(c, "dead-slot") && argc > 2) {
+        enum { K = 64 };
+        char *o[K];
+        for (int i = 0; i < K; i++) {
+            o[i] = malloc(100);
+            memset(o[i], 0x33, 100);
+        }
+        char *a = o[K / 2];
+        free(a);
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || write(sv[1], "0123456789", 10) != 10) return 2;
+        long r = !strcmp(argv[2], "write") ? write(sv[0], a, 10) : read(sv[0], a, 10);
+        printf("moved=%ld\n", r);
+        for (int i = 0; i < K; i++)
+            if (i != K / 2) free(o[i]);
         return 0;
     }
     if (!strcmp(c, "kernel-overflow")) {

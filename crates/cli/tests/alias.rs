@@ -236,6 +236,24 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// A read or write on a freed object whose alias page stays mapped for its live neighbours
+/// (prevent mode revokes a group's page once the whole group is dead): the kernel would send
+/// the dead object's old contents, or write into it. The library's wrappers report it, as
+/// they report a buffer whose page was revoked (detect mode).
+#[test]
+fn system_calls_on_a_freed_object_whose_page_is_still_mapped_are_reported() {
+    for mode in ["detect", "prevent"] {
+        for call in ["read", "write"] {
+            let o = run(mode, &["dead-slot", call]);
+            assert_report(&o, "heap-use-after-free");
+            let err = stderr(&o);
+            assert!(err.contains("system call of 0x"), "{mode} {call}: {err}");
+            assert!(err.contains("of 100 bytes; the address is at offset 0 from"), "{mode} {call}: {err}");
+            assert!(!stdout(&o).contains("moved="), "{mode} {call}: {}", stdout(&o));
+        }
+    }
+}
+
 #[test]
 fn double_free_after_the_memory_was_reused_is_caught() {
     for mode in ["detect", "prevent"] {

@@ -312,6 +312,12 @@ pub fn past_end(o: Object, what: &'static str) -> Report {
     Report { kind: Kind::HeapBufferOverflow, addr: o.start + o.size, op: SYSCALL, what, object: Some(o), claimed: None }
 }
 
+/// The report on a system call's buffer at `addr` in the freed object `o`.
+pub fn in_freed(addr: usize, o: Object) -> Report {
+    let what = "the call's buffer is in an object that was freed";
+    Report { kind: Kind::HeapUseAfterFree, addr, op: SYSCALL, what, object: Some(o), claimed: None }
+}
+
 /// The thread whose `heal` runs to examine the buffers of a call that failed (0: none).
 static EXAMINER: AtomicU32 = AtomicU32::new(0);
 

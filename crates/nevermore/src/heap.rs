@@ -1172,6 +1172,33 @@ pub fn live_object_at(addr: usize) -> Option<Object> {
     }
 }
 
+/// The freed slab object that `addr` lies in, while the alias it was handed out through is
+/// still mapped (prevent mode revokes a group's page when the whole group is dead, and in
+/// batches); None otherwise. Reports nothing.
+pub fn freed_object_at(addr: usize) -> Option<Object> {
+    if !crate::is_ready() || reentrant_object(addr) {
+        return None;
+    }
+    let (e, page) = alias::decode(addr)?;
+    let (_, s) = POOL.span_at(POOL.page_addr(page))?;
+    if s.kind != pool::SLAB || !slab::set_up(s) {
+        return None;
+    }
+    let c = &CLASSES[s.class as usize];
+    let j = slab::page_index(s, c, page)?;
+    let (pos, off) = match slab::locate(c, addr & (PAGE - 1)) {
+        Slot::Start(pos) => (pos, 0),
+        Slot::Interior(pos, off) => (pos, off),
+        Slot::Tail => return None,
+    };
+    if slab::lane_of(s, c, j, pos).epoch.load(Ordering::Acquire) != e {
+        return None;
+    }
+    // SAFETY: the slot index is below the slab's slot count.
+    let v = unsafe { (*slab::sizes(s).add(slab::slot_index(c, j, pos) as usize)).load(Ordering::Acquire) };
+    (v & FREED != 0 && v != slab::FREE_SLOT).then(|| Object { start: addr - off, size: (v & !FREED) as usize })
+}
+
 /// `malloc_usable_size`: the requested size (the canary follows right after it).
 ///
 /// Programs that account for their memory ask it of every object right after allocating it

@@ -209,10 +209,17 @@ fn in_heap(addr: usize) -> bool {
     alias::in_arena(addr) || crate::large::lookup(addr) != 0
 }
 
-/// Reports `done` bytes at `buf` that run past the end of the live object `buf` lies in.
+/// Reports `done` bytes at `buf` that run past the end of the live object `buf` lies in, or a
+/// buffer in a freed object whose alias is still mapped (its group lives on in prevent mode):
+/// the kernel would read the dead object's old contents out, or has written into it.
 #[inline(never)]
 fn overrun(buf: usize, done: usize, way: Way) {
-    let Some(o) = crate::heap::live_object_at(buf) else { return };
+    let Some(o) = crate::heap::live_object_at(buf) else {
+        if let Some(o) = crate::heap::freed_object_at(buf) {
+            crate::report::fatal(crate::fault::in_freed(buf, o));
+        }
+        return;
+    };
     if buf.saturating_add(done) > o.start + o.size {
         let what = match way {
             Way::Into => "the call wrote past the end of the object its buffer starts in",

@@ -162,10 +162,14 @@ fn kernel_access_to_a_revoked_alias_fails_with_efault_and_is_reported() {
             assert!(err.contains("freed by thread") && err.contains("previously allocated by thread"), "{err}");
         }
     }
-    // A small object whose group lives on is not revoked: the read goes into its dead slot.
-    let o = run("prevent", &["kernel-read", "24"]);
+    // A small object whose group lives on is not revoked yet: the kernel's read would go into
+    // its dead slot (`kernel-read-raw` does), and the library's `read` reports it.
+    let o = run("prevent", &["kernel-read-raw", "24"]);
     assert_ok(&o);
     assert!(stdout(&o).contains("read=8 errno=0"), "{}", stdout(&o));
+    let o = run("prevent", &["kernel-read", "24"]);
+    assert_report(&o, "heap-use-after-free");
+    assert!(stderr(&o).contains("the call's buffer is in an object that was freed"), "{}", stderr(&o));
 }
 
 /// A datagram bigger than the live object it is received into: the kernel's copy runs through

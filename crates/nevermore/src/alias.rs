@@ -1260,7 +1260,7 @@ pub fn map_again(addr: usize, len: usize) -> usize {
 
 /// Most pages of one buffer that `map_again` looks at: 16 MiB, far more than any object in
 /// the arena (page objects are at most 128 KiB).
-const MAP_AGAIN_PAGES: usize = 4096;
+pub const MAP_AGAIN_PAGES: usize = 4096;
 
 /// Pages of live objects mapped again because a system call failed on them (`map_again`).
 pub static SYSCALL_PAGES_MAPPED: AtomicU64 = AtomicU64::new(0);

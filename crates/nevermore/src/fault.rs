@@ -276,7 +276,7 @@ pub fn syscall_buffer(a: usize, n: usize) -> Option<Report> {
     if n == 0 {
         return None;
     }
-    let end = a.saturating_add(n.min(SYSCALL_BYTES));
+    let end = a.saturating_add(n.min(alias::MAP_AGAIN_PAGES * PAGE));
     if !alias::in_arena(a) {
         if let Some(r) = large_fault(a, SYSCALL) {
             return Some(r);
@@ -354,9 +354,6 @@ pub fn buffer_misused(r: Report) -> ! {
     EXAMINER.store(0, Ordering::Release);
     report::fatal(r)
 }
-
-/// Most bytes of one buffer that `syscall_buffer` looks at (as `alias::map_again`).
-const SYSCALL_BYTES: usize = 16 << 20;
 
 /// Maps the faulting page of a live alias again: it lost its page-table entry (after a fork,
 /// a swap-in, a pageout, the program's own `madvise`). Another thread may have mapped it meanwhile, which

@@ -1184,18 +1184,8 @@ pub fn freed_object_at(addr: usize) -> Option<Object> {
     if s.kind != pool::SLAB || !slab::set_up(s) {
         return None;
     }
-    let c = &CLASSES[s.class as usize];
-    let j = slab::page_index(s, c, page)?;
-    let (pos, off) = match slab::locate(c, addr & (PAGE - 1)) {
-        Slot::Start(pos) => (pos, 0),
-        Slot::Interior(pos, off) => (pos, off),
-        Slot::Tail => return None,
-    };
-    if slab::lane_of(s, c, j, pos).epoch.load(Ordering::Acquire) != e {
-        return None;
-    }
-    // SAFETY: the slot index is below the slab's slot count.
-    let v = unsafe { (*slab::sizes(s).add(slab::slot_index(c, j, pos) as usize)).load(Ordering::Acquire) };
+    let (size, off) = slab::slot_at(s, page, e, addr)?;
+    let v = size.load(Ordering::Acquire);
     (v & FREED != 0 && v != slab::FREE_SLOT).then(|| Object { start: addr - off, size: (v & !FREED) as usize })
 }
 

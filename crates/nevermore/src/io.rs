@@ -203,10 +203,11 @@ fn moved(buf: usize, n: usize, r: isize) -> isize {
     r
 }
 
-/// Whether `addr` lies in the alias arena or in a large object's pages.
+/// Whether `addr` may be a heap object's: in the alias arena, or in a gigabyte that holds
+/// large objects (`heap::live_object_at` looks it up).
 #[inline(always)]
 fn in_heap(addr: usize) -> bool {
-    alias::in_arena(addr) || crate::large::lookup(addr) != 0
+    alias::in_arena(addr) || crate::large::may_hold(addr)
 }
 
 /// Reports `done` bytes at `buf` that run past the end of the live object `buf` lies in, or a

@@ -272,6 +272,13 @@ fn sweep(b: usize, state: &AtomicU32) {
     }
 }
 
+/// Whether `addr` lies in a gigabyte that holds large objects (its leaf of the table is
+/// there): two loads, for callers that look an object up only where there may be one.
+#[inline]
+pub fn may_hold(addr: usize) -> bool {
+    matches!(leaf(addr, false), Leaf::Live(_))
+}
+
 /// The table entry for an object starting at `addr`: a descriptor, a tombstone, or 0.
 #[inline]
 pub fn lookup(addr: usize) -> u32 {

@@ -76,8 +76,10 @@ Examples:
   journalctl -t nevermore | nevermore symbolize
   LD_PRELOAD=$(nevermore lib) ./prog 2>&1 | nevermore symbolize
 
-Frames name modules by the paths the program saw: symbolize on the machine that ran it, before
-those files change (a program run under another root directory: give --root).")]
+Frames name modules by the paths the program saw and by their build ids: symbolize on the
+machine that ran it (a program run under another root directory: give --root). A module
+replaced since the report is another build: its frames are read from a debug file of the
+reported build when one is installed, and are left raw otherwise.")]
     Symbolize(SymbolizeArgs),
     /// Run the exploit corpus under glibc, its debug mode, peer allocators and nevermore; print the table
     Audit(audit::AuditArgs),
@@ -127,6 +129,11 @@ struct SymbolizeArgs {
     /// taken below it
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Where debug files are looked for by build id (DIR/.build-id/ab/cdef....debug, as
+    /// distributions' debug symbol packages install them); repeatable [default: /usr/lib/debug,
+    /// below --root when given]
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    debug_dirs: Vec<PathBuf>,
     /// Report files (text or JSON lines, as written by the library); standard input if none
     #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
@@ -134,7 +141,7 @@ struct SymbolizeArgs {
 
 /// Copies report lines from `args.files` (or standard input) to standard output, symbolized.
 fn symbolize_reports(args: SymbolizeArgs) -> Result<()> {
-    let mut sym = symbolize::Symbolizer::with_root(args.root);
+    let mut sym = symbolize::Symbolizer::with_dirs(args.root, args.debug_dirs);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut copy = |input: &mut dyn io::BufRead| -> Result<()> {
         let mut buf = Vec::new();

@@ -1,9 +1,16 @@
 //! Symbolization of reports, outside the process that wrote them: the library prints raw
-//! frames as `module+0xoffset` (text) or `{"module": ..., "offset": ...}` (JSON); here each
-//! frame gets `function file:line` from the module's DWARF (falling back to its symbol table,
-//! then to `module+offset`).
+//! frames as `module+0xoffset (BuildId: hex)` (text) or `{"module": ..., "offset": ...,
+//! "build_id": ...}` (JSON); here each frame gets `function file:line` from the module's DWARF
+//! (falling back to its symbol table, then to `module+offset`).
+//!
+//! A frame's build id says which file to read: the debug file of that build in a debug
+//! directory (`/usr/lib/debug/.build-id/ab/cdef....debug`, where distributions install their
+//! debug symbol packages) when there is one, else the module itself if it is still that build.
+//! A module replaced since the report (a package upgrade, a rebuilt program) is not read: its
+//! symbols would name other functions, so the frame says why it is left raw instead.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -15,12 +22,26 @@ pub struct Site {
     pub line: Option<u32>,
 }
 
+/// Where the symbols of a frame's module come from.
+#[derive(Clone, Debug)]
+enum Source {
+    /// This file (the module, or its debug file).
+    File(String),
+    /// The module's file is another build now (its build id, when it has one) and no debug
+    /// file of the reported build was found.
+    Replaced(String, Option<String>),
+}
+
 #[derive(Default)]
 pub struct Symbolizer {
     /// The root directory the program ran under: module paths are read below it.
-    root: Option<std::path::PathBuf>,
+    root: Option<PathBuf>,
+    /// Directories searched for `.build-id/ab/cdef....debug` files.
+    debug_dirs: Vec<PathBuf>,
+    /// Per (module, build id): which file is read.
+    sources: HashMap<(String, Option<String>), Source>,
     loaders: HashMap<String, Option<addr2line::Loader>>,
-    /// Per module: the size of each symbol that has one, by its address.
+    /// Per file: the size of each symbol that has one, by its address.
     sizes: HashMap<String, HashMap<u64, u64>>,
 }
 
@@ -37,14 +58,34 @@ fn symbol_sizes(module: &str) -> HashMap<u64, u64> {
     sizes
 }
 
+/// The build id of the ELF file at `path`, in lower-case hexadecimal: Ok(None) when it has
+/// none, Err when it cannot be read as ELF.
+fn file_build_id(path: &Path) -> Result<Option<String>, ()> {
+    use object::Object;
+    let data = std::fs::read(path).map_err(|_| ())?;
+    let file = object::File::parse(&*data).map_err(|_| ())?;
+    let id = file.build_id().map_err(|_| ())?;
+    Ok(id.map(|b| b.iter().map(|x| format!("{x:02x}")).collect()))
+}
+
+/// The default debug directory, below the program's root when it had another.
+const DEBUG_DIR: &str = "/usr/lib/debug";
+
 impl Symbolizer {
     pub fn new() -> Self {
-        Self::default()
+        Self::with_dirs(None, Vec::new())
     }
 
-    /// A symbolizer that reads each module at its path below `root` (when given).
-    pub fn with_root(root: Option<std::path::PathBuf>) -> Self {
-        Symbolizer { root, ..Self::default() }
+    /// A symbolizer that reads each module at its path below `root` (when given), and looks
+    /// for debug files in `debug_dirs` (by default `/usr/lib/debug`, below `root` if given).
+    pub fn with_dirs(root: Option<PathBuf>, mut debug_dirs: Vec<PathBuf>) -> Self {
+        if debug_dirs.is_empty() {
+            debug_dirs.push(match &root {
+                Some(r) => r.join(DEBUG_DIR.trim_start_matches('/')),
+                None => PathBuf::from(DEBUG_DIR),
+            });
+        }
+        Symbolizer { root, debug_dirs, ..Self::default() }
     }
 
     /// Where `module` (a path as the program saw it) is read.
@@ -55,11 +96,47 @@ impl Symbolizer {
         }
     }
 
-    /// The source sites of `offset` in `module` (innermost first); empty when unknown.
-    pub fn sites(&mut self, module: &str, offset: u64) -> Vec<Site> {
+    /// The file to read for `module` of build `id` (hex; None when the report gave none).
+    fn source(&mut self, module: &str, id: Option<&str>) -> Source {
+        let key = (module.to_string(), id.map(str::to_string));
+        if let Some(s) = self.sources.get(&key) {
+            return s.clone();
+        }
         let file = self.file_of(module);
-        let loader = self.loaders.entry(module.to_string()).or_insert_with(|| addr2line::Loader::new(&file).ok());
-        let Some(l) = loader else { return Vec::new() };
+        let debug = id.filter(|id| id.len() > 2 && id.bytes().all(|b| b.is_ascii_hexdigit())).and_then(|id| {
+            let (dir, rest) = id.split_at(2);
+            self.debug_dirs
+                .iter()
+                .map(|d| d.join(".build-id").join(dir).join(format!("{rest}.debug")))
+                .find(|p| file_build_id(p).ok().flatten().as_deref() == Some(id))
+        });
+        let source = match (debug, id) {
+            (Some(p), _) => Source::File(p.to_string_lossy().into_owned()),
+            (None, None) => Source::File(file),
+            (None, Some(id)) => match file_build_id(Path::new(&file)) {
+                Ok(now) if now.as_deref() != Some(id) => Source::Replaced(file, now),
+                // The same build, or a file that cannot be read (its frames stay raw).
+                _ => Source::File(file),
+            },
+        };
+        self.sources.insert(key, source.clone());
+        source
+    }
+
+    /// The source sites of `offset` in `module` of build `id` (innermost first); Ok(empty)
+    /// when unknown, Err(why) when the module's file is another build now.
+    pub fn sites(&mut self, module: &str, offset: u64, id: Option<&str>) -> Result<Vec<Site>, String> {
+        let file = match self.source(module, id) {
+            Source::File(f) => f,
+            Source::Replaced(f, now) => {
+                return Err(match now {
+                    Some(now) => format!("{f} is another build now (BuildId: {now})"),
+                    None => format!("{f} is another build now (no build id)"),
+                })
+            }
+        };
+        let loader = self.loaders.entry(file.clone()).or_insert_with(|| addr2line::Loader::new(&file).ok());
+        let Some(l) = loader else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         if let Ok(mut frames) = l.find_frames(offset) {
             while let Ok(Some(f)) = frames.next() {
@@ -73,7 +150,7 @@ impl Symbolizer {
             // of its static symbols (libc) has only its exported ones, and the nearest of those
             // to a local function (`__strlen_avx2`) is another function altogether.
             let symbol = l.find_symbol_info(offset).filter(|sym| {
-                let sizes = self.sizes.entry(module.to_string()).or_insert_with(|| symbol_sizes(&file));
+                let sizes = self.sizes.entry(file.clone()).or_insert_with(|| symbol_sizes(&file));
                 sizes.get(&sym.address()).is_none_or(|&n| offset < sym.address().saturating_add(n))
             });
             if let Some(name) = symbol.map(|sym| sym.name()) {
@@ -84,33 +161,35 @@ impl Symbolizer {
                 }
             }
         }
-        out
+        Ok(out)
     }
 
     /// Rewrites one line of a text report; other lines come back unchanged.
     pub fn text_line(&mut self, line: &str) -> String {
-        let Some((prefix, module, offset)) = parse_frame_line(line) else { return line.to_string() };
-        let sites = self.sites(module, offset);
-        if sites.is_empty() {
-            return line.to_string();
-        }
+        let Some(f) = parse_frame_line(line) else { return line.to_string() };
+        let sites = match self.sites(f.module, f.offset, f.build_id) {
+            Ok(sites) if sites.is_empty() => return line.to_string(),
+            Ok(sites) => sites,
+            Err(why) => return format!("{line} [not symbolized: {why}]"),
+        };
+        let build = f.build_id.map(|id| format!(" (BuildId: {id})")).unwrap_or_default();
         let mut out = String::new();
         for (i, s) in sites.iter().enumerate() {
             if i > 0 {
                 out.push('\n');
             }
-            out.push_str(prefix);
+            out.push_str(f.prefix);
             out.push_str("in ");
             out.push_str(s.function.as_deref().unwrap_or("??"));
-            if let Some(f) = &s.file {
+            if let Some(file) = &s.file {
                 out.push(' ');
-                out.push_str(f);
+                out.push_str(file);
                 if let Some(l) = s.line {
                     out.push_str(&format!(":{l}"));
                 }
             }
             if i == 0 {
-                out.push_str(&format!(" ({module}+{offset:#x})"));
+                out.push_str(&format!(" ({}+{:#x}){build}", f.module, f.offset));
             } else {
                 out.push_str(" (inlined)");
             }
@@ -151,12 +230,19 @@ impl Symbolizer {
             for f in frames {
                 let module = f.get("module").and_then(Value::as_str).map(str::to_string);
                 let offset = f.get("offset").and_then(Value::as_str).and_then(parse_hex);
-                let sites = match (module, offset) {
-                    (Some(m), Some(o)) => self.sites(&m, o),
-                    _ => Vec::new(),
+                let id = f.get("build_id").and_then(Value::as_str).map(str::to_string);
+                let (sites, why) = match (module, offset) {
+                    (Some(m), Some(o)) => match self.sites(&m, o, id.as_deref()) {
+                        Ok(sites) => (sites, None),
+                        Err(why) => (Vec::new(), Some(why)),
+                    },
+                    _ => (Vec::new(), None),
                 };
                 let first = sites.first().cloned().unwrap_or_default();
                 let fo = f.as_object_mut().expect("a frame is an object");
+                if let Some(why) = why {
+                    fo.insert("not_symbolized".into(), Value::from(why));
+                }
                 fo.insert("function".into(), first.function.map_or(Value::Null, Value::from));
                 fo.insert("file".into(), first.file.map_or(Value::Null, Value::from));
                 fo.insert("line".into(), first.line.map_or(Value::Null, Value::from));
@@ -185,24 +271,45 @@ fn parse_hex(s: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
 
-/// Splits `==PID==     #N 0xPC module+0xOFF` into (`==PID==     #N 0xPC `, module, offset);
-/// anything before `==PID==` (a log's prefix) goes with the first part.
-pub fn parse_frame_line(line: &str) -> Option<(&str, &str, u64)> {
+/// A frame line of a text report, split.
+#[derive(Debug, PartialEq)]
+pub struct FrameLine<'a> {
+    /// `==PID==     #N 0xPC ` and anything before `==PID==` (a log's prefix).
+    pub prefix: &'a str,
+    pub module: &'a str,
+    pub offset: u64,
+    /// The module's build id, when the frame gives one.
+    pub build_id: Option<&'a str>,
+}
+
+/// Splits `==PID==     #N 0xPC module+0xOFF[ (BuildId: HEX)]`.
+pub fn parse_frame_line(line: &str) -> Option<FrameLine<'_>> {
     let mut from = 0;
     while let Some(at) = line[from..].find("==") {
         let start = from + at;
         if let Some(site) = frame_site(&line[start..]) {
             let prefix_len = line.len() - site.len();
+            let (site, build_id) = split_build_id(site);
             let plus = site.rfind("+0x")?;
             let offset = parse_hex(&site[plus + 1..])?;
-            return Some((&line[..prefix_len], &site[..plus], offset));
+            return Some(FrameLine { prefix: &line[..prefix_len], module: &site[..plus], offset, build_id });
         }
         from = start + 2;
     }
     None
 }
 
-/// The `module+0xOFF` part of a frame line that starts at its `==PID==`.
+/// `module+0xOFF (BuildId: HEX)` as (`module+0xOFF`, Some(HEX)); a site without a build id
+/// comes back whole.
+fn split_build_id(site: &str) -> (&str, Option<&str>) {
+    let Some(at) = site.rfind(" (BuildId: ") else { return (site, None) };
+    match site[at + 11..].strip_suffix(')') {
+        Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()) => (&site[..at], Some(id)),
+        _ => (site, None),
+    }
+}
+
+/// The `module+0xOFF[ (BuildId: HEX)]` part of a frame line that starts at its `==PID==`.
 fn frame_site(line: &str) -> Option<&str> {
     let rest = line.strip_prefix("==")?;
     let close = rest.find("==")?;
@@ -220,7 +327,8 @@ fn frame_site(line: &str) -> Option<&str> {
     let pc_end = after_num.find(' ')?;
     parse_hex(&after_num[..pc_end])?;
     let site = &after_num[pc_end + 1..];
-    site.rfind("+0x").and_then(|plus| parse_hex(&site[plus + 1..])).map(|_| site)
+    let (bare, _) = split_build_id(site);
+    bare.rfind("+0x").and_then(|plus| parse_hex(&bare[plus + 1..])).map(|_| site)
 }
 
 #[cfg(test)]
@@ -261,14 +369,14 @@ mod tests {
             .map(|(p, name, _)| (p, name.clone()))
             .expect("no gap between libc's exported functions");
         let mut sym = Symbolizer::new();
-        let sites = sym.sites(&libc, probe);
+        let sites = sym.sites(&libc, probe, None).unwrap();
         assert!(
             sites.iter().all(|s| s.function.as_deref() != Some(name.as_str())),
             "{probe:#x} in {libc} named after {name}, which ends before it"
         );
         // A frame inside that function keeps its name.
         let inside = funcs.iter().find(|f| f.2 == name).unwrap().0 + 1;
-        let sites = sym.sites(&libc, inside);
+        let sites = sym.sites(&libc, inside, None).unwrap();
         assert!(
             sites.iter().any(|s| s.function.as_deref().is_some_and(|f| f.contains(name.as_str()))),
             "{inside:#x}: {sites:?}"
@@ -278,18 +386,26 @@ mod tests {
     #[test]
     fn frame_lines_parse() {
         let l = "==12==     #3 0x00007f00 /lib/x86_64-linux-gnu/libc.so.6+0x27249";
-        let (p, m, o) = parse_frame_line(l).unwrap();
-        assert_eq!(p, "==12==     #3 0x00007f00 ");
-        assert_eq!(m, "/lib/x86_64-linux-gnu/libc.so.6");
-        assert_eq!(o, 0x27249);
+        let f = parse_frame_line(l).unwrap();
+        assert_eq!(f.prefix, "==12==     #3 0x00007f00 ");
+        assert_eq!(f.module, "/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!((f.offset, f.build_id), (0x27249, None));
         assert!(parse_frame_line("==12==   freed by thread 3 here:").is_none());
         assert!(parse_frame_line("hello +0x12").is_none());
         assert!(parse_frame_line("==12==     #0 0x1 <unknown module>").is_none());
         // After a log's prefix (the journal's date, host and tag).
         let j = "Dec 05 01:00:00 host nevermore[12]: ==12==     #3 0x00007f00 /usr/sbin/nginx+0x1a2b";
-        let (p, m, o) = parse_frame_line(j).unwrap();
-        assert_eq!(p, "Dec 05 01:00:00 host nevermore[12]: ==12==     #3 0x00007f00 ");
-        assert_eq!((m, o), ("/usr/sbin/nginx", 0x1a2b));
+        let f = parse_frame_line(j).unwrap();
+        assert_eq!(f.prefix, "Dec 05 01:00:00 host nevermore[12]: ==12==     #3 0x00007f00 ");
+        assert_eq!((f.module, f.offset), ("/usr/sbin/nginx", 0x1a2b));
         assert!(parse_frame_line("a == b: ==== #1 0x2 m+0x3").is_none());
+        // With the module's build id.
+        let b = "==12==     #0 0x00007f00 /srv/my app+0x10 (BuildId: 18b2264194)";
+        let f = parse_frame_line(b).unwrap();
+        assert_eq!((f.module, f.offset, f.build_id), ("/srv/my app", 0x10, Some("18b2264194")));
+        assert_eq!(f.prefix, "==12==     #0 0x00007f00 ");
+        // Not a build id: the whole site is the module.
+        assert!(parse_frame_line("==12==     #0 0x1 m+0x10 (BuildId: xyz)").is_none());
+        assert!(parse_frame_line("==12==     #0 0x1 m+0x10 (BuildId: )").is_none());
     }
 }

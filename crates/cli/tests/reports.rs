@@ -374,6 +374,7 @@ fn json_reports_parse_and_follow_the_schema() {
             assert_eq!(r["exit_status"], 23);
             assert_eq!(r["stack"][0]["function"], func, "{r:#}");
             assert!(r["stack"][0]["file"].as_str().unwrap().ends_with("reports.c"));
+            assert_eq!(r["stack"][0]["build_id"].as_str(), Some(build_id(bin).as_str()), "{r:#}");
             assert_eq!(r["claimed_size"], if case == "size-mismatch" { Value::from(24) } else { Value::Null }, "{r:#}");
             if case == "size-mismatch" {
                 assert_eq!(r["object"]["size"], 48, "{r:#}");
@@ -630,6 +631,32 @@ fn reports_reach_report_path_whatever_the_daemon_did() {
     }
 }
 
+/// The GNU build id of the ELF file at `path`, in hexadecimal.
+fn build_id(path: &Path) -> String {
+    use object::Object;
+    let data = std::fs::read(path).unwrap();
+    let id = object::File::parse(&*data).unwrap().build_id().unwrap().expect("a build id");
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every raw frame names its module's build id, as the module's file has it: the program's
+/// own and the C library's.
+#[test]
+fn frames_carry_their_module_s_build_id() {
+    let prog = &bins()[1];
+    let raw = stderr(&run_preloaded(prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect")]));
+    let frames: Vec<_> = raw.lines().filter(|l| l.contains("     #")).collect();
+    assert!(frames.len() >= 6, "{raw}");
+    let suffix = format!("{}+0x", prog.display());
+    let own: Vec<_> = frames.iter().filter(|l| l.contains(&suffix)).collect();
+    assert!(own.len() >= 3, "{raw}");
+    let id = build_id(prog);
+    assert!(own.iter().all(|l| l.ends_with(&format!(" (BuildId: {id})"))), "not {id}:\n{raw}");
+    let libc = frames.iter().find(|l| l.contains("/libc.so")).unwrap_or_else(|| panic!("no libc frame:\n{raw}"));
+    let path = &libc[libc.find(" /").unwrap() + 1..libc.find("+0x").unwrap()];
+    assert!(libc.ends_with(&format!(" (BuildId: {})", build_id(Path::new(path)))), "{libc}");
+}
+
 /// `nevermore symbolize ARGS` given `input` on standard input.
 fn symbolize(args: &[&str], input: &str) -> Output {
     use std::io::Write;
@@ -699,4 +726,67 @@ fn symbolize_names_the_frames_of_reports_written_without_run() {
     assert_ok(&o);
     let (access, _, _) = sections(&stdout(&o));
     assert_frame(&access, "touch_record", "uaf-access", "access stack, --root", &stdout(&o));
+}
+
+/// A program replaced since its report (rebuilt, upgraded) is another build: its frames are
+/// not named from the new file, whose code at those offsets is another, but say why, in text
+/// and JSON. A debug file of the reported build in a debug directory
+/// (`.build-id/ab/cdef....debug`) names them again, also with the program's file stripped.
+#[test]
+fn symbolize_reads_only_the_build_that_ran() {
+    let dir = scratch("symbolize-build");
+    let prog = dir.join("reports");
+    std::fs::copy(&bins()[1], &prog).unwrap();
+    let raw = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect")]));
+    let json = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect:report_format=json")]));
+    let id = build_id(&prog);
+    // Its debug information, as a distribution's debug package installs it.
+    let debug_dir = dir.join("debug");
+    let debug = debug_dir.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    let o = Command::new("objcopy").arg("--only-keep-debug").arg(&prog).arg(&debug).output().unwrap();
+    assert_ok(&o);
+    // Another build at the same path: the same source at -O0 with frame pointers.
+    std::fs::copy(&bins()[0], &prog).unwrap();
+    let other = build_id(&prog);
+    assert_ne!(id, other);
+    let empty = dir.join("no-debug");
+    let o = symbolize(&["--debug-dir", empty.to_str().unwrap()], &raw);
+    assert_ok(&o);
+    let text = stdout(&o);
+    let own: Vec<_> = text.lines().filter(|l| l.contains(&format!("{}+0x", prog.display()))).collect();
+    assert!(own.len() >= 3, "{text}");
+    let why = format!("[not symbolized: {} is another build now (BuildId: {other})]", prog.display());
+    assert!(own.iter().all(|l| l.ends_with(&why) && !l.contains(" in ")), "{text}");
+    let file = dir.join("report.json");
+    std::fs::write(&file, &json).unwrap();
+    let o = nevermore(&["symbolize", "--debug-dir", empty.to_str().unwrap(), file.to_str().unwrap()]).output().unwrap();
+    assert_ok(&o);
+    let report = json_reports(&stdout(&o)).remove(0);
+    check_schema(&report, schema(), "report");
+    let f = &report["stack"][0];
+    assert_eq!((f["build_id"].as_str(), f["function"].as_str()), (Some(id.as_str()), None), "{report:#}");
+    assert!(f["not_symbolized"].as_str().unwrap().contains(&format!("BuildId: {other}")), "{report:#}");
+
+    // The debug file of the build that ran names its frames, the file at its path being
+    // another build or a stripped copy of the same.
+    for stripped in [false, true] {
+        if stripped {
+            std::fs::copy(&bins()[1], &prog).unwrap();
+            let o = Command::new("strip").arg("--strip-all").arg(&prog).output().unwrap();
+            assert_ok(&o);
+            assert_eq!(build_id(&prog), id);
+            let o = symbolize(&["--debug-dir", empty.to_str().unwrap()], &raw);
+            assert!(!stdout(&o).contains(" in touch_record "), "{}", stdout(&o));
+        }
+        let o = symbolize(&["--debug-dir", empty.to_str().unwrap(), "--debug-dir", debug_dir.to_str().unwrap()], &raw);
+        assert_ok(&o);
+        let text = stdout(&o);
+        let (access, free, alloc) = sections(&text);
+        assert_frame(&access, "touch_record", "uaf-access", "access stack, debug file", &text);
+        assert_frame(&free, "drop_record", "drop", "free stack, debug file", &text);
+        assert_frame(&alloc, "make_record", "make", "allocation stack, debug file", &text);
+        assert!(!text.contains("not symbolized"), "{text}");
+        assert!(access.contains("reports+0x") && access.contains(&format!(" (BuildId: {id})")), "{access}");
+    }
 }

@@ -4,7 +4,8 @@
 //! ==PID== nevermore: ERROR: <kind> on address 0x<addr> (thread <tid>)
 //! ==PID==   <operation> of 0x<addr>: <what is wrong>
 //! ==PID==   object 0x<start> of <size> bytes, address is at offset <off>   (when known)
-//! ==PID==     #0 0x<pc> <module>+0x<offset>       (the faulting or calling stack)
+//! ==PID==     #0 0x<pc> <module>+0x<offset> (BuildId: <hex>)   (the faulting or calling stack;
+//!                                                               the build id when the module has one)
 //! ==PID==   freed by thread <tid> here:           (detect mode, when recorded)
 //! ==PID==     #0 ...
 //! ==PID==   previously allocated by thread <tid> here:
@@ -243,11 +244,20 @@ pub struct Stacks<'a> {
     pub note: Option<&'static str>,
 }
 
-/// A frame as (module path, offset to symbolize). Return addresses are moved back by one byte,
-/// into the call instruction, so that the offset names the calling line.
-fn frame_site(pc: usize, ret: bool) -> Option<(&'static [u8], usize)> {
+/// A frame as (module path, offset to symbolize, module's build id). Return addresses are
+/// moved back by one byte, into the call instruction, so that the offset names the calling line.
+fn frame_site(pc: usize, ret: bool) -> Option<(&'static [u8], usize, &'static [u8])> {
     let m = crate::stack::module_of(pc)?;
-    Some((m.name(), pc.wrapping_sub(m.base).wrapping_sub(ret as usize)))
+    Some((m.name(), pc.wrapping_sub(m.base).wrapping_sub(ret as usize), m.build_id()))
+}
+
+/// Writes bytes as lower-case hexadecimal digits.
+struct Hex<'a>(&'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
 }
 
 fn text_frames(b: &mut impl Write, pid: u32, frames: impl Iterator<Item = usize>, exact_first: bool) {
@@ -256,8 +266,11 @@ fn text_frames(b: &mut impl Write, pid: u32, frames: impl Iterator<Item = usize>
         any = true;
         let _ = write!(b, "=={pid}==     #{i} {pc:#018x} ");
         match frame_site(pc, !(i == 0 && exact_first)) {
-            Some((name, off)) => {
+            Some((name, off, id)) => {
                 let _ = write!(b, "{}+{off:#x}", Bytes(name));
+                if !id.is_empty() {
+                    let _ = write!(b, " (BuildId: {})", Hex(id));
+                }
             }
             None => {
                 let _ = write!(b, "<unknown module>");
@@ -316,11 +329,12 @@ fn json_frames(b: &mut impl Write, frames: impl Iterator<Item = usize>, exact_fi
         }
         let _ = write!(b, "{{\"pc\":\"{pc:#x}\",");
         match frame_site(pc, !(i == 0 && exact_first)) {
-            Some((name, off)) => {
-                let _ = write!(b, "\"module\":{},\"offset\":\"{off:#x}\"}}", Json(name));
+            Some((name, off, id)) => {
+                let _ = write!(b, "\"module\":{},\"offset\":\"{off:#x}\",\"build_id\":", Json(name));
+                let _ = if id.is_empty() { write!(b, "null}}") } else { write!(b, "\"{}\"}}", Hex(id)) };
             }
             None => {
-                let _ = write!(b, "\"module\":null,\"offset\":null}}");
+                let _ = write!(b, "\"module\":null,\"offset\":null,\"build_id\":null}}");
             }
         }
     }

@@ -103,11 +103,24 @@ pub struct Module {
     gone: AtomicBool,
     pub name_len: u16,
     pub name: [u8; NAME_MAX],
+    /// The GNU build id of the module (its `NT_GNU_BUILD_ID` note), `build_id_len` bytes; 0
+    /// when it has none (or one longer than `BUILD_ID_MAX`).
+    build_id_len: u8,
+    build_id: [u8; BUILD_ID_MAX],
 }
+
+/// Longest build id kept: SHA-1 ids (the linkers' default) have 20 bytes, MD5 and UUID ids 16.
+pub const BUILD_ID_MAX: usize = 32;
 
 impl Module {
     pub fn name(&self) -> &[u8] {
         &self.name[..self.name_len as usize]
+    }
+
+    /// The module's build id (empty when unknown): a report's frames carry it, so that a file
+    /// replaced since (a package upgrade) is not read for symbols that are no longer its own.
+    pub fn build_id(&self) -> &[u8] {
+        &self.build_id[..self.build_id_len as usize]
     }
 }
 
@@ -181,8 +194,11 @@ fn iterate_loaded(cb: extern "C" fn(*mut DlPhdrInfo, usize, *mut c_void) -> c_in
 }
 
 const PT_LOAD: u32 = 1;
+const PT_NOTE: u32 = 4;
 const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
 const PF_X: u32 = 1;
+/// The note type of a GNU build id (its name is "GNU").
+const NT_GNU_BUILD_ID: u32 = 3;
 
 const PF_W: u32 = 2;
 
@@ -247,6 +263,58 @@ fn describe(info: &DlPhdrInfo) -> Option<(usize, usize, usize, usize)> {
         }
     }
     (lo < hi).then_some((info.addr, lo, hi, hdr))
+}
+
+/// The build id in a module's notes, read where the loader mapped them: (bytes, length), the
+/// length 0 when there is none. Only notes inside a loaded segment's file part are read (the
+/// linkers put them in the first one).
+fn build_id_of(info: &DlPhdrInfo) -> ([u8; BUILD_ID_MAX], usize) {
+    let mut out = [0u8; BUILD_ID_MAX];
+    // SAFETY: phdr has phnum entries (dl_iterate_phdr's contract, or `text_from_header`'s).
+    let phdrs = unsafe { core::slice::from_raw_parts(info.phdr, info.phnum as usize) };
+    let loaded = |from: u64, len: u64| {
+        phdrs.iter().any(|l| {
+            l.p_type == PT_LOAD
+                && from >= l.p_vaddr
+                && from.checked_add(len).is_some_and(|e| e <= l.p_vaddr + l.p_filesz)
+        })
+    };
+    for ph in phdrs.iter().filter(|ph| ph.p_type == PT_NOTE && loaded(ph.p_vaddr, ph.p_filesz)) {
+        // Each note: name size, descriptor size, type (u32 each), then the name and the
+        // descriptor, each padded to the segment's alignment (4, or 8 for 8-aligned notes).
+        let align = if ph.p_align == 8 { 8 } else { 4 };
+        let pad = |n: usize| (n + align - 1) & !(align - 1);
+        let start = info.addr.wrapping_add(ph.p_vaddr as usize);
+        let end = start + ph.p_filesz as usize;
+        let mut at = start;
+        while at + 12 <= end {
+            // SAFETY: [start, end) lies in the file part of a loaded segment (checked above),
+            // mapped readable for as long as the module is loaded, which it is during the
+            // callback; the loads are unaligned-safe.
+            let (namesz, descsz, kind) = unsafe {
+                let w = at as *const u32;
+                (w.read_unaligned() as usize, w.add(1).read_unaligned() as usize, w.add(2).read_unaligned())
+            };
+            let name_at = at + 12;
+            let Some(desc_at) = name_at.checked_add(pad(namesz)) else { break };
+            let Some(next) = desc_at.checked_add(pad(descsz)) else { break };
+            if next > end {
+                break;
+            }
+            // SAFETY: [name_at, name_at + namesz) is inside [start, end), checked just above.
+            let name = unsafe { core::slice::from_raw_parts(name_at as *const u8, namesz) };
+            if kind == NT_GNU_BUILD_ID && name == b"GNU\0" {
+                if descsz == 0 || descsz > BUILD_ID_MAX {
+                    return (out, 0);
+                }
+                // SAFETY: [desc_at, desc_at + descsz) is inside [start, end), checked above.
+                out[..descsz].copy_from_slice(unsafe { core::slice::from_raw_parts(desc_at as *const u8, descsz) });
+                return (out, descsz);
+            }
+            at = next;
+        }
+    }
+    (out, 0)
 }
 
 extern "C" {
@@ -355,12 +423,17 @@ extern "C" fn add_module(info: *mut DlPhdrInfo, size: usize, data: *mut c_void) 
         let r = crate::sys::readlink(c"/proc/self/exe", &mut name[..NAME_MAX]);
         name_len = r.max(0) as usize;
     }
-    // Known already (loaded again at the same place counts as the same)?
+    let (build_id, build_id_len) = build_id_of(info);
+    // Known already (loaded again at the same place counts as the same, unless it is another
+    // build)?
     let n = NMODULES.load(Ordering::Acquire);
     for i in (0..n).rev() {
         // SAFETY: published record.
         let m = unsafe { &*module_record(i) };
-        if (m.base, m.lo, m.hi, m.hdr) == (base, lo, hi, hdr) && m.name() == &name[..name_len] {
+        if (m.base, m.lo, m.hi, m.hdr) == (base, lo, hi, hdr)
+            && m.name() == &name[..name_len]
+            && m.build_id() == &build_id[..build_id_len]
+        {
             st.seen[i / 64] |= 1 << (i % 64);
             m.gone.store(false, Ordering::Release);
             return 0;
@@ -384,6 +457,8 @@ extern "C" fn add_module(info: *mut DlPhdrInfo, size: usize, data: *mut c_void) 
         (m.base, m.lo, m.hi, m.hdr) = (base, lo, hi, hdr);
         m.name = name;
         m.name_len = name_len as u16;
+        m.build_id = build_id;
+        m.build_id_len = build_id_len as u8;
         m.gone.store(false, Ordering::Relaxed);
     }
     st.seen[n / 64] |= 1 << (n % 64);

@@ -22,6 +22,15 @@ fn run(case: &str, options: &str) -> Output {
     run_preloaded_timeout(&prog, &[case], &[("NEVERMORE_OPTIONS", options)], 120)
 }
 
+/// `run` for a case that is to sweep: its new objects' phase goes on past its 200000
+/// allocations (up to 20 s) until 2000 of them landed on freed slots. Sweeps are paced by
+/// time, and on a machine busy with other work the 200000 may be over before the first sweep
+/// (a census of the heap that took 4 ms found it not worth sweeping yet and waited 36 ms).
+fn run_swept(case: &str, options: &str) -> Output {
+    let prog = compile("sweep.c", &["-pthread"]);
+    run_preloaded_timeout(&prog, &[case], &[("NEVERMORE_OPTIONS", options), ("SWEEP_WAIT_MS", "20000")], 120)
+}
+
 fn in_place(o: &Output) -> u64 {
     let out = stdout(o);
     let line = out.lines().find(|l| l.starts_with("IN PLACE")).unwrap_or_else(|| panic!("{out}\n{}", stderr(o)));
@@ -165,7 +174,7 @@ fn pointers_left_in_freed_objects_keep_their_slots_too() {
 #[test]
 fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
     let _serial = one_at_a_time();
-    assert_swept(&run("reuse", "mode=prevent:stats=1"));
+    assert_swept(&run_swept("reuse", "mode=prevent:stats=1"));
 }
 
 /// A heap too big to sweep for a while (48 MiB live, above `sweep_max_live=32`) does not stop
@@ -174,10 +183,10 @@ fn dead_slots_of_pinned_groups_are_reused_unless_a_pointer_is_left() {
 #[test]
 fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
     let _serial = one_at_a_time();
-    let o = run("shrunk", "mode=prevent:stats=1:sweep_max_live=32");
+    let o = run_swept("shrunk", "mode=prevent:stats=1:sweep_max_live=32");
     // The big phase was seen as too big (once: one stretch of it), and sweeps ran after it.
     assert_eq!(assert_swept(&o)[2], 1, "{}", stderr(&o));
-    let o = run("shrunk", "mode=prevent:stats=1");
+    let o = run_swept("shrunk", "mode=prevent:stats=1");
     assert_eq!(assert_swept(&o)[2], 0, "{}", stderr(&o));
 }
 
@@ -186,7 +195,7 @@ fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
 #[test]
 fn sweeps_resume_once_other_threads_are_gone() {
     let _serial = one_at_a_time();
-    let o = run("joined", "mode=prevent:stats=1:sweep_threads=0");
+    let o = run_swept("joined", "mode=prevent:stats=1:sweep_threads=0");
     assert_eq!(assert_swept(&o)[1], 1, "the thread was never seen: {}", stderr(&o));
 }
 
@@ -238,7 +247,7 @@ fn without_sweeps_no_address_comes_back() {
 #[test]
 fn other_threads_are_held_still_and_what_they_hold_is_read() {
     let _serial = one_at_a_time();
-    let o = run("threads", "mode=prevent:stats=1");
+    let o = run_swept("threads", "mode=prevent:stats=1");
     assert!(!stdout(&o).contains("EINTR"), "{}", stdout(&o));
     let s = assert_swept(&o);
     // Six threads besides the main one, held at least once.
@@ -433,20 +442,25 @@ fn a_proc_of_another_pid_namespace_holds_no_threads() {
     let prog = compile("sweep.c", &["-pthread"]);
     // The library in the program only, not in `unshare` (whose statistics would come too).
     let preload = format!("LD_PRELOAD={}", lib_path().display());
-    let unshare = |extra: &[&str]| {
+    // `wait`: SWEEP_WAIT_MS, for the run that is to sweep (see `run_swept`).
+    let unshare = |extra: &[&str], wait: &str| {
         let mut cmd = program(std::path::Path::new("unshare"));
         cmd.args(["--pid", "--fork"]);
         if unprivileged_run() {
             cmd.arg("--map-root-user");
         }
-        cmd.args(extra).args(["env", &preload, "NEVERMORE_OPTIONS=mode=prevent:stats=1"]).arg(&prog).arg("sleeping");
+        let wait = format!("SWEEP_WAIT_MS={wait}");
+        cmd.args(extra)
+            .args(["env", &preload, "NEVERMORE_OPTIONS=mode=prevent:stats=1", &wait])
+            .arg(&prog)
+            .arg("sleeping");
         cmd.env_remove("LD_PRELOAD").env_remove("NEVERMORE_OPTIONS");
         wait_with_deadline(cmd, 120, &format!("unshare {extra:?} sweep sleeping"))
     };
-    let o = unshare(&[]);
+    let o = unshare(&[], "0");
     assert_not_swept(&o, 1, "holding was not refused");
     assert_eq!(sweeps(&o)[11], 0, "{}", stderr(&o));
-    let o = unshare(&["--mount-proc"]);
+    let o = unshare(&["--mount-proc"], "20000");
     let s = assert_swept(&o);
     assert!(s[11] >= 1 && s[12] >= s[11], "the sleeping thread was not held: {s:?}");
 }

@@ -11,11 +11,12 @@
  *                        `read` reports it instead).
  *   kernel-read-raw SIZE the same through syscall(SYS_read), which no library sees.
  *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
- *                        send, sendto, writev, sendmsg, sendmmsg, pwrite) moves SIZE + EXTRA
- *                        bytes through a
+ *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, and the stdio
+ *                        calls fread, fgets, fwrite) moves SIZE + EXTRA bytes through a
  *                        live object of SIZE bytes (reads from a socket a child fills, or a
- *                        file for pread; writes to a file, or to a socket for send, sendto,
- *                        sendmsg and sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
+ *                        file for pread, fread and fgets (a line of SIZE + EXTRA - 1 bytes);
+ *                        writes to a file, or to a socket for send, sendto, sendmsg and
+ *                        sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
  *   dead-slot CALL       CALL (read or write) of 10 bytes on a freed 100-byte object whose
  *                        neighbours of its size stay live: prints "moved=N" (the library
@@ -262,11 +263,12 @@ int main(int argc, char **argv) {
         memset(p, 0x22, n);
         static char data[1 << 20];
         if (total > sizeof data) return 2;
+        memset(data, 'x', total);
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return 2;
         FILE *f = tmpfile();
         if (!f || pwrite(fileno(f), data, total, 0) != (long)total) return 2;
-        int reading = !strncmp(call, "read", 4) || !strncmp(call, "recv", 4) || !strcmp(call, "pread");
+        int reading = !strcmp(call, "read") || !strcmp(call, "readv") || !strncmp(call, "recv", 4);
         if (reading) {
             /* A writer that may block until the reader takes it all (or is gone). */
             if (fork() == 0) {
@@ -299,6 +301,9 @@ int main(int argc, char **argv) {
                 : sendmmsg(sv[0], &mm, 1, 0) == 1 ? (long)mm.msg_len : -1;
         }
         else if (!strcmp(call, "pwrite")) r = pwrite(fileno(f), p, total, 0);
+        else if (!strcmp(call, "fread")) r = (long)fread(p, 1, total, f);
+        else if (!strcmp(call, "fgets")) r = fgets(p, (int)total, f) ? (long)strlen(p) + 1 : -1;
+        else if (!strcmp(call, "fwrite")) r = (long)fwrite(p, 1, total, f);
         printf("moved=%ld\n", r);
         return 0;
     }

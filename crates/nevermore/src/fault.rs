@@ -293,7 +293,7 @@ pub fn syscall_buffer(a: usize, n: usize) -> Option<Report> {
             if at > a {
                 // The buffer starts in a live object and runs on into this page.
                 if let Some(o) = crate::heap::live_object_at(a).filter(|o| at >= o.start + o.size) {
-                    return Some(past_end(o, "the buffer runs past the end of the object it starts in"));
+                    return Some(past_end(o, "the buffer runs past the end of the object it starts in", SYSCALL));
                 }
             }
             return match seen_in_arena(at, SYSCALL) {
@@ -308,14 +308,15 @@ pub fn syscall_buffer(a: usize, n: usize) -> Option<Report> {
 
 /// The report on a system call's buffer that runs past the end of the live object `o`: at
 /// the object's end.
-pub fn past_end(o: Object, what: &'static str) -> Report {
-    Report { kind: Kind::HeapBufferOverflow, addr: o.start + o.size, op: SYSCALL, what, object: Some(o), claimed: None }
+pub fn past_end(o: Object, what: &'static str, op: &'static str) -> Report {
+    Report { kind: Kind::HeapBufferOverflow, addr: o.start + o.size, op, what, object: Some(o), claimed: None }
 }
 
-/// The report on a system call's buffer at `addr` in the freed object `o`.
-pub fn in_freed(addr: usize, o: Object) -> Report {
+/// The report on the buffer at `addr`, in the freed object `o`, of a call (`op`: a system
+/// call, or the stdio function that was given it).
+pub fn in_freed(addr: usize, o: Object, op: &'static str) -> Report {
     let what = "the call's buffer is in an object that was freed";
-    Report { kind: Kind::HeapUseAfterFree, addr, op: SYSCALL, what, object: Some(o), claimed: None }
+    Report { kind: Kind::HeapUseAfterFree, addr, op, what, object: Some(o), claimed: None }
 }
 
 /// The thread whose `heal` runs to examine the buffers of a call that failed (0: none).

@@ -1172,21 +1172,26 @@ pub fn live_object_at(addr: usize) -> Option<Object> {
     }
 }
 
-/// The freed slab object that `addr` lies in, while the alias it was handed out through is
-/// still mapped (prevent mode revokes a group's page when the whole group is dead, and in
-/// batches); None otherwise. Reports nothing.
-pub fn freed_object_at(addr: usize) -> Option<Object> {
+/// The heap object that `addr` lies in (at its start or inside it), and whether it is live:
+/// a live object, or a freed slab object while the alias it was handed out through is still
+/// mapped (prevent mode revokes a group's page when the whole group is dead, and in batches);
+/// None otherwise. Reports nothing. A slab object, the common case, is looked up by its slot
+/// alone (the bounds checks of the I/O calls ask for every heap buffer: `resolve`, which
+/// builds the reasons a pointer is not an object's start, took twice the time).
+pub fn object_at(addr: usize) -> Option<(Object, bool)> {
     if !crate::is_ready() || reentrant_object(addr) {
         return None;
     }
-    let (e, page) = alias::decode(addr)?;
-    let (_, s) = POOL.span_at(POOL.page_addr(page))?;
-    if s.kind != pool::SLAB || !slab::set_up(s) {
-        return None;
+    if let Some((e, page)) = alias::decode(addr) {
+        let (_, s) = POOL.span_at(POOL.page_addr(page))?;
+        if s.kind == pool::SLAB && slab::set_up(s) {
+            let (size, off) = slab::slot_at(s, page, e, addr)?;
+            let v = size.load(Ordering::Acquire);
+            return (v != slab::FREE_SLOT)
+                .then(|| (Object { start: addr - off, size: (v & !FREED) as usize }, v & FREED == 0));
+        }
     }
-    let (size, off) = slab::slot_at(s, page, e, addr)?;
-    let v = size.load(Ordering::Acquire);
-    (v & FREED != 0 && v != slab::FREE_SLOT).then(|| Object { start: addr - off, size: (v & !FREED) as usize })
+    live_object_at(addr).map(|o| (o, true))
 }
 
 /// `malloc_usable_size`: the requested size (the canary follows right after it).

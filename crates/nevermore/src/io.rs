@@ -54,7 +54,9 @@
 //! The C library makes system calls of its own inside its functions, which these wrappers
 //! never see. For stdio, a stream's buffer is a view of its own (`streams`); `fread` and
 //! `fwrite`, whose big requests go straight between the file and the caller's buffer, are
-//! made again for the rest when the stream's error came from such a page; `fopen` is made
+//! made again for the rest when the stream's error came from such a page (and, with `fgets`,
+//! hold the program's buffer to its heap object's bounds, as the system calls below are);
+//! `fopen` is made
 //! again after `EFAULT`, `freopen` reads its path first. `readdir` is made again after `EFAULT`
 //! with the `DIR` (which holds the buffer the kernel fills) mapped again, and `readdir_r`
 //! reads through it; the directory
@@ -72,7 +74,7 @@
 //! program may hand the kernel a bad `iovec` array on purpose, for the `EFAULT`. A call that
 //! succeeds costs a comparison, and a short one that ends in the alias arena a load.
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::alias;
@@ -188,23 +190,29 @@ enum Way {
 /// and a table's look-up; a heap buffer, its object's look-up.
 #[inline(always)]
 fn sending(buf: usize, n: usize) {
-    if n > 0 && in_heap(buf) {
-        overrun(buf, n, Way::OutOf);
-    }
+    bounded(buf, n, Way::OutOf, crate::fault::SYSCALL);
 }
 
 /// A call moved `r` bytes into the `n` at `buf` (`MSG_TRUNC` returns a datagram's whole
 /// length, more than was moved): see `sending`.
 #[inline(always)]
 fn moved(buf: usize, n: usize, r: isize) -> isize {
-    if r > 0 && in_heap(buf) {
-        overrun(buf, (r as usize).min(n), Way::Into);
+    if r > 0 {
+        bounded(buf, (r as usize).min(n), Way::Into, crate::fault::SYSCALL);
     }
     r
 }
 
+/// `sending` or `moved`, for `done` bytes; `op` names the call in a report.
+#[inline(always)]
+fn bounded(buf: usize, done: usize, way: Way, op: &'static str) {
+    if done > 0 && in_heap(buf) {
+        overrun(buf, done, way, op);
+    }
+}
+
 /// Whether `addr` may be a heap object's: in the alias arena, or in a gigabyte that holds
-/// large objects (`heap::live_object_at` looks it up).
+/// large objects (`heap::object_at` looks it up).
 #[inline(always)]
 fn in_heap(addr: usize) -> bool {
     alias::in_arena(addr) || crate::large::may_hold(addr)
@@ -214,19 +222,18 @@ fn in_heap(addr: usize) -> bool {
 /// buffer in a freed object whose alias is still mapped (its group lives on in prevent mode):
 /// the kernel would read the dead object's old contents out, or has written into it.
 #[inline(never)]
-fn overrun(buf: usize, done: usize, way: Way) {
-    let Some(o) = crate::heap::live_object_at(buf) else {
-        if let Some(o) = crate::heap::freed_object_at(buf) {
-            crate::report::fatal(crate::fault::in_freed(buf, o));
-        }
-        return;
+fn overrun(buf: usize, done: usize, way: Way, op: &'static str) {
+    let o = match crate::heap::object_at(buf) {
+        Some((o, true)) => o,
+        Some((o, false)) => crate::report::fatal(crate::fault::in_freed(buf, o, op)),
+        None => return,
     };
     if buf.saturating_add(done) > o.start + o.size {
         let what = match way {
             Way::Into => "the call wrote past the end of the object its buffer starts in",
             Way::OutOf => "the call was to read past the end of the object its buffer starts in",
         };
-        crate::report::fatal(crate::fault::past_end(o, what));
+        crate::report::fatal(crate::fault::past_end(o, what, op));
     }
 }
 
@@ -1753,12 +1760,19 @@ unsafe fn stream_error(f: Stream) -> bool {
 /// on a live object that lost its page-table entry, the stream's error indicator is set and
 /// the count is short. Then the pages are mapped again, the indicator cleared as it was
 /// before, and the rest moved by further calls.
+///
+/// The caller's buffer is held to the bounds of its heap object as the system calls' buffers
+/// are (`sending`, `moved`): `fwrite` before the call on the whole request, `fread` after it on
+/// the bytes it moved. The C library copies between its stream buffer and the caller's in
+/// user mode, where nothing else would see an over-read that a `fwrite` sends to a file or a
+/// socket, and an overflow by `fread` only at the next `free` of the object.
 #[inline(always)]
 fn stream_transfer(
     buf: usize,
     size: usize,
     n: usize,
     f: Stream,
+    (way, op): (Way, &'static str),
     mut call: impl FnMut(usize, usize, usize) -> usize,
 ) -> usize {
     let total = match size.checked_mul(n) {
@@ -1766,25 +1780,32 @@ fn stream_transfer(
         // Nothing to move, or a product that overflows: the C library's answer, as it is.
         _ => return call(buf, size, n),
     };
+    if let Way::OutOf = way {
+        bounded(buf, total, way, op);
+    }
     // SAFETY: the caller's stream.
     let clean = !unsafe { stream_error(f) };
     let saved = sys::errno();
-    let done = call(buf, 1, total);
+    let mut done = call(buf, 1, total);
+    if done < total && clean {
+        done = stream_rest(buf, total, f, saved, done, call);
+    }
+    if let Way::Into = way {
+        bounded(buf, done.min(total), way, op);
+    }
     if done >= total {
-        return n;
+        n
+    } else {
+        done / size
     }
-    if !clean {
-        return done / size;
-    }
-    stream_rest(buf, size, total, f, saved, done, call)
 }
 
-/// The rest of a stream transfer that stopped short at `done` (see `stream_transfer`).
+/// The rest of a stream transfer that stopped short at `done` (see `stream_transfer`): the
+/// bytes moved in all.
 #[cold]
 #[inline(never)]
 fn stream_rest(
     buf: usize,
-    size: usize,
     total: usize,
     f: Stream,
     saved: i32,
@@ -1814,10 +1835,10 @@ fn stream_rest(
         sys::set_errno(saved);
         done += call(buf + done, 1, total - done);
         if done >= total {
-            return total / size;
+            return total;
         }
     }
-    done / size
+    done
 }
 
 /// `fread` and `fwrite` (`B`: their buffer's type), and `__fread_chk`.
@@ -1826,7 +1847,7 @@ type StreamChkFn = unsafe extern "C" fn(Buf, usize, usize, usize, Stream) -> usi
 
 /// Defines the wrapper of `fread`, `fwrite` or one of their names (`stream_transfer`).
 macro_rules! stream_call {
-    ($(#[$doc:meta])* fn $name:ident($buf:ty)) => {
+    ($(#[$doc:meta])* fn $name:ident($buf:ty, $way:expr)) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -1837,26 +1858,27 @@ macro_rules! stream_call {
             let real: Option<StreamFn<$buf>> = unsafe { real_fn!($name) };
             let Some(g) = real else { return 0 };
             // SAFETY: the caller's arguments, the buffer advanced past what was moved.
-            stream_transfer(buf as usize, size, n, f, |at, size, n| unsafe { g(at as $buf, size, n, f) })
+            let op = stringify!($name);
+            stream_transfer(buf as usize, size, n, f, ($way, op), |at, size, n| unsafe { g(at as $buf, size, n, f) })
         }
     };
 }
 
 stream_call! {
     /// `fread`: see `stream_transfer`.
-    fn fread(Buf)
+    fn fread(Buf, Way::Into)
 }
 stream_call! {
     /// `fread_unlocked`: as `fread`.
-    fn fread_unlocked(Buf)
+    fn fread_unlocked(Buf, Way::Into)
 }
 stream_call! {
     /// `fwrite`: see `stream_transfer`.
-    fn fwrite(CBuf)
+    fn fwrite(CBuf, Way::OutOf)
 }
 stream_call! {
     /// `fwrite_unlocked`: as `fwrite`.
-    fn fwrite_unlocked(CBuf)
+    fn fwrite_unlocked(CBuf, Way::OutOf)
 }
 
 /// Defines the wrapper of `__fread_chk` or `__fread_unlocked_chk`, `fread` of a program built
@@ -1875,7 +1897,7 @@ macro_rules! stream_call_chk {
             let start = buf as usize;
             // SAFETY: the caller's arguments, the buffer and its size advanced past what was
             // moved (the C library checks the request against the size, as before).
-            stream_transfer(start, size, n, f, |at, size, n| unsafe {
+            stream_transfer(start, size, n, f, (Way::Into, stringify!($name)), |at, size, n| unsafe {
                 g(at as Buf, room.saturating_sub(at - start), size, n, f)
             })
         }
@@ -1883,6 +1905,69 @@ macro_rules! stream_call_chk {
 }
 stream_call_chk!(__fread_chk);
 stream_call_chk!(__fread_unlocked_chk);
+
+/// A line `fgets` wrote into the `n` bytes at `buf` (it returned `buf`): held to the bounds of
+/// its heap object, as `fread`'s bytes are. The bytes written are the line up to its NUL
+/// (a line with a NUL inside it counts up to the first: fewer, never more).
+fn line_written(buf: *mut c_char, n: usize, op: &'static str) {
+    if n > 0 && in_heap(buf as usize) {
+        // SAFETY: `fgets` returned `buf`: it wrote a NUL within the first `n` bytes.
+        let len = unsafe { libc::strnlen(buf, n - 1) } + 1;
+        overrun(buf as usize, len, Way::Into, op);
+    }
+}
+
+type FgetsFn = unsafe extern "C" fn(*mut c_char, c_int, Stream) -> *mut c_char;
+type FgetsChkFn = unsafe extern "C" fn(*mut c_char, usize, c_int, Stream) -> *mut c_char;
+
+/// Defines the wrapper of `fgets` or `fgets_unlocked` (`line_written`).
+macro_rules! line_call {
+    ($name:ident) => {
+        /// `fgets`: the line written is held to its heap object's bounds (`line_written`).
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(buf: *mut c_char, n: c_int, f: Stream) -> *mut c_char {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<FgetsFn> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return core::ptr::null_mut() };
+            // SAFETY: the caller's arguments.
+            let r = unsafe { g(buf, n, f) };
+            if !r.is_null() {
+                line_written(buf, n.max(0) as usize, stringify!($name));
+            }
+            r
+        }
+    };
+}
+line_call!(fgets);
+line_call!(fgets_unlocked);
+
+/// Defines the wrapper of `__fgets_chk` or `__fgets_unlocked_chk`, `fgets` of a program built
+/// with `_FORTIFY_SOURCE`, which also takes the buffer's size.
+macro_rules! line_call_chk {
+    ($name:ident) => {
+        /// `fgets` of a program built with `_FORTIFY_SOURCE`: see `line_written`.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(buf: *mut c_char, room: usize, n: c_int, f: Stream) -> *mut c_char {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<FgetsChkFn> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return core::ptr::null_mut() };
+            // SAFETY: the caller's arguments (the C library checks `n` against `room`).
+            let r = unsafe { g(buf, room, n, f) };
+            if !r.is_null() {
+                line_written(buf, n.max(0) as usize, stringify!($name));
+            }
+            r
+        }
+    };
+}
+line_call_chk!(__fgets_chk);
+line_call_chk!(__fgets_unlocked_chk);
 
 /// Opens a stream (a `FILE`, a `DIR`) on a path through `open`, which returns null on failure:
 /// made again after `EFAULT` when the path's pages were mapped again, as the calls that take

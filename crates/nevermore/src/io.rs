@@ -1857,8 +1857,8 @@ macro_rules! stream_call {
             // SAFETY: the C library's function of this name has this type.
             let real: Option<StreamFn<$buf>> = unsafe { real_fn!($name) };
             let Some(g) = real else { return 0 };
-            // SAFETY: the caller's arguments, the buffer advanced past what was moved.
             let op = stringify!($name);
+            // SAFETY: the caller's arguments, the buffer advanced past what was moved.
             stream_transfer(buf as usize, size, n, f, ($way, op), |at, size, n| unsafe { g(at as $buf, size, n, f) })
         }
     };

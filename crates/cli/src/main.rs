@@ -79,7 +79,8 @@ Examples:
 Frames name modules by the paths the program saw and by their build ids: symbolize on the
 machine that ran it (a program run under another root directory: give --root). A module
 replaced since the report is another build: its frames are read from a debug file of the
-reported build when one is installed, and are left raw otherwise.")]
+reported build when one is installed, and are left raw otherwise. A stripped module's debug
+file is found by its build id, or by the name in its .gnu_debuglink section.")]
     Symbolize(SymbolizeArgs),
     /// Run the exploit corpus under glibc, its debug mode, peer allocators and nevermore; print the table
     Audit(audit::AuditArgs),

@@ -112,15 +112,41 @@ impl Symbolizer {
         });
         let source = match (debug, id) {
             (Some(p), _) => Source::File(p.to_string_lossy().into_owned()),
-            (None, None) => Source::File(file),
+            (None, None) => Source::File(self.linked_debug(&file).unwrap_or(file)),
             (None, Some(id)) => match file_build_id(Path::new(&file)) {
                 Ok(now) if now.as_deref() != Some(id) => Source::Replaced(file, now),
                 // The same build, or a file that cannot be read (its frames stay raw).
-                _ => Source::File(file),
+                _ => Source::File(self.linked_debug(&file).unwrap_or(file)),
             },
         };
         self.sources.insert(key, source.clone());
         source
+    }
+
+    /// The debug file that `file` names in its `.gnu_debuglink` section (a program stripped
+    /// with `objcopy --only-keep-debug` and `--add-gnu-debuglink`, as packagers and deployers
+    /// do), looked for where gdb looks: beside it, in `.debug/` beside it, and below each debug
+    /// directory at the module's directory. Only a debug file of the same build (or one where
+    /// either file has no build id) is taken.
+    fn linked_debug(&self, file: &str) -> Option<String> {
+        use object::Object;
+        let data = std::fs::read(file).ok()?;
+        let elf = object::File::parse(&*data).ok()?;
+        let (name, _crc) = elf.gnu_debuglink().ok()??;
+        let name = std::str::from_utf8(name).ok()?;
+        let own = elf.build_id().ok()?.map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>());
+        let path = Path::new(file);
+        let dir = path.parent()?;
+        let mut candidates = vec![dir.join(name), dir.join(".debug").join(name)];
+        // The module's directory as the program saw it (below `--root`, the path read is longer).
+        let seen = self.root.as_ref().and_then(|r| dir.strip_prefix(r).ok()).unwrap_or(dir);
+        for d in &self.debug_dirs {
+            candidates.push(d.join(seen.strip_prefix("/").unwrap_or(seen)).join(name));
+        }
+        candidates.into_iter().filter(|c| c.as_path() != path).find_map(|c| match file_build_id(&c) {
+            Ok(theirs) if own.is_none() || theirs.is_none() || theirs == own => Some(c.to_string_lossy().into_owned()),
+            _ => None,
+        })
     }
 
     /// The source sites of `offset` in `module` of build `id` (innermost first); Ok(empty)

@@ -731,7 +731,8 @@ fn symbolize_names_the_frames_of_reports_written_without_run() {
 /// A program replaced since its report (rebuilt, upgraded) is another build: its frames are
 /// not named from the new file, whose code at those offsets is another, but say why, in text
 /// and JSON. A debug file of the reported build in a debug directory
-/// (`.build-id/ab/cdef....debug`) names them again, also with the program's file stripped.
+/// (`.build-id/ab/cdef....debug`) names them again, also with the program's file stripped, and
+/// so does one the stripped program links to (`.gnu_debuglink`).
 #[test]
 fn symbolize_reads_only_the_build_that_ran() {
     let dir = scratch("symbolize-build");
@@ -789,4 +790,21 @@ fn symbolize_reads_only_the_build_that_ran() {
         assert!(!text.contains("not symbolized"), "{text}");
         assert!(access.contains("reports+0x") && access.contains(&format!(" (BuildId: {id})")), "{access}");
     }
+    // The stripped program names its debug file in a `.gnu_debuglink` section, the file lying
+    // beside it (`objcopy --add-gnu-debuglink`, as deployments keep them): found without a
+    // debug directory.
+    std::fs::copy(&debug, dir.join("reports.debug")).unwrap();
+    let o = Command::new("objcopy")
+        .arg("--add-gnu-debuglink=reports.debug")
+        .arg("reports")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    assert_eq!(build_id(&prog), id);
+    let o = symbolize(&["--debug-dir", empty.to_str().unwrap()], &raw);
+    assert_ok(&o);
+    let (access, _, alloc) = sections(&stdout(&o));
+    assert_frame(&access, "touch_record", "uaf-access", "access stack, debug link", &stdout(&o));
+    assert_frame(&alloc, "make_record", "make", "allocation stack, debug link", &stdout(&o));
 }

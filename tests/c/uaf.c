@@ -18,6 +18,11 @@
  *                        writes to a file, or to a socket for send, sendto, sendmsg and
  *                        sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
+ *   copy CALL SIZE EXTRA CALL (memcpy, memmove, memset, strcpy, stpcpy, strcat, strncpy, strncat)
+ *                        writes SIZE + EXTRA bytes (a string's with its NUL) into a live object
+ *                        of SIZE bytes with live neighbours; "memcpy-out" reads SIZE + EXTRA
+ *                        bytes out of it: prints "copied" (the library reports a copy that
+ *                        would run past the object, before it is made).
  *   dead-slot CALL       CALL (read or write) of 10 bytes on a freed 100-byte object whose
  *                        neighbours of its size stay live: prints "moved=N" (the library
  *                        reports the freed buffer, also where its alias is still mapped).
@@ -305,6 +310,37 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "fgets")) r = fgets(p, (int)total, f) ? (long)strlen(p) + 1 : -1;
         else if (!strcmp(call, "fwrite")) r = (long)fwrite(p, 1, total, f);
         printf("moved=%ld\n", r);
+        return 0;
+    }
+    if (!strcmp(c, "copy") && argc > 4) {
+        const char *call = argv[2];
+        size_t n = (size_t)atol(argv[3]), total = n + (size_t)atol(argv[4]);
+        static char src[1 << 20], out[1 << 20];
+        if (total >= sizeof src) return 2;
+        memset(src, 's', total - 1);
+        src[total - 1] = 0;
+        char *p = malloc(n);
+        char *next[8];
+        for (int i = 0; i < 8; i++) {
+            next[i] = malloc(n);
+            memset(next[i], 0x44, n);
+        }
+        memset(p, 0, n < 8 ? n : 8);
+        if (!strcmp(call, "memcpy")) memcpy(p, src, total);
+        else if (!strcmp(call, "memmove")) memmove(p, src, total);
+        else if (!strcmp(call, "memset")) memset(p, 'y', total);
+        else if (!strcmp(call, "strcpy")) strcpy(p, src);
+        else if (!strcmp(call, "stpcpy")) stpcpy(p, src);
+        else if (!strcmp(call, "strcat")) strcat(p, src);
+        else if (!strcmp(call, "strncpy")) strncpy(p, src, total);
+        else if (!strcmp(call, "strncat")) strncat(p, src, total - 1);
+        else if (!strcmp(call, "memcpy-out")) memcpy(out, p, total);
+        else return 2;
+        printf("copied\n");
+        fflush(stdout);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(p);
         return 0;
     }
     if (!strcmp(c, "dead-slot") && argc > 2) {

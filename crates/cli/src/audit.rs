@@ -98,6 +98,8 @@ pub const EXPLOITS: &[Exploit] = &[
     exploit!("overflow_live_neighbor", "c", "overflow used before free", Expect::GuardAllOnly("heap-buffer-overflow")),
     exploit!("overflow_recv", "c", "overflow by recv, used before free", Expect::Report("heap-buffer-overflow")),
     exploit!("overread_reply", "c", "over-read by send (Heartbleed)", Expect::Report("heap-buffer-overflow")),
+    exploit!("overflow_memcpy", "c", "overflow by memcpy, used before free", Expect::Report("heap-buffer-overflow")),
+    exploit!("overread_memcpy", "c", "over-read by memcpy (Heartbleed)", Expect::Report("heap-buffer-overflow")),
     exploit!("mismatched_delete", "cc", "new[] / delete", Expect::Report("invalid-free")),
 ];
 

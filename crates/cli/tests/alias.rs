@@ -245,6 +245,38 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// The C library's copies (`memcpy`, `strcpy`, ...) into a heap object that would run past
+/// its end are reported before a byte is written, and so is a `memcpy` out of one past its
+/// end (Heartbleed's over-read): the neighbours are never overwritten or read. Copies that
+/// fit are left alone; `check_copies=0` leaves the overflow to the canary.
+#[test]
+fn copies_running_past_the_end_of_an_object_are_reported() {
+    let calls = ["memcpy", "memmove", "memset", "strcpy", "stpcpy", "strcat", "strncpy", "strncat", "memcpy-out"];
+    for mode in ["detect", "prevent"] {
+        for call in calls {
+            let op = call.trim_end_matches("-out");
+            let did = if call.ends_with("-out") { "was to read" } else { "was to write" };
+            let o = run(mode, &["copy", call, "100", "0"]);
+            assert_ok(&o);
+            assert!(stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
+            for (size, extra) in [("100", "50"), ("100", "9"), ("4096", "1"), ("300000", "1")] {
+                let o = run(mode, &["copy", call, size, extra]);
+                assert_report(&o, "heap-buffer-overflow");
+                let err = stderr(&o);
+                assert!(err.contains(&format!("{op} of 0x")), "{mode} {call} {size}+{extra}: {err}");
+                assert!(err.contains(&format!("the call {did} past the end of the object")), "{mode} {call}: {err}");
+                assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+                assert!(!stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
+            }
+        }
+        // With the checks off, the copy is made, and the canary finds it at `free`.
+        let o = run(&format!("{mode}:check_copies=0"), &["copy", "memcpy", "100", "9"]);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(stdout(&o).contains("copied"), "{mode}: {}", stdout(&o));
+        assert!(!stderr(&o).contains("memcpy of 0x"), "{mode}: {}", stderr(&o));
+    }
+}
+
 /// A read or write on a freed object whose alias page stays mapped for its live neighbours
 /// (prevent mode revokes a group's page once the whole group is dead): the kernel would send
 /// the dead object's old contents, or write into it. The library's wrappers report it, as

@@ -49,6 +49,9 @@ pub struct Options {
     /// Detect mode: every object, small ones too, gets pool pages of its own and lies against
     /// a guard page, so that an access past its end traps where it happens (`guard_all`).
     pub guard_all: bool,
+    /// The copies the program calls (`memcpy`, `strcpy`, ...) check their heap buffers
+    /// against their objects' ends first (`check_copies`).
+    pub check_copies: bool,
     /// Freed pool pages not reused for this many milliseconds are returned to the system.
     pub dirty_decay_ms: u32,
     /// Prevent mode, single-threaded processes: reuse the dead slots of pinned groups once a
@@ -96,6 +99,7 @@ impl Options {
         alloc_dealloc_mismatch: 1,
         detect_leaks: false,
         guard_all: false,
+        check_copies: true,
         alias_space_mib: 32 << 20,
         large_space_mib: 32 << 20,
         dirty_decay_ms: 10_000,
@@ -115,7 +119,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, check_copies, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +187,7 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 o.guard_all = parse_bool(key, value)?;
                 guard_all_value = value;
             }
+            b"check_copies" => o.check_copies = parse_bool(key, value)?,
             b"report_format" => {
                 o.json = match value {
                     b"text" => false,
@@ -353,6 +358,8 @@ mod tests {
         assert!(parse(b"mode=detect:guard_all=1").unwrap().guard_all);
         assert!(parse(b"guard_all=yes,mode=detect").unwrap().guard_all);
         assert!(!parse(b"guard_all=0").unwrap().guard_all);
+        assert!(parse(b"").unwrap().check_copies);
+        assert!(!parse(b"check_copies=0").unwrap().check_copies);
         assert_eq!(
             parse(b"guard_all=1"),
             Err(ParseError::BadValue { key: b"guard_all", value: b"1", expected: "0 unless mode=detect" })

@@ -1175,23 +1175,44 @@ pub fn live_object_at(addr: usize) -> Option<Object> {
 /// The heap object that `addr` lies in (at its start or inside it), and whether it is live:
 /// a live object, or a freed slab object while the alias it was handed out through is still
 /// mapped (prevent mode revokes a group's page when the whole group is dead, and in batches);
-/// None otherwise. Reports nothing. A slab object, the common case, is looked up by its slot
-/// alone (the bounds checks of the I/O calls ask for every heap buffer: `resolve`, which
-/// builds the reasons a pointer is not an object's start, took twice the time).
+/// None otherwise. Reports nothing. The look-up is `resolve`'s without the reasons a pointer
+/// is not an object's start, which `resolve` builds and the bounds checks of the I/O calls and
+/// copies (which ask for every heap buffer) never use: a slab object by its slot alone, a
+/// page or large object by its span (through `resolve`, twice the time).
 pub fn object_at(addr: usize) -> Option<(Object, bool)> {
     if !crate::is_ready() || reentrant_object(addr) {
         return None;
     }
-    if let Some((e, page)) = alias::decode(addr) {
+    if alias::in_arena(addr) {
+        let (e, page) = alias::decode(addr)?;
         let (_, s) = POOL.span_at(POOL.page_addr(page))?;
-        if s.kind == pool::SLAB && slab::set_up(s) {
-            let (size, off) = slab::slot_at(s, page, e, addr)?;
-            let v = size.load(Ordering::Acquire);
-            return (v != slab::FREE_SLOT)
-                .then(|| (Object { start: addr - off, size: (v & !FREED) as usize }, v & FREED == 0));
+        return match s.kind {
+            pool::SLAB if slab::set_up(s) => {
+                let (size, off) = slab::slot_at(s, page, e, addr)?;
+                let v = size.load(Ordering::Acquire);
+                (v != slab::FREE_SLOT)
+                    .then(|| (Object { start: addr - off, size: (v & !FREED) as usize }, v & FREED == 0))
+            }
+            // A page object: live while its span is, under the alias of its epoch (as `resolve`).
+            pool::PAGES => {
+                let size = s.size.load(Ordering::Acquire);
+                let live = size & pool::DEAD_BIT == 0 && s.epoch.load(Ordering::Acquire) == e;
+                (live && addr >= s.addr).then_some((Object { start: s.addr, size }, true))
+            }
+            _ => None,
+        };
+    }
+    // A large object (as `resolve`): its table entry, unless it is a tombstone.
+    match large::lookup(addr) {
+        0 => None,
+        v if v & large::TOMB_BIT != 0 => None,
+        idx => {
+            let s = POOL.span(idx);
+            let size = s.size.load(Ordering::Acquire);
+            let live = s.kind == pool::LARGE && size & pool::DEAD_BIT == 0 && addr >= s.addr;
+            live.then_some((Object { start: s.addr, size }, true))
         }
     }
-    live_object_at(addr).map(|o| (o, true))
 }
 
 /// `malloc_usable_size`: the requested size (the canary follows right after it).

@@ -174,9 +174,13 @@ fn transfer(fd: c_int, buf: usize, n: usize, file: bool, way: Way, mut call: imp
 
 /// Which way a call moves bytes through a buffer: the kernel writes into it, or reads from it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Way {
+pub(crate) enum Way {
+    /// The call wrote into the buffer.
     Into,
+    /// The call is to read out of it.
     OutOf,
+    /// The call is to write into it (a copy, checked before it is made).
+    WouldWrite,
 }
 
 /// The bounds of the heap buffers of the calls that move bytes. A call that reads out of a
@@ -205,9 +209,20 @@ fn moved(buf: usize, n: usize, r: isize) -> isize {
 
 /// `sending` or `moved`, for `done` bytes; `op` names the call in a report.
 #[inline(always)]
-fn bounded(buf: usize, done: usize, way: Way, op: &'static str) {
+pub(crate) fn bounded(buf: usize, done: usize, way: Way, op: &'static str) {
     if done > 0 && in_heap(buf) {
-        overrun(buf, done, way, op);
+        overrun(buf, done, way, op, true);
+    }
+}
+
+/// `bounded` for the copies (`copies`): only a live object's end is checked. A copy through a
+/// dangling pointer into a freed object whose page is still mapped stays as prevent mode
+/// leaves any other access there (its documented granularity); in detect mode the page is
+/// gone and the copy traps.
+#[inline(always)]
+pub(crate) fn bounded_live(buf: usize, done: usize, way: Way, op: &'static str) {
+    if done > 0 && in_heap(buf) {
+        overrun(buf, done, way, op, false);
     }
 }
 
@@ -222,16 +237,17 @@ fn in_heap(addr: usize) -> bool {
 /// buffer in a freed object whose alias is still mapped (its group lives on in prevent mode):
 /// the kernel would read the dead object's old contents out, or has written into it.
 #[inline(never)]
-fn overrun(buf: usize, done: usize, way: Way, op: &'static str) {
+fn overrun(buf: usize, done: usize, way: Way, op: &'static str, freed_too: bool) {
     let o = match crate::heap::object_at(buf) {
         Some((o, true)) => o,
-        Some((o, false)) => crate::report::fatal(crate::fault::in_freed(buf, o, op)),
-        None => return,
+        Some((o, false)) if freed_too => crate::report::fatal(crate::fault::in_freed(buf, o, op)),
+        _ => return,
     };
     if buf.saturating_add(done) > o.start + o.size {
         let what = match way {
             Way::Into => "the call wrote past the end of the object its buffer starts in",
             Way::OutOf => "the call was to read past the end of the object its buffer starts in",
+            Way::WouldWrite => "the call was to write past the end of the object its buffer starts in",
         };
         crate::report::fatal(crate::fault::past_end(o, what, op));
     }
@@ -246,7 +262,7 @@ fn bounds_iov(iov: usize, cnt: usize, limit: usize, way: Way) {
         let n = len.min(left);
         match way {
             Way::OutOf => sending(base, n),
-            Way::Into => _ = moved(base, n, n as isize),
+            Way::Into | Way::WouldWrite => _ = moved(base, n, n as isize),
         }
         left -= n;
         if left == 0 {
@@ -1913,7 +1929,7 @@ fn line_written(buf: *mut c_char, n: usize, op: &'static str) {
     if n > 0 && in_heap(buf as usize) {
         // SAFETY: `fgets` returned `buf`: it wrote a NUL within the first `n` bytes.
         let len = unsafe { libc::strnlen(buf, n - 1) } + 1;
-        overrun(buf as usize, len, Way::Into, op);
+        overrun(buf as usize, len, Way::Into, op, true);
     }
 }
 

@@ -69,6 +69,8 @@ mod tls;
 #[cfg(not(test))]
 mod api;
 #[cfg(not(any(test, feature = "embed")))]
+mod copies;
+#[cfg(not(any(test, feature = "embed")))]
 mod io;
 
 /// The boundaries a program linking the allocator statically (the coverage-guided fuzzer in

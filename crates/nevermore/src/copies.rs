@@ -1,0 +1,279 @@
+//! The C library's memory and string copies, held to the bounds of heap objects.
+//!
+//! A heap overflow is most often a copy of a length the attacker chose: `memcpy(buf, packet,
+//! len)` into a fixed buffer writes over the live objects after it, which the program may use
+//! (a callback, a length, a key) long before the canary is checked at `free`; and a copy *out*
+//! of a heap object past its end (Heartbleed's `memcpy`) hands out what follows it, which no
+//! canary ever sees. So `memcpy`, `memmove`, `memset`, `strcpy`, `stpcpy`, `strcat`, `strncpy`
+//! and `strncat`, when the program calls them on a heap buffer, look its object up first (as
+//! the I/O calls do, `io::bounded_live`) and report a copy that would run past the end of a
+//! live object before a byte is written (`heap-buffer-overflow`). A copy through a dangling
+//! pointer is left to the alias engine: it traps in detect mode, and in prevent mode it reaches
+//! only the dead object's own memory.
+//!
+//! Cost. A copy of at most `guard::CANARY` bytes is not looked at: starting inside an object
+//! it can reach no further than the canary after it, which `free` checks. A buffer outside the
+//! heap costs two comparisons and a table's look-up; a heap buffer its object's look-up
+//! (`heap::object_at`, about 10 ns, more where the metadata has left the cache): 1–9 % of the
+//! time of the real programs of the benchmarks (BENCHMARKS.md, "Copies held to their objects'
+//! bounds"). `check_copies=0` turns the checks off.
+//!
+//! The library's own copies are not checked: each function is entered through a stub that
+//! passes the caller's return address on, and a call from the library's own code (which the
+//! compiler makes for its copies, and which may run on an object being set up) goes straight
+//! to the C library's function. Until that function is known (the library's first steps), a
+//! plain copy of its own does the work.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::io::{bounded_live as bounded, Way};
+
+/// The C library's functions, found when the library is loaded (never looked up from inside
+/// a copy: `dlsym` may allocate, and the allocator copies).
+static MEMCPY: AtomicUsize = AtomicUsize::new(0);
+static MEMMOVE: AtomicUsize = AtomicUsize::new(0);
+static MEMSET: AtomicUsize = AtomicUsize::new(0);
+
+#[used]
+#[link_section = ".init_array"]
+static RESOLVE: extern "C" fn() = {
+    extern "C" fn resolve() {
+        let _ = crate::sys::next_symbol(&MEMCPY, c"memcpy");
+        let _ = crate::sys::next_symbol(&MEMMOVE, c"memmove");
+        let _ = crate::sys::next_symbol(&MEMSET, c"memset");
+    }
+    resolve
+};
+
+type Copy = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> *mut c_void;
+type Fill = unsafe extern "C" fn(*mut c_void, c_int, usize) -> *mut c_void;
+
+/// Whether the call came from the program (or another library), not from this library, and
+/// copies are checked (`check_copies`).
+#[inline(always)]
+fn from_program(ret: usize) -> bool {
+    // Unknown before initialisation: then no call is checked.
+    crate::stack::own_text().is_some_and(|(lo, hi)| !(lo..hi).contains(&ret)) && crate::options().check_copies
+}
+
+/// Checks a copy of `n` bytes into `d` (and out of `s`, when given) made by the program.
+#[inline(always)]
+fn check(ret: usize, d: usize, s: Option<usize>, n: usize, op: &'static str) {
+    if n > crate::guard::CANARY && from_program(ret) {
+        bounded(d, n, Way::WouldWrite, op);
+        if let Some(s) = s {
+            bounded(s, n, Way::OutOf, op);
+        }
+    }
+}
+
+/// `n` bytes from `s` to `d` (which may overlap) through the C library's `memmove`, or, before
+/// it is known, a plain copy.
+///
+/// # Safety
+/// `d` and `s` valid for `n` bytes.
+#[inline(always)]
+unsafe fn move_bytes(d: *mut c_void, s: *const c_void, n: usize) {
+    match MEMMOVE.load(Ordering::Relaxed) {
+        // SAFETY: the C library's `memmove`, the caller's buffers.
+        f if f != 0 => unsafe {
+            core::mem::transmute::<usize, Copy>(f)(d, s, n);
+        },
+        // SAFETY: the caller's buffers; `rep movsb` copies forward (DF clear, as the ABI
+        // keeps it), backward with DF set when `d` lies inside the source (then restored).
+        _ => unsafe {
+            if (d as usize).wrapping_sub(s as usize) >= n {
+                core::arch::asm!("rep movsb", inout("rcx") n => _, inout("rdi") d => _, inout("rsi") s => _,
+                    options(nostack, preserves_flags));
+            } else {
+                core::arch::asm!("std", "rep movsb", "cld", inout("rcx") n => _,
+                    inout("rdi") (d as usize + n - 1) => _, inout("rsi") (s as usize + n - 1) => _,
+                    options(nostack));
+            }
+        },
+    }
+}
+
+/// Defines an exported copy function as a stub that passes its caller's return address on
+/// (in the first free argument register) to `$checked`.
+macro_rules! entry {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $checked:ident, $reg:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            core::arch::naked_asm!(concat!("mov ", $reg, ", [rsp]"), "jmp {f}", f = sym $checked)
+        }
+    };
+}
+
+entry! {
+    /// `memcpy`: see the module's notes.
+    fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void => memcpy_checked, "rcx"
+}
+entry! {
+    /// `memmove`: see the module's notes.
+    fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void => memmove_checked, "rcx"
+}
+entry! {
+    /// `memset`: see the module's notes.
+    fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void => memset_checked, "rcx"
+}
+entry! {
+    /// `strcpy`: see the module's notes.
+    fn strcpy(d: *mut c_char, s: *const c_char) -> *mut c_char => strcpy_checked, "rdx"
+}
+entry! {
+    /// `stpcpy`: see the module's notes.
+    fn stpcpy(d: *mut c_char, s: *const c_char) -> *mut c_char => stpcpy_checked, "rdx"
+}
+entry! {
+    /// `strcat`: see the module's notes.
+    fn strcat(d: *mut c_char, s: *const c_char) -> *mut c_char => strcat_checked, "rdx"
+}
+entry! {
+    /// `strncpy`: see the module's notes.
+    fn strncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char => strncpy_checked, "rcx"
+}
+entry! {
+    /// `strncat`: see the module's notes.
+    fn strncat(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char => strncat_checked, "rcx"
+}
+
+extern "C" fn memcpy_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {
+    check(ret, d as usize, Some(s as usize), n, "memcpy");
+    match MEMCPY.load(Ordering::Relaxed) {
+        // SAFETY: the C library's `memcpy`, with the caller's arguments.
+        f if f != 0 => unsafe { core::mem::transmute::<usize, Copy>(f)(d, s, n) },
+        // SAFETY: the caller's buffers (which `memcpy` says do not overlap).
+        _ => unsafe {
+            move_bytes(d, s, n);
+            d
+        },
+    }
+}
+
+extern "C" fn memmove_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {
+    check(ret, d as usize, Some(s as usize), n, "memmove");
+    // SAFETY: the caller's buffers.
+    unsafe { move_bytes(d, s, n) };
+    d
+}
+
+extern "C" fn memset_checked(d: *mut c_void, c: c_int, n: usize, ret: usize) -> *mut c_void {
+    check(ret, d as usize, None, n, "memset");
+    // SAFETY: the caller's buffer.
+    unsafe { fill(d, c, n) };
+    d
+}
+
+/// Sets `n` bytes at `d` to `c` through the C library's `memset`, or, before it is known,
+/// `rep stosb`.
+///
+/// # Safety
+/// `d` valid for `n` bytes.
+#[inline(always)]
+unsafe fn fill(d: *mut c_void, c: c_int, n: usize) {
+    match MEMSET.load(Ordering::Relaxed) {
+        // SAFETY: the C library's `memset`, with the caller's arguments.
+        f if f != 0 => unsafe {
+            core::mem::transmute::<usize, Fill>(f)(d, c, n);
+        },
+        // SAFETY: the caller's buffer; `rep stosb` fills forward (DF clear).
+        _ => unsafe {
+            core::arch::asm!("rep stosb", inout("rcx") n => _, inout("rdi") d => _, in("al") c as u8,
+                options(nostack, preserves_flags));
+        },
+    }
+}
+
+/// The length of the NUL-terminated string at `s` (the C library's `strlen`, which this
+/// library does not replace).
+///
+/// # Safety
+/// `s` a NUL-terminated string.
+#[inline(always)]
+unsafe fn len(s: *const c_char) -> usize {
+    // SAFETY: the caller's string.
+    unsafe { libc::strlen(s) }
+}
+
+/// Copies `n` bytes from `s` to `d` (whose string functions' buffers never overlap).
+///
+/// # Safety
+/// `d` and `s` valid for `n` bytes.
+#[inline(always)]
+unsafe fn copy(d: *mut c_char, s: *const c_char, n: usize) {
+    // SAFETY: the caller's buffers.
+    unsafe { move_bytes(d.cast(), s.cast(), n) };
+}
+
+extern "C" fn strcpy_checked(d: *mut c_char, s: *const c_char, ret: usize) -> *mut c_char {
+    // SAFETY: the caller's string (as the C library's `strcpy` reads it).
+    let n = unsafe { len(s) } + 1;
+    check(ret, d as usize, Some(s as usize), n, "strcpy");
+    // SAFETY: the caller's buffers, `n` bytes with the NUL.
+    unsafe { copy(d, s, n) };
+    d
+}
+
+extern "C" fn stpcpy_checked(d: *mut c_char, s: *const c_char, ret: usize) -> *mut c_char {
+    // SAFETY: the caller's string.
+    let n = unsafe { len(s) } + 1;
+    check(ret, d as usize, Some(s as usize), n, "stpcpy");
+    // SAFETY: the caller's buffers; the result is the copied NUL's address.
+    unsafe {
+        copy(d, s, n);
+        d.add(n - 1)
+    }
+}
+
+extern "C" fn strcat_checked(d: *mut c_char, s: *const c_char, ret: usize) -> *mut c_char {
+    // SAFETY: the caller's strings.
+    let (dl, n) = unsafe { (len(d), len(s) + 1) };
+    // The bytes from `d` on that the call writes: its string, then the source and its NUL.
+    if n > crate::guard::CANARY && from_program(ret) {
+        bounded(d as usize, dl + n, Way::WouldWrite, "strcat");
+        bounded(s as usize, n, Way::OutOf, "strcat");
+    }
+    // SAFETY: the caller's buffers.
+    unsafe { copy(d.add(dl), s, n) };
+    d
+}
+
+extern "C" fn strncpy_checked(d: *mut c_char, s: *const c_char, n: usize, ret: usize) -> *mut c_char {
+    // It reads the source up to its NUL or `n` bytes, and writes `n` bytes (padding with NULs).
+    // SAFETY: the caller's string, read no further than the C library's `strncpy` reads it.
+    let read = unsafe { libc::strnlen(s, n) };
+    if n > crate::guard::CANARY && from_program(ret) {
+        bounded(d as usize, n, Way::WouldWrite, "strncpy");
+        bounded(s as usize, (read + 1).min(n), Way::OutOf, "strncpy");
+    }
+    // SAFETY: the caller's buffers: `read` bytes of the source, then NULs up to `n`.
+    unsafe {
+        copy(d, s, read);
+        fill(d.add(read).cast(), 0, n - read);
+    }
+    d
+}
+
+extern "C" fn strncat_checked(d: *mut c_char, s: *const c_char, n: usize, ret: usize) -> *mut c_char {
+    // It appends the source up to its NUL or `n` bytes, then a NUL.
+    // SAFETY: the caller's strings, the source read no further than `strncat` reads it.
+    let (dl, read) = unsafe { (len(d), libc::strnlen(s, n)) };
+    if read + 1 > crate::guard::CANARY && from_program(ret) {
+        bounded(d as usize, dl + read + 1, Way::WouldWrite, "strncat");
+        bounded(s as usize, read, Way::OutOf, "strncat");
+    }
+    // SAFETY: the caller's buffers, with room for the appended bytes and the NUL (the C
+    // contract).
+    unsafe {
+        copy(d.add(dl), s, read);
+        *d.add(dl + read) = 0;
+    }
+    d
+}

@@ -657,6 +657,32 @@ fn frames_carry_their_module_s_build_id() {
     assert!(libc.ends_with(&format!(" (BuildId: {})", build_id(Path::new(path)))), "{libc}");
 }
 
+/// A copy of the -O2 program in a scratch directory named `name`, and the raw text report of
+/// its `uaf` case under plain `LD_PRELOAD`: (directory, program, report).
+fn report_of_a_copy(name: &str) -> (PathBuf, PathBuf, String) {
+    let dir = scratch(name);
+    let prog = dir.join("reports");
+    std::fs::copy(&bins()[1], &prog).unwrap();
+    let raw = stderr(&run_copied(&prog, "mode=detect"));
+    (dir, prog, raw)
+}
+
+/// The `uaf` case of a program just copied, under `options`. Another test's child may hold
+/// the copy's file open for writing between its fork and its exec (the descriptor is
+/// inherited), and the exec fails with ETXTBSY meanwhile: it is made again.
+fn run_copied(prog: &Path, options: &str) -> Output {
+    for _ in 0..100 {
+        let o = program(prog).arg("uaf").env("LD_PRELOAD", lib_path()).env("NEVERMORE_OPTIONS", options).output();
+        match o {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            o => return o.expect("spawn the program"),
+        }
+    }
+    panic!("{} stayed busy (ETXTBSY)", prog.display());
+}
+
 /// `nevermore symbolize ARGS` given `input` on standard input.
 fn symbolize(args: &[&str], input: &str) -> Output {
     use std::io::Write;
@@ -679,11 +705,8 @@ fn symbolize(args: &[&str], input: &str) -> Output {
 /// another root directory.
 #[test]
 fn symbolize_names_the_frames_of_reports_written_without_run() {
-    let dir = scratch("symbolize");
     // The program at a path of its own, so that it can be moved below a root afterwards.
-    let prog = dir.join("reports");
-    std::fs::copy(&bins()[1], &prog).unwrap();
-    let raw = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect")]));
+    let (dir, prog, raw) = report_of_a_copy("symbolize");
     assert!(raw.contains(&format!("{}+0x", prog.display())), "no raw frame of the program:\n{raw}");
     assert!(!raw.contains(" in touch_record "), "{raw}");
     let tag = "Dec 05 01:00:00 host nevermore[1]: ";
@@ -697,7 +720,7 @@ fn symbolize_names_the_frames_of_reports_written_without_run() {
     assert_frame(&free, "drop_record", "drop", "free stack", &text);
     assert_frame(&alloc, "make_record", "make", "allocation stack", &text);
 
-    let json = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect:report_format=json")]));
+    let json = stderr(&run_copied(&prog, "mode=detect:report_format=json"));
     let file = dir.join("report.json");
     std::fs::write(&file, &json).unwrap();
     let o = nevermore(&["symbolize", file.to_str().unwrap()]).output().unwrap();
@@ -735,11 +758,8 @@ fn symbolize_names_the_frames_of_reports_written_without_run() {
 /// so does one the stripped program links to (`.gnu_debuglink`).
 #[test]
 fn symbolize_reads_only_the_build_that_ran() {
-    let dir = scratch("symbolize-build");
-    let prog = dir.join("reports");
-    std::fs::copy(&bins()[1], &prog).unwrap();
-    let raw = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect")]));
-    let json = stderr(&run_preloaded(&prog, &["uaf"], &[("NEVERMORE_OPTIONS", "mode=detect:report_format=json")]));
+    let (dir, prog, raw) = report_of_a_copy("symbolize-build");
+    let json = stderr(&run_copied(&prog, "mode=detect:report_format=json"));
     let id = build_id(&prog);
     // Its debug information, as a distribution's debug package installs it.
     let debug_dir = dir.join("debug");

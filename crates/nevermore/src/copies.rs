@@ -30,8 +30,9 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use crate::io::{bounded_live as bounded, Way};
 
 /// The C library's functions, found when the library is loaded (never looked up from inside
-/// a copy: `dlsym` may allocate, and the allocator copies).
-static MEMCPY: AtomicUsize = AtomicUsize::new(0);
+/// a copy: `dlsym` may allocate, and the allocator copies). Every copy goes through `memmove`:
+/// the C library's `memcpy` is the same code on x86-64, and a program built before glibc 2.14
+/// calls the `memcpy` of that time, which allowed overlapping buffers.
 static MEMMOVE: AtomicUsize = AtomicUsize::new(0);
 static MEMSET: AtomicUsize = AtomicUsize::new(0);
 
@@ -39,7 +40,6 @@ static MEMSET: AtomicUsize = AtomicUsize::new(0);
 #[link_section = ".init_array"]
 static RESOLVE: extern "C" fn() = {
     extern "C" fn resolve() {
-        let _ = crate::sys::next_symbol(&MEMCPY, c"memcpy");
         let _ = crate::sys::next_symbol(&MEMMOVE, c"memmove");
         let _ = crate::sys::next_symbol(&MEMSET, c"memset");
     }
@@ -146,15 +146,9 @@ entry! {
 
 extern "C" fn memcpy_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {
     check(ret, d as usize, Some(s as usize), n, "memcpy");
-    match MEMCPY.load(Ordering::Relaxed) {
-        // SAFETY: the C library's `memcpy`, with the caller's arguments.
-        f if f != 0 => unsafe { core::mem::transmute::<usize, Copy>(f)(d, s, n) },
-        // SAFETY: the caller's buffers (which `memcpy` says do not overlap).
-        _ => unsafe {
-            move_bytes(d, s, n);
-            d
-        },
-    }
+    // SAFETY: the caller's buffers.
+    unsafe { move_bytes(d, s, n) };
+    d
 }
 
 extern "C" fn memmove_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {

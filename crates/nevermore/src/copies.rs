@@ -14,7 +14,7 @@
 //! Cost. A copy of at most `guard::CANARY` bytes is not looked at: starting inside an object
 //! it can reach no further than the canary after it, which `free` checks. A buffer outside the
 //! heap costs two comparisons and a table's look-up; a heap buffer its object's look-up
-//! (`heap::object_at`, about 10 ns, more where the metadata has left the cache): 1–9 % of the
+//! (`heap::object_at`, about 10 ns, more where the metadata has left the cache): up to 8 % of the
 //! time of the real programs of the benchmarks (BENCHMARKS.md, "Copies held to their objects'
 //! bounds"). `check_copies=0` turns the checks off.
 //!

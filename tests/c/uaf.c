@@ -23,6 +23,9 @@
  *                        of SIZE bytes with live neighbours; "memcpy-out" reads SIZE + EXTRA
  *                        bytes out of it: prints "copied" (the library reports a copy that
  *                        would run past the object, before it is made).
+ *   copy-shrunk          memcpy of 200 bytes into a live object of 200 bytes (which the
+ *                        library's look-up remembers), realloc of it to 100 bytes, then memcpy
+ *                        of 150 bytes into it: prints "copied" (the library reports the second).
  *   dead-slot CALL       CALL (read or write) of 10 bytes on a freed 100-byte object whose
  *                        neighbours of its size stay live: prints "moved=N" (the library
  *                        reports the freed buffer, also where its alias is still mapped).
@@ -340,6 +343,19 @@ int main(int argc, char **argv) {
         fflush(stdout);
         for (int i = 0; i < 8; i++)
             free(next[i]);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "copy-shrunk")) {
+        static char src[256];
+        memset(src, 's', sizeof src);
+        char *p = malloc(200);
+        memcpy(p, src, 200);
+        memcpy(p, src, 200);
+        p = realloc(p, 100);
+        memcpy(p, src, 150);
+        printf("copied\n");
+        fflush(stdout);
         free(p);
         return 0;
     }

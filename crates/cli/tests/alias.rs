@@ -269,6 +269,12 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
                 assert!(!stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
             }
         }
+        // An object the look-up met before and that shrank since (`realloc`) is held to its
+        // new end.
+        let o = run(mode, &["copy-shrunk"]);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(stderr(&o).contains("memcpy of 0x") && stderr(&o).contains("of 100 bytes;"), "{mode}: {}", stderr(&o));
+        assert!(!stdout(&o).contains("copied"), "{mode}: {}", stdout(&o));
         // With the checks off, the copy is made, and the canary finds it at `free`.
         let o = run(&format!("{mode}:check_copies=0"), &["copy", "memcpy", "100", "9"]);
         assert_report(&o, "heap-buffer-overflow");

@@ -292,7 +292,7 @@ pub fn syscall_buffer(a: usize, n: usize) -> Option<Report> {
             let at = page.max(a);
             if at > a {
                 // The buffer starts in a live object and runs on into this page.
-                if let Some(o) = crate::heap::live_object_at(a).filter(|o| at >= o.start + o.size) {
+                if let Some((o, _)) = crate::heap::object_at(a).filter(|&(o, live)| live && at >= o.start + o.size) {
                     return Some(past_end(o, "the buffer runs past the end of the object it starts in", SYSCALL));
                 }
             }

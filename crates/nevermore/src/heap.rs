@@ -729,18 +729,14 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
                     Slot::Tail => Err(rep(bad, "the address was never returned by an allocation", None)),
                 }
             }
-            pool::PAGES => {
-                let size = s.size.load(Ordering::Acquire);
-                let live = size & pool::DEAD_BIT == 0 && s.epoch.load(Ordering::Acquire) == e;
-                if p == s.addr && live {
-                    return Ok((Obj::Pages { idx }, size));
-                }
-                if live {
+            pool::PAGES => match live_pages(s, e) {
+                Some(size) if p == s.addr => Ok((Obj::Pages { idx }, size)),
+                Some(size) => {
                     let object = Some(Object { start: s.addr, size });
-                    return Err(rep(bad, "the address points inside an object, not at its start", object));
+                    Err(rep(bad, "the address points inside an object, not at its start", object))
                 }
-                Err(stale(e, page, "the memory at this address was already freed"))
-            }
+                None => Err(stale(e, page, "the memory at this address was already freed")),
+            },
             _ => Err(rep(bad, "the address was never returned by an allocation", None)),
         }
     } else {
@@ -749,19 +745,32 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
             v if v & large::TOMB_BIT != 0 => Err(rep(freed_kind(bad), "the object was already freed", None)),
             idx => {
                 let s = POOL.span(idx);
-                let size = s.size.load(Ordering::Acquire);
+                let live = live_large(s);
                 if s.kind != pool::LARGE || s.addr != p {
-                    let object =
-                        (s.kind == pool::LARGE && size & pool::DEAD_BIT == 0).then_some(Object { start: s.addr, size });
+                    let object = live.map(|size| Object { start: s.addr, size });
                     return Err(rep(bad, "the address points inside an object, not at its start", object));
                 }
-                if size & pool::DEAD_BIT != 0 {
-                    return Err(rep(freed_kind(bad), "the object was already freed", None));
+                match live {
+                    Some(size) => Ok((Obj::Large { idx }, size)),
+                    None => Err(rep(freed_kind(bad), "the object was already freed", None)),
                 }
-                Ok((Obj::Large { idx }, size))
             }
         }
     }
+}
+
+/// The size of the page object of span `s` if it is live under the alias of epoch `e`.
+#[inline(always)]
+fn live_pages(s: &pool::Span, e: u32) -> Option<usize> {
+    let size = s.size.load(Ordering::Acquire);
+    (size & pool::DEAD_BIT == 0 && s.epoch.load(Ordering::Acquire) == e).then_some(size)
+}
+
+/// The size of the large object of span `s` if `s` holds a live one.
+#[inline(always)]
+fn live_large(s: &pool::Span) -> Option<usize> {
+    let size = s.size.load(Ordering::Acquire);
+    (s.kind == pool::LARGE && size & pool::DEAD_BIT == 0).then_some(size)
 }
 
 /// Resolves `p` and checks its canary; reports and dies on any problem.
@@ -1160,18 +1169,6 @@ pub fn live_object_size(p: usize) -> Option<usize> {
     resolve(p, "malloc_usable_size", Kind::InvalidPointer).ok().map(|(_, size)| size)
 }
 
-/// The live object that `addr` lies in (at its start or inside it), or None; reports nothing.
-pub fn live_object_at(addr: usize) -> Option<Object> {
-    if !crate::is_ready() || reentrant_object(addr) {
-        return None;
-    }
-    match resolve(addr, crate::fault::SYSCALL, Kind::InvalidPointer) {
-        Ok((_, size)) => Some(Object { start: addr, size }),
-        // `resolve` names an object only for an address inside a live one.
-        Err(r) => r.object,
-    }
-}
-
 /// The heap object that `addr` lies in (at its start or inside it), and whether it is live:
 /// a live object, or a freed slab object while the alias it was handed out through is still
 /// mapped (prevent mode revokes a group's page when the whole group is dead, and in batches);
@@ -1179,6 +1176,7 @@ pub fn live_object_at(addr: usize) -> Option<Object> {
 /// is not an object's start, which `resolve` builds and the bounds checks of the I/O calls and
 /// copies (which ask for every heap buffer) never use: a slab object by its slot alone, a
 /// page or large object by its span (through `resolve`, twice the time).
+#[inline(always)]
 pub fn object_at(addr: usize) -> Option<(Object, bool)> {
     if !crate::is_ready() || reentrant_object(addr) {
         return None;
@@ -1193,24 +1191,17 @@ pub fn object_at(addr: usize) -> Option<(Object, bool)> {
                 (v != slab::FREE_SLOT)
                     .then(|| (Object { start: addr - off, size: (v & !FREED) as usize }, v & FREED == 0))
             }
-            // A page object: live while its span is, under the alias of its epoch (as `resolve`).
-            pool::PAGES => {
-                let size = s.size.load(Ordering::Acquire);
-                let live = size & pool::DEAD_BIT == 0 && s.epoch.load(Ordering::Acquire) == e;
-                (live && addr >= s.addr).then_some((Object { start: s.addr, size }, true))
-            }
+            pool::PAGES if addr >= s.addr => live_pages(s, e).map(|size| (Object { start: s.addr, size }, true)),
             _ => None,
         };
     }
-    // A large object (as `resolve`): its table entry, unless it is a tombstone.
+    // A large object: its table entry, unless it is a tombstone.
     match large::lookup(addr) {
         0 => None,
         v if v & large::TOMB_BIT != 0 => None,
         idx => {
             let s = POOL.span(idx);
-            let size = s.size.load(Ordering::Acquire);
-            let live = s.kind == pool::LARGE && size & pool::DEAD_BIT == 0 && addr >= s.addr;
-            live.then_some((Object { start: s.addr, size }, true))
+            live_large(s).filter(|_| addr >= s.addr).map(|size| (Object { start: s.addr, size }, true))
         }
     }
 }

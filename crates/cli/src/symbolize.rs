@@ -58,14 +58,26 @@ fn symbol_sizes(module: &str) -> HashMap<u64, u64> {
     sizes
 }
 
-/// The build id of the ELF file at `path`, in lower-case hexadecimal: Ok(None) when it has
-/// none, Err when it cannot be read as ELF.
-fn file_build_id(path: &Path) -> Result<Option<String>, ()> {
+/// What picks the file to symbolize from: an ELF file's build id (lower-case hexadecimal) and
+/// the name its `.gnu_debuglink` section gives its debug file.
+struct ElfIds {
+    build_id: Option<String>,
+    debuglink: Option<String>,
+}
+
+/// The `ElfIds` of the file at `path`; None when it cannot be read as ELF.
+fn elf_ids(path: &Path) -> Option<ElfIds> {
     use object::Object;
-    let data = std::fs::read(path).map_err(|_| ())?;
-    let file = object::File::parse(&*data).map_err(|_| ())?;
-    let id = file.build_id().map_err(|_| ())?;
-    Ok(id.map(|b| b.iter().map(|x| format!("{x:02x}")).collect()))
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let build_id = file.build_id().ok()?.map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+    let debuglink = file.gnu_debuglink().ok().flatten().and_then(|(name, _crc)| String::from_utf8(name.to_vec()).ok());
+    Some(ElfIds { build_id, debuglink })
+}
+
+/// The build id of the ELF file at `path`, if it can be read and has one.
+fn file_build_id(path: &Path) -> Option<String> {
+    elf_ids(path).and_then(|ids| ids.build_id)
 }
 
 /// The default debug directory, below the program's root when it had another.
@@ -108,15 +120,15 @@ impl Symbolizer {
             self.debug_dirs
                 .iter()
                 .map(|d| d.join(".build-id").join(dir).join(format!("{rest}.debug")))
-                .find(|p| file_build_id(p).ok().flatten().as_deref() == Some(id))
+                .find(|p| file_build_id(p).as_deref() == Some(id))
         });
-        let source = match (debug, id) {
-            (Some(p), _) => Source::File(p.to_string_lossy().into_owned()),
-            (None, None) => Source::File(self.linked_debug(&file).unwrap_or(file)),
-            (None, Some(id)) => match file_build_id(Path::new(&file)) {
-                Ok(now) if now.as_deref() != Some(id) => Source::Replaced(file, now),
+        let source = match debug {
+            Some(p) => Source::File(p.to_string_lossy().into_owned()),
+            None => match (elf_ids(Path::new(&file)), id) {
+                (Some(ids), Some(id)) if ids.build_id.as_deref() != Some(id) => Source::Replaced(file, ids.build_id),
                 // The same build, or a file that cannot be read (its frames stay raw).
-                _ => Source::File(self.linked_debug(&file).unwrap_or(file)),
+                (Some(ids), _) => Source::File(self.linked_debug(&file, &ids).unwrap_or(file)),
+                (None, _) => Source::File(file),
             },
         };
         self.sources.insert(key, source.clone());
@@ -128,13 +140,9 @@ impl Symbolizer {
     /// do), looked for where gdb looks: beside it, in `.debug/` beside it, and below each debug
     /// directory at the module's directory. Only a debug file of the same build (or one where
     /// either file has no build id) is taken.
-    fn linked_debug(&self, file: &str) -> Option<String> {
-        use object::Object;
-        let data = std::fs::read(file).ok()?;
-        let elf = object::File::parse(&*data).ok()?;
-        let (name, _crc) = elf.gnu_debuglink().ok()??;
-        let name = std::str::from_utf8(name).ok()?;
-        let own = elf.build_id().ok()?.map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>());
+    fn linked_debug(&self, file: &str, ids: &ElfIds) -> Option<String> {
+        let name = ids.debuglink.as_deref()?;
+        let own = &ids.build_id;
         let path = Path::new(file);
         let dir = path.parent()?;
         let mut candidates = vec![dir.join(name), dir.join(".debug").join(name)];
@@ -143,8 +151,10 @@ impl Symbolizer {
         for d in &self.debug_dirs {
             candidates.push(d.join(seen.strip_prefix("/").unwrap_or(seen)).join(name));
         }
-        candidates.into_iter().filter(|c| c.as_path() != path).find_map(|c| match file_build_id(&c) {
-            Ok(theirs) if own.is_none() || theirs.is_none() || theirs == own => Some(c.to_string_lossy().into_owned()),
+        candidates.into_iter().filter(|c| c.as_path() != path).find_map(|c| match elf_ids(&c) {
+            Some(theirs) if own.is_none() || theirs.build_id.is_none() || theirs.build_id == *own => {
+                Some(c.to_string_lossy().into_owned())
+            }
             _ => None,
         })
     }

@@ -18,7 +18,9 @@
  *                        writes to a file, or to a socket for send, sendto, sendmsg and
  *                        sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
- *   copy CALL SIZE EXTRA CALL (memcpy, memmove, memset, strcpy, stpcpy, strcat, strncpy, strncat)
+ *   copy CALL SIZE EXTRA CALL (memcpy, memmove, memset, strcpy, stpcpy, strcat, strncpy, strncat,
+ *                        and the formatting calls sprintf, vsprintf, snprintf, vsnprintf,
+ *                        __sprintf_chk, __vsprintf_chk, __snprintf_chk, __vsnprintf_chk of "%s")
  *                        writes SIZE + EXTRA bytes (a string's with its NUL) into a live object
  *                        of SIZE bytes with live neighbours; "memcpy-out" reads SIZE + EXTRA
  *                        bytes out of it: prints "copied" (the library reports a copy that
@@ -26,6 +28,9 @@
  *   copy-shrunk          memcpy of 200 bytes into a live object of 200 bytes (which the
  *                        library's look-up remembers), realloc of it to 100 bytes, then memcpy
  *                        of 150 bytes into it: prints "copied" (the library reports the second).
+ *   format-args          each formatting call into a heap object and into a stack buffer, with
+ *                        integer and floating arguments past the registers, a length past the
+ *                        object's that its text fits in, and a cut text: prints each text.
  *   dead-slot CALL       CALL (read or write) of 10 bytes on a freed 100-byte object whose
  *                        neighbours of its size stay live: prints "moved=N" (the library
  *                        reports the freed buffer, also where its alias is still mapped).
@@ -92,6 +97,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +111,52 @@
 #include <time.h>
 #include <unistd.h>
 #include "pool_probe.h"
+
+
+/* The fortified functions, called as a program built with _FORTIFY_SOURCE calls them. */
+extern int __sprintf_chk(char *, int, size_t, const char *, ...);
+extern int __vsprintf_chk(char *, int, size_t, const char *, va_list);
+extern int __snprintf_chk(char *, size_t, int, size_t, const char *, ...);
+extern int __vsnprintf_chk(char *, size_t, int, size_t, const char *, va_list);
+
+/* The formatting call named `call` of `fmt` into `d` (`n` bytes where it takes a length);
+ * -2 for an unknown name. */
+static int format_call(const char *call, char *d, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = -2;
+    if (!strcmp(call, "vsprintf")) r = vsprintf(d, fmt, ap);
+    else if (!strcmp(call, "vsnprintf")) r = vsnprintf(d, n, fmt, ap);
+    else if (!strcmp(call, "__vsprintf_chk")) r = __vsprintf_chk(d, 1, (size_t)-1, fmt, ap);
+    else if (!strcmp(call, "__vsnprintf_chk")) r = __vsnprintf_chk(d, n, 1, (size_t)-1, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+#define FORMAT_ARGS "%d|%s|%.2f|%ld|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%c|%x|%lu"
+#define FORMAT_VALUES -7, "abc", 3.14159, 123456789012L, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 'Z', 0xbeef, 42UL
+
+/* `call` of FORMAT_ARGS into `d` (`n` bytes where it takes a length). */
+static int format_args(const char *call, char *d, size_t n) {
+    if (!strcmp(call, "sprintf")) return sprintf(d, FORMAT_ARGS, FORMAT_VALUES);
+    if (!strcmp(call, "snprintf")) return snprintf(d, n, FORMAT_ARGS, FORMAT_VALUES);
+    if (!strcmp(call, "__sprintf_chk")) return __sprintf_chk(d, 1, (size_t)-1, FORMAT_ARGS, FORMAT_VALUES);
+    if (!strcmp(call, "__snprintf_chk")) return __snprintf_chk(d, n, 1, (size_t)-1, FORMAT_ARGS, FORMAT_VALUES);
+    return format_call(call, d, n, FORMAT_ARGS, FORMAT_VALUES);
+}
+
+/* `call` of "%s" with `s` into `d` (`n` bytes where it takes a length). */
+static int format_string(const char *call, char *d, size_t n, const char *s) {
+    if (!strcmp(call, "sprintf")) return sprintf(d, "%s", s);
+    if (!strcmp(call, "snprintf")) return snprintf(d, n, "%s", s);
+    if (!strcmp(call, "__sprintf_chk")) return __sprintf_chk(d, 1, (size_t)-1, "%s", s);
+    if (!strcmp(call, "__snprintf_chk")) return __snprintf_chk(d, n, 1, (size_t)-1, "%s", s);
+    return format_call(call, d, n, "%s", s);
+}
+
+static const char *const FORMAT_CALLS[] = {"sprintf", "vsprintf", "snprintf", "vsnprintf",
+                                           "__sprintf_chk", "__vsprintf_chk", "__snprintf_chk",
+                                           "__vsnprintf_chk"};
 
 static volatile char sink;
 
@@ -338,7 +390,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "strncpy")) strncpy(p, src, total);
         else if (!strcmp(call, "strncat")) strncat(p, src, total - 1);
         else if (!strcmp(call, "memcpy-out")) memcpy(out, p, total);
-        else return 2;
+        else if (format_string(call, p, total, src) == -2) return 2;
         printf("copied\n");
         fflush(stdout);
         for (int i = 0; i < 8; i++)
@@ -357,6 +409,26 @@ int main(int argc, char **argv) {
         printf("copied\n");
         fflush(stdout);
         free(p);
+        return 0;
+    }
+    if (!strcmp(c, "format-args")) {
+        for (size_t i = 0; i < sizeof FORMAT_CALLS / sizeof *FORMAT_CALLS; i++) {
+            const char *call = FORMAT_CALLS[i];
+            char *p = malloc(100), *q = malloc(100), on_stack[100];
+            int r = format_args(call, p, 100);
+            printf("%s heap %d %s\n", call, r, p);
+            r = format_args(call, on_stack, sizeof on_stack);
+            printf("%s stack %d %s\n", call, r, on_stack);
+            if (strstr(call, "snprintf")) {
+                /* A length past the object's end, with a text that fits, and a cut text. */
+                r = format_string(call, q, 4096, "fits");
+                printf("%s roomy %d %s\n", call, r, q);
+                r = format_string(call, q, 10, "0123456789abcdef");
+                printf("%s cut %d %s\n", call, r, q);
+            }
+            free(p);
+            free(q);
+        }
         return 0;
     }
     if (!strcmp(c, "dead-slot") && argc > 2) {

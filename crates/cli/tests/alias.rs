@@ -245,15 +245,30 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
     }
 }
 
-/// The C library's copies (`memcpy`, `strcpy`, ...) into a heap object that would run past
-/// its end are reported before a byte is written, and so is a `memcpy` out of one past its
-/// end (Heartbleed's over-read): the neighbours are never overwritten or read. Copies that
-/// fit are left alone; `check_copies=0` leaves the overflow to the canary.
+/// The formatting calls, plain and fortified (as a program built with `_FORTIFY_SOURCE` calls
+/// them with a buffer whose size the compiler does not know).
+const FORMAT_CALLS: [&str; 8] = [
+    "sprintf",
+    "vsprintf",
+    "snprintf",
+    "vsnprintf",
+    "__sprintf_chk",
+    "__vsprintf_chk",
+    "__snprintf_chk",
+    "__vsnprintf_chk",
+];
+
+/// The C library's copies (`memcpy`, `strcpy`, ...) and formatting calls (`sprintf`, ...) into
+/// a heap object that would run past its end are reported before a byte past it is written,
+/// and so is a `memcpy` out of one past its end (Heartbleed's over-read): the neighbours are
+/// never overwritten or read. Copies that fit are left alone; `check_copies=0` leaves the
+/// overflow to the canary.
 #[test]
 fn copies_running_past_the_end_of_an_object_are_reported() {
-    let calls = ["memcpy", "memmove", "memset", "strcpy", "stpcpy", "strcat", "strncpy", "strncat", "memcpy-out"];
+    let copies = ["memcpy", "memmove", "memset", "strcpy", "stpcpy", "strcat", "strncpy", "strncat", "memcpy-out"];
+    let calls: Vec<&str> = copies.iter().chain(FORMAT_CALLS.iter()).copied().collect();
     for mode in ["detect", "prevent"] {
-        for call in calls {
+        for &call in &calls {
             let op = call.trim_end_matches("-out");
             let did = if call.ends_with("-out") { "was to read" } else { "was to write" };
             let o = run(mode, &["copy", call, "100", "0"]);
@@ -276,10 +291,36 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
         assert!(stderr(&o).contains("memcpy of 0x") && stderr(&o).contains("of 100 bytes;"), "{mode}: {}", stderr(&o));
         assert!(!stdout(&o).contains("copied"), "{mode}: {}", stdout(&o));
         // With the checks off, the copy is made, and the canary finds it at `free`.
-        let o = run(&format!("{mode}:check_copies=0"), &["copy", "memcpy", "100", "9"]);
-        assert_report(&o, "heap-buffer-overflow");
-        assert!(stdout(&o).contains("copied"), "{mode}: {}", stdout(&o));
-        assert!(!stderr(&o).contains("memcpy of 0x"), "{mode}: {}", stderr(&o));
+        for call in ["memcpy", "sprintf"] {
+            let o = run(&format!("{mode}:check_copies=0"), &["copy", call, "100", "9"]);
+            assert_report(&o, "heap-buffer-overflow");
+            assert!(stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
+            assert!(!stderr(&o).contains(&format!("{call} of 0x")), "{mode} {call}: {}", stderr(&o));
+        }
+    }
+}
+
+/// The formatting calls that the library checks make the C library's text, and return its
+/// length, with every kind of argument (past the registers too), into heap objects and other
+/// buffers; a length past an object's end is left alone while the text fits in the object, and
+/// a length within it cuts the text as the C library does.
+#[test]
+fn formatting_calls_make_the_c_library_s_text() {
+    let text = "66 -7|abc|3.14|123456789012|1.0|2.0|3.0|4.0|5.0|6.0|7.0|8.0|Z|beef|42";
+    for mode in ["detect", "prevent"] {
+        let o = run(mode, &["format-args"]);
+        assert_ok(&o);
+        let out = stdout(&o);
+        let mut want = Vec::new();
+        for call in FORMAT_CALLS {
+            want.push(format!("{call} heap {text}"));
+            want.push(format!("{call} stack {text}"));
+            if call.contains("snprintf") {
+                want.push(format!("{call} roomy 4 fits"));
+                want.push(format!("{call} cut 16 012345678"));
+            }
+        }
+        assert_eq!(out.lines().collect::<Vec<_>>(), want, "{mode}");
     }
 }
 

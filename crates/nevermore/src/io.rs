@@ -226,6 +226,20 @@ pub(crate) fn bounded_live(buf: usize, done: usize, way: Way, op: &'static str) 
     }
 }
 
+/// The bytes from `buf` to the end of the live heap object it lies in (0 from its end on), or
+/// None for a buffer in no live heap object. For the calls whose length is known only once
+/// they have run (`copies`' formatted output): they are run with this as their bound.
+#[inline(always)]
+pub(crate) fn room_live(buf: usize) -> Option<usize> {
+    if !in_heap(buf) {
+        return None;
+    }
+    match crate::heap::object_at(buf) {
+        Some((o, true)) => Some((o.start + o.size).saturating_sub(buf)),
+        _ => None,
+    }
+}
+
 /// Whether `addr` may be a heap object's: in the alias arena, or in a gigabyte that holds
 /// large objects (`heap::object_at` looks it up).
 #[inline(always)]

@@ -18,13 +18,17 @@
  *                        writes to a file, or to a socket for send, sendto, sendmsg and
  *                        sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
- *   copy CALL SIZE EXTRA CALL (memcpy, memmove, memset, strcpy, stpcpy, strcat, strncpy, strncat,
- *                        and the formatting calls sprintf, vsprintf, snprintf, vsnprintf,
+ *   copy CALL SIZE EXTRA CALL (memcpy, memmove, mempcpy, __mempcpy, memset, strcpy, stpcpy, strcat,
+ *                        strncpy, strncat, their fortified names __memcpy_chk, ... called with
+ *                        no size known (-1), and the formatting calls sprintf, vsprintf, snprintf, vsnprintf,
  *                        __sprintf_chk, __vsprintf_chk, __snprintf_chk, __vsnprintf_chk of "%s")
  *                        writes SIZE + EXTRA bytes (a string's with its NUL) into a live object
  *                        of SIZE bytes with live neighbours; "memcpy-out" reads SIZE + EXTRA
  *                        bytes out of it: prints "copied" (the library reports a copy that
- *                        would run past the object, before it is made).
+ *                        would run past the object, before it is made), or "BAD RETURN".
+ *   fortified CALL       CALL (a fortified copy: __memcpy_chk, ...) of 50 bytes (a string's
+ *                        with its NUL) into a live object of 100 bytes, told the destination
+ *                        holds 40: the C library's check must still end it (SIGABRT).
  *   copy-shrunk          memcpy of 200 bytes into a live object of 200 bytes (which the
  *                        library's look-up remembers), realloc of it to 100 bytes, then memcpy
  *                        of 150 bytes into it: prints "copied" (the library reports the second).
@@ -114,6 +118,16 @@
 
 
 /* The fortified functions, called as a program built with _FORTIFY_SOURCE calls them. */
+extern void *__memcpy_chk(void *, const void *, size_t, size_t);
+extern void *__memmove_chk(void *, const void *, size_t, size_t);
+extern void *__mempcpy_chk(void *, const void *, size_t, size_t);
+extern void *__memset_chk(void *, int, size_t, size_t);
+extern char *__strcpy_chk(char *, const char *, size_t);
+extern char *__stpcpy_chk(char *, const char *, size_t);
+extern char *__strcat_chk(char *, const char *, size_t);
+extern char *__strncpy_chk(char *, const char *, size_t, size_t);
+extern char *__strncat_chk(char *, const char *, size_t, size_t);
+extern void *__mempcpy(void *, const void *, size_t);
 extern int __sprintf_chk(char *, int, size_t, const char *, ...);
 extern int __vsprintf_chk(char *, int, size_t, const char *, va_list);
 extern int __snprintf_chk(char *, size_t, int, size_t, const char *, ...);
@@ -157,6 +171,32 @@ static int format_string(const char *call, char *d, size_t n, const char *s) {
 static const char *const FORMAT_CALLS[] = {"sprintf", "vsprintf", "snprintf", "vsnprintf",
                                            "__sprintf_chk", "__vsprintf_chk", "__snprintf_chk",
                                            "__vsnprintf_chk"};
+
+/* The copy named `call` of `total` bytes from `src` (a string of total - 1 bytes) into `p`,
+ * told the destination holds `dl` where the call is fortified: 1 if it returned what it
+ * should, 0 if not, -1 for an unknown name. */
+static int copy_call(const char *call, char *p, const char *src, size_t total, size_t dl) {
+    if (!strcmp(call, "memcpy")) return memcpy(p, src, total) == p;
+    if (!strcmp(call, "memmove")) return memmove(p, src, total) == p;
+    if (!strcmp(call, "mempcpy")) return mempcpy(p, src, total) == p + total;
+    if (!strcmp(call, "__mempcpy")) return __mempcpy(p, src, total) == p + total;
+    if (!strcmp(call, "memset")) return memset(p, 'y', total) == p;
+    if (!strcmp(call, "strcpy")) return strcpy(p, src) == p;
+    if (!strcmp(call, "stpcpy")) return stpcpy(p, src) == p + total - 1;
+    if (!strcmp(call, "strcat")) return strcat(p, src) == p;
+    if (!strcmp(call, "strncpy")) return strncpy(p, src, total) == p;
+    if (!strcmp(call, "strncat")) return strncat(p, src, total - 1) == p;
+    if (!strcmp(call, "__memcpy_chk")) return __memcpy_chk(p, src, total, dl) == p;
+    if (!strcmp(call, "__memmove_chk")) return __memmove_chk(p, src, total, dl) == p;
+    if (!strcmp(call, "__mempcpy_chk")) return __mempcpy_chk(p, src, total, dl) == p + total;
+    if (!strcmp(call, "__memset_chk")) return __memset_chk(p, 'y', total, dl) == p;
+    if (!strcmp(call, "__strcpy_chk")) return __strcpy_chk(p, src, dl) == p;
+    if (!strcmp(call, "__stpcpy_chk")) return __stpcpy_chk(p, src, dl) == p + total - 1;
+    if (!strcmp(call, "__strcat_chk")) return __strcat_chk(p, src, dl) == p;
+    if (!strcmp(call, "__strncpy_chk")) return __strncpy_chk(p, src, total, dl) == p;
+    if (!strcmp(call, "__strncat_chk")) return __strncat_chk(p, src, total - 1, dl) == p;
+    return -1;
+}
 
 static volatile char sink;
 
@@ -381,20 +421,25 @@ int main(int argc, char **argv) {
             memset(next[i], 0x44, n);
         }
         memset(p, 0, n < 8 ? n : 8);
-        if (!strcmp(call, "memcpy")) memcpy(p, src, total);
-        else if (!strcmp(call, "memmove")) memmove(p, src, total);
-        else if (!strcmp(call, "memset")) memset(p, 'y', total);
-        else if (!strcmp(call, "strcpy")) strcpy(p, src);
-        else if (!strcmp(call, "stpcpy")) stpcpy(p, src);
-        else if (!strcmp(call, "strcat")) strcat(p, src);
-        else if (!strcmp(call, "strncpy")) strncpy(p, src, total);
-        else if (!strcmp(call, "strncat")) strncat(p, src, total - 1);
-        else if (!strcmp(call, "memcpy-out")) memcpy(out, p, total);
-        else if (format_string(call, p, total, src) == -2) return 2;
-        printf("copied\n");
+        int ok = copy_call(call, p, src, total, (size_t)-1);
+        if (ok < 0 && !strcmp(call, "memcpy-out")) ok = memcpy(out, p, total) == out;
+        if (ok < 0) ok = format_string(call, p, total, src) == -2 ? -1 : 1;
+        if (ok < 0) return 2;
+        printf(ok ? "copied\n" : "BAD RETURN\n");
         fflush(stdout);
         for (int i = 0; i < 8; i++)
             free(next[i]);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "fortified") && argc > 2) {
+        static char src[64];
+        memset(src, 's', 49);
+        char *p = malloc(100);
+        memset(p, 0, 100);
+        if (copy_call(argv[2], p, src, 50, 40) < 0) return 2;
+        printf("copied\n");
+        fflush(stdout);
         free(p);
         return 0;
     }

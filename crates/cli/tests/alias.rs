@@ -245,6 +245,20 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// The copies a program built with `_FORTIFY_SOURCE` calls where the compiler knows the size
+/// of the destination (the tests call them with none known, and with a size too small).
+const FORTIFIED_COPIES: [&str; 9] = [
+    "__memcpy_chk",
+    "__memmove_chk",
+    "__mempcpy_chk",
+    "__memset_chk",
+    "__strcpy_chk",
+    "__stpcpy_chk",
+    "__strcat_chk",
+    "__strncpy_chk",
+    "__strncat_chk",
+];
+
 /// The formatting calls, plain and fortified (as a program built with `_FORTIFY_SOURCE` calls
 /// them with a buffer whose size the compiler does not know).
 const FORMAT_CALLS: [&str; 8] = [
@@ -265,8 +279,20 @@ const FORMAT_CALLS: [&str; 8] = [
 /// overflow to the canary.
 #[test]
 fn copies_running_past_the_end_of_an_object_are_reported() {
-    let copies = ["memcpy", "memmove", "memset", "strcpy", "stpcpy", "strcat", "strncpy", "strncat", "memcpy-out"];
-    let calls: Vec<&str> = copies.iter().chain(FORMAT_CALLS.iter()).copied().collect();
+    let copies = [
+        "memcpy",
+        "memmove",
+        "mempcpy",
+        "__mempcpy",
+        "memset",
+        "strcpy",
+        "stpcpy",
+        "strcat",
+        "strncpy",
+        "strncat",
+        "memcpy-out",
+    ];
+    let calls: Vec<&str> = copies.iter().chain(FORTIFIED_COPIES.iter()).chain(FORMAT_CALLS.iter()).copied().collect();
     for mode in ["detect", "prevent"] {
         for &call in &calls {
             let op = call.trim_end_matches("-out");
@@ -296,6 +322,21 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
             assert_report(&o, "heap-buffer-overflow");
             assert!(stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
             assert!(!stderr(&o).contains(&format!("{call} of 0x")), "{mode} {call}: {}", stderr(&o));
+        }
+    }
+}
+
+/// A fortified copy that fits its heap object but not the size the compiler gave for its
+/// destination is still ended by the C library's own check, with its own message.
+#[test]
+fn fortified_copies_keep_the_c_library_s_check() {
+    for mode in ["detect", "prevent"] {
+        for call in FORTIFIED_COPIES {
+            let o = run(mode, &["fortified", call]);
+            assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{mode} {call}: {o:?}");
+            assert!(stderr(&o).contains("*** buffer overflow detected ***"), "{mode} {call}: {}", stderr(&o));
+            assert!(!stderr(&o).contains("nevermore"), "{mode} {call}: {}", stderr(&o));
+            assert!(!stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
         }
     }
 }

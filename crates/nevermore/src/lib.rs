@@ -71,6 +71,8 @@ mod api;
 #[cfg(not(any(test, feature = "embed")))]
 mod copies;
 #[cfg(not(any(test, feature = "embed")))]
+mod formats;
+#[cfg(not(any(test, feature = "embed")))]
 mod io;
 
 /// The boundaries a program linking the allocator statically (the coverage-guided fuzzer in

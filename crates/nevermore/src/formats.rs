@@ -1,0 +1,267 @@
+//! Formatted output into the program's buffers, held to the bounds of heap objects.
+//!
+//! **Output.** `sprintf(buf, "%s", name)` into a heap buffer writes as much as the arguments
+//! make, and `snprintf` as much as its length allows, which a program may have taken from a
+//! bigger buffer. How much that is, is known only once the text is made; so a call into a live heap
+//! object is made with the C library's bounded function, bounded by the room left in the
+//! object, and a text that did not fit is reported (the call was to write past the end): it
+//! was cut at the object's end, nothing after it was written. A text that fits is the one the
+//! call would have made, and the call returns as the C library's does. The fortified
+//! functions (`__sprintf_chk`, ...) keep their own checks: the bounded call is their bounded
+//! kin with the same flag, and a call whose own bound lies within the object is passed on as
+//! it is. The variadic functions are entered through a stub that saves the argument registers
+//! and makes the `va_list` the C library's `v...` functions take; the others through the same
+//! stub, which passes the return address on.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::AtomicUsize;
+
+use crate::copies::from_program;
+use crate::io::Way;
+
+/// One x86-64 `va_list` (the C library's functions take a pointer to it).
+#[repr(C)]
+struct VaList {
+    gp_offset: u32,
+    fp_offset: u32,
+    overflow_arg_area: *mut c_void,
+    reg_save_area: *mut c_void,
+}
+
+/// The argument registers a stub saved (`rdi`, `rsi`, `rdx`, `rcx`, `r8`, `r9`).
+type Args = [usize; 6];
+
+type VSprintf = unsafe extern "C" fn(*mut c_char, *const c_char, *mut VaList) -> c_int;
+type VSnprintf = unsafe extern "C" fn(*mut c_char, usize, *const c_char, *mut VaList) -> c_int;
+type VSprintfChk = unsafe extern "C" fn(*mut c_char, c_int, usize, *const c_char, *mut VaList) -> c_int;
+type VSnprintfChk = unsafe extern "C" fn(*mut c_char, usize, c_int, usize, *const c_char, *mut VaList) -> c_int;
+
+static VSPRINTF: AtomicUsize = AtomicUsize::new(0);
+static VSNPRINTF: AtomicUsize = AtomicUsize::new(0);
+static VSPRINTF_CHK: AtomicUsize = AtomicUsize::new(0);
+static VSNPRINTF_CHK: AtomicUsize = AtomicUsize::new(0);
+
+/// The C library's function `name` (looked up at the first call: the allocator never formats,
+/// so `dlsym` cannot come back here), or the call fails with -1.
+macro_rules! next {
+    ($slot:ident, $name:literal, $ty:ty) => {
+        match crate::sys::next_symbol(&$slot, $name) {
+            // SAFETY: the C library's function of that name, whose C type `$ty` is.
+            Some(f) => unsafe { core::mem::transmute::<usize, $ty>(f) },
+            None => return -1,
+        }
+    };
+}
+
+/// Defines an exported function as a stub that saves the argument registers and builds a
+/// `va_list` of the arguments after the first `$named` (integer ones, as every function here
+/// has), then calls `$body(args, va_list, return address)` and returns what it returns. The
+/// stub has call-frame information, so that a report's stack goes on to the caller.
+macro_rules! formatting {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident, $named:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                // Entered with rsp 8 past a multiple of 16: 200 bytes below are 16-aligned.
+                "sub rsp, 200",
+                ".cfi_adjust_cfa_offset 200",
+                "mov [rsp], rdi",
+                "mov [rsp + 8], rsi",
+                "mov [rsp + 16], rdx",
+                "mov [rsp + 24], rcx",
+                "mov [rsp + 32], r8",
+                "mov [rsp + 40], r9",
+                // al: how many vector registers a variadic call passes.
+                "test al, al",
+                "je 2f",
+                "movaps [rsp + 48], xmm0",
+                "movaps [rsp + 64], xmm1",
+                "movaps [rsp + 80], xmm2",
+                "movaps [rsp + 96], xmm3",
+                "movaps [rsp + 112], xmm4",
+                "movaps [rsp + 128], xmm5",
+                "movaps [rsp + 144], xmm6",
+                "movaps [rsp + 160], xmm7",
+                "2:",
+                // The va_list at rsp + 176: the named arguments' registers used, the vector
+                // registers after the integer ones, the caller's stack arguments above the
+                // return address.
+                "mov dword ptr [rsp + 176], {gp}",
+                "mov dword ptr [rsp + 180], 48",
+                "lea rax, [rsp + 208]",
+                "mov [rsp + 184], rax",
+                "mov [rsp + 192], rsp",
+                "mov rdi, rsp",
+                "lea rsi, [rsp + 176]",
+                "mov rdx, [rsp + 200]",
+                "call {f}",
+                "add rsp, 200",
+                ".cfi_adjust_cfa_offset -200",
+                "ret",
+                ".cfi_endproc",
+                gp = const $named * 8,
+                f = sym $body,
+            )
+        }
+    };
+}
+
+formatting! {
+    /// `sprintf`: see "Formatted output" in the module.
+    fn sprintf(d: *mut c_char, fmt: *const c_char) => sprintf_checked, 2
+}
+formatting! {
+    /// `vsprintf`: see "Formatted output" in the module.
+    fn vsprintf(d: *mut c_char, fmt: *const c_char, ap: *mut c_void) => vsprintf_checked, 3
+}
+formatting! {
+    /// `snprintf`: see "Formatted output" in the module.
+    fn snprintf(d: *mut c_char, n: usize, fmt: *const c_char) => snprintf_checked, 3
+}
+formatting! {
+    /// `vsnprintf`: see "Formatted output" in the module.
+    fn vsnprintf(d: *mut c_char, n: usize, fmt: *const c_char, ap: *mut c_void) => vsnprintf_checked, 4
+}
+formatting! {
+    /// `__sprintf_chk` (`sprintf` fortified): see "Formatted output" in the module.
+    fn __sprintf_chk(d: *mut c_char, flag: c_int, slen: usize, fmt: *const c_char) => sprintf_chk_checked, 4
+}
+formatting! {
+    /// `__vsprintf_chk`: see "Formatted output" in the module.
+    fn __vsprintf_chk(d: *mut c_char, flag: c_int, slen: usize, fmt: *const c_char, ap: *mut c_void)
+        => vsprintf_chk_checked, 5
+}
+formatting! {
+    /// `__snprintf_chk` (`snprintf` fortified): see "Formatted output" in the module.
+    fn __snprintf_chk(d: *mut c_char, n: usize, flag: c_int, slen: usize, fmt: *const c_char)
+        => snprintf_chk_checked, 5
+}
+formatting! {
+    /// `__vsnprintf_chk`: see "Formatted output" in the module.
+    fn __vsnprintf_chk(d: *mut c_char, n: usize, flag: c_int, slen: usize, fmt: *const c_char, ap: *mut c_void)
+        => vsnprintf_chk_checked, 6
+}
+
+/// The room a formatting call into `d` may use, when the program made it and `d` lies in a
+/// live heap object with less room than `bound`, the most the call could write.
+#[inline(always)]
+fn room_below(ret: usize, d: usize, bound: usize) -> Option<usize> {
+    if !from_program(ret) {
+        return None;
+    }
+    crate::io::room_live(d).filter(|&room| room < bound)
+}
+
+/// What a formatting call bounded by an object's `room` returned (`r`, the length of the whole
+/// text): a text that did not fit is reported, as a write of what the call would have written
+/// (at most `bound` bytes).
+fn fitted(d: usize, room: usize, bound: usize, r: c_int, op: &'static str) -> c_int {
+    if r >= 0 && r as usize >= room {
+        crate::io::bounded_live(d, (r as usize + 1).min(bound), Way::WouldWrite, op);
+    }
+    r
+}
+
+/// `sprintf`/`vsprintf` of `fmt` with `ap` into `d`.
+fn sprintf_of(d: *mut c_char, fmt: *const c_char, ap: *mut VaList, ret: usize, op: &'static str) -> c_int {
+    match room_below(ret, d as usize, usize::MAX) {
+        Some(room) => {
+            let f = next!(VSNPRINTF, c"vsnprintf", VSnprintf);
+            // SAFETY: the caller's format and arguments, into `room` bytes of its object.
+            let r = unsafe { f(d, room, fmt, ap) };
+            fitted(d as usize, room, usize::MAX, r, op)
+        }
+        None => {
+            let f = next!(VSPRINTF, c"vsprintf", VSprintf);
+            // SAFETY: the caller's call, passed on.
+            unsafe { f(d, fmt, ap) }
+        }
+    }
+}
+
+/// `snprintf`/`vsnprintf` of `fmt` with `ap` into `n` bytes at `d`.
+fn snprintf_of(d: *mut c_char, n: usize, fmt: *const c_char, ap: *mut VaList, ret: usize, op: &'static str) -> c_int {
+    let f = next!(VSNPRINTF, c"vsnprintf", VSnprintf);
+    match room_below(ret, d as usize, n) {
+        Some(room) => {
+            // SAFETY: the caller's format and arguments, into `room` (< n) bytes of its object.
+            let r = unsafe { f(d, room, fmt, ap) };
+            fitted(d as usize, room, n, r, op)
+        }
+        // SAFETY: the caller's call, passed on.
+        None => unsafe { f(d, n, fmt, ap) },
+    }
+}
+
+/// `__sprintf_chk`/`__vsprintf_chk` (the text may take `slen` bytes, or the C library aborts).
+fn sprintf_chk_of(a: &Args, ap: *mut VaList, ret: usize, op: &'static str) -> c_int {
+    let (d, flag, slen, fmt) = (a[0] as *mut c_char, a[1] as c_int, a[2], a[3] as *const c_char);
+    match room_below(ret, d as usize, slen) {
+        Some(room) => {
+            let f = next!(VSNPRINTF_CHK, c"__vsnprintf_chk", VSnprintfChk);
+            // SAFETY: the caller's format, flag and arguments, into `room` (< slen) bytes of
+            // its object.
+            let r = unsafe { f(d, room, flag, room, fmt, ap) };
+            fitted(d as usize, room, slen, r, op)
+        }
+        None => {
+            let f = next!(VSPRINTF_CHK, c"__vsprintf_chk", VSprintfChk);
+            // SAFETY: the caller's call, passed on.
+            unsafe { f(d, flag, slen, fmt, ap) }
+        }
+    }
+}
+
+/// `__snprintf_chk`/`__vsnprintf_chk` (`n` bytes, which the C library checks against `slen`).
+fn snprintf_chk_of(a: &Args, ap: *mut VaList, ret: usize, op: &'static str) -> c_int {
+    let (d, n, flag, slen, fmt) = (a[0] as *mut c_char, a[1], a[2] as c_int, a[3], a[4] as *const c_char);
+    let f = next!(VSNPRINTF_CHK, c"__vsnprintf_chk", VSnprintfChk);
+    // A length past the compiler's size of the buffer is the C library's to fail.
+    match room_below(ret, d as usize, n).filter(|_| n <= slen) {
+        Some(room) => {
+            // SAFETY: the caller's format, flag and arguments, into `room` (< n) bytes.
+            let r = unsafe { f(d, room, flag, slen, fmt, ap) };
+            fitted(d as usize, room, n, r, op)
+        }
+        // SAFETY: the caller's call, passed on.
+        None => unsafe { f(d, n, flag, slen, fmt, ap) },
+    }
+}
+
+extern "C" fn sprintf_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
+    sprintf_of(a[0] as _, a[1] as _, ap, ret, "sprintf")
+}
+
+extern "C" fn vsprintf_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
+    sprintf_of(a[0] as _, a[1] as _, a[2] as _, ret, "vsprintf")
+}
+
+extern "C" fn snprintf_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
+    snprintf_of(a[0] as _, a[1], a[2] as _, ap, ret, "snprintf")
+}
+
+extern "C" fn vsnprintf_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
+    snprintf_of(a[0] as _, a[1], a[2] as _, a[3] as _, ret, "vsnprintf")
+}
+
+extern "C" fn sprintf_chk_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
+    sprintf_chk_of(a, ap, ret, "__sprintf_chk")
+}
+
+extern "C" fn vsprintf_chk_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
+    sprintf_chk_of(a, a[4] as _, ret, "__vsprintf_chk")
+}
+
+extern "C" fn snprintf_chk_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
+    snprintf_chk_of(a, ap, ret, "__snprintf_chk")
+}
+
+extern "C" fn vsnprintf_chk_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
+    snprintf_chk_of(a, a[5] as _, ret, "__vsnprintf_chk")
+}

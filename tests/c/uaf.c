@@ -26,6 +26,16 @@
  *                        of SIZE bytes with live neighbours; "memcpy-out" reads SIZE + EXTRA
  *                        bytes out of it: prints "copied" (the library reports a copy that
  *                        would run past the object, before it is made), or "BAD RETURN".
+ *   scan CALL CONV SIZE EXTRA  CALL (sscanf, vsscanf, fscanf, vfscanf, scanf, vscanf, and their
+ *                        __isoc99_ names, which the headers make of a program's calls) reads
+ *                        a word of SIZE + EXTRA - 1 bytes (from a string, a file, or standard
+ *                        input made that file) with CONV ("s" for "%d %s", "set" for
+ *                        "%d %[a-z]", "c" for "%d %<SIZE + EXTRA>c") into a live object of SIZE
+ *                        bytes: prints "scanned N" (the library reports a scan that wrote
+ *                        past the object, when it returns).
+ *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
+ *                        arguments past the registers, a positional format) into heap objects
+ *                        that fit: prints what was scanned.
  *   fortified CALL       CALL (a fortified copy: __memcpy_chk, ...) of 50 bytes (a string's
  *                        with its NUL) into a live object of 100 bytes, told the destination
  *                        holds 40: the C library's check must still end it (SIGABRT).
@@ -114,6 +124,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 #include "pool_probe.h"
 
 
@@ -196,6 +207,47 @@ static int copy_call(const char *call, char *p, const char *src, size_t total, s
     if (!strcmp(call, "__strncpy_chk")) return __strncpy_chk(p, src, total, dl) == p;
     if (!strcmp(call, "__strncat_chk")) return __strncat_chk(p, src, total - 1, dl) == p;
     return -1;
+}
+
+/* The plain (GNU) sscanf, which the headers rename to __isoc99_sscanf. */
+extern int gnu_sscanf(const char *, const char *, ...) __asm__("sscanf");
+extern int __isoc99_sscanf(const char *, const char *, ...);
+extern int __isoc99_fscanf(FILE *, const char *, ...);
+extern int __isoc99_scanf(const char *, ...);
+extern int __isoc99_vsscanf(const char *, const char *, va_list);
+extern int __isoc99_vfscanf(FILE *, const char *, va_list);
+extern int __isoc99_vscanf(const char *, va_list);
+extern int plain_vsscanf(const char *, const char *, va_list) __asm__("vsscanf");
+extern int plain_vfscanf(FILE *, const char *, va_list) __asm__("vfscanf");
+extern int plain_vscanf(const char *, va_list) __asm__("vscanf");
+extern int plain_fscanf(FILE *, const char *, ...) __asm__("fscanf");
+extern int plain_scanf(const char *, ...) __asm__("scanf");
+
+/* The `v` scanning call named `call` of `fmt` from `in` (a string) or `f`. */
+static int scan_v(const char *call, const char *in, FILE *f, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = -2;
+    if (!strcmp(call, "vsscanf")) r = plain_vsscanf(in, fmt, ap);
+    else if (!strcmp(call, "__isoc99_vsscanf")) r = __isoc99_vsscanf(in, fmt, ap);
+    else if (!strcmp(call, "vfscanf")) r = plain_vfscanf(f, fmt, ap);
+    else if (!strcmp(call, "__isoc99_vfscanf")) r = __isoc99_vfscanf(f, fmt, ap);
+    else if (!strcmp(call, "vscanf")) r = plain_vscanf(fmt, ap);
+    else if (!strcmp(call, "__isoc99_vscanf")) r = __isoc99_vscanf(fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* The scanning call named `call` (the symbol's name: the headers make a program's `sscanf`
+ * `__isoc99_sscanf`) of `fmt` with an int and a buffer, from `in` or `f`. */
+static int scan_call(const char *call, const char *in, FILE *f, const char *fmt, int *x, char *p) {
+    if (!strcmp(call, "sscanf")) return gnu_sscanf(in, fmt, x, p);
+    if (!strcmp(call, "__isoc99_sscanf")) return __isoc99_sscanf(in, fmt, x, p);
+    if (!strcmp(call, "fscanf")) return plain_fscanf(f, fmt, x, p);
+    if (!strcmp(call, "__isoc99_fscanf")) return __isoc99_fscanf(f, fmt, x, p);
+    if (!strcmp(call, "scanf")) return plain_scanf(fmt, x, p);
+    if (!strcmp(call, "__isoc99_scanf")) return __isoc99_scanf(fmt, x, p);
+    return scan_v(call, in, f, fmt, x, p);
 }
 
 static volatile char sink;
@@ -430,6 +482,72 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 8; i++)
             free(next[i]);
         free(p);
+        return 0;
+    }
+    if (!strcmp(c, "scan") && argc > 5) {
+        const char *call = argv[2], *conv = argv[3];
+        size_t n = (size_t)atol(argv[4]), total = n + (size_t)atol(argv[5]);
+        static char in[1 << 20];
+        if (total + 8 >= sizeof in) return 2;
+        memcpy(in, "7 ", 2);
+        memset(in + 2, 's', total - 1);
+        in[total + 1] = 0;
+        char fmt[32];
+        if (!strcmp(conv, "s")) strcpy(fmt, "%d %s");
+        else if (!strcmp(conv, "set")) strcpy(fmt, "%d %[a-z]");
+        else if (!strcmp(conv, "c")) {
+            snprintf(fmt, sizeof fmt, "%%d %%%zuc", total);
+            in[total + 1] = 's'; /* %c takes `total` characters: the word and one more */
+            in[total + 2] = 0;
+        } else return 2;
+        char path[] = "/tmp/nevermore-scan-XXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0 || write(fd, in, strlen(in)) != (long)strlen(in)) return 2;
+        unlink(path);
+        lseek(fd, 0, SEEK_SET);
+        FILE *f = fdopen(dup(fd), "r");
+        if (!f || dup2(fd, 0) != 0) return 2;
+        char *p = malloc(n);
+        char *next[8];
+        for (int i = 0; i < 8; i++) {
+            next[i] = malloc(n);
+            memset(next[i], 0x44, n);
+        }
+        int x = 0;
+        int r = scan_call(call, in, f, fmt, &x, p);
+        if (r == -2) return 2;
+        printf("scanned %d x=%d\n", r, x);
+        fflush(stdout);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "scan-formats")) {
+        char *a = malloc(16), *b = malloc(16), *m = 0;
+        wchar_t *w = malloc(8 * sizeof *w);
+        int i = 0, j = 0, k = 0, n = 0;
+        double d = 0;
+        long l = 0;
+        int r = __isoc99_sscanf("12 skip 2.5 abc def 34 XYZ w 99", "%d %*s %lf %n%15s %ms %ld %3c %lc %d", &i,
+                                &d, &n, a, &m, &l, b, w, &j);
+        b[3] = 0;
+        printf("numbers %d %d %g %d %ld %s %s %s %s %d\n", r, i, d, n, l, a, m, b, (int)w[0] == 'w' ? "w" : "?", j);
+        /* Arguments past the registers. */
+        char *s[6];
+        for (int q = 0; q < 6; q++)
+            s[q] = malloc(4);
+        r = __isoc99_sscanf("a b c d e f", "%3s %3s %3s %3s %3s %3s", s[0], s[1], s[2], s[3], s[4], s[5]);
+        printf("many %d %s%s%s%s%s%s\n", r, s[0], s[1], s[2], s[3], s[4], s[5]);
+        /* By position: not followed, still scanned. */
+        r = __isoc99_sscanf("5 xyz", "%2$d %1$s", a, &k);
+        printf("positional %d %d %s\n", r, k, a);
+        /* The GNU %as allocates. */
+        char *g = 0;
+        r = gnu_sscanf("allocated", "%as", &g);
+        printf("gnu %d %s\n", r, g ? g : "(null)");
+        free(g);
+        free(m);
         return 0;
     }
     if (!strcmp(c, "fortified") && argc > 2) {

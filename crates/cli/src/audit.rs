@@ -101,6 +101,7 @@ pub const EXPLOITS: &[Exploit] = &[
     exploit!("overflow_memcpy", "c", "overflow by memcpy, used before free", Expect::Report("heap-buffer-overflow")),
     exploit!("overread_memcpy", "c", "over-read by memcpy (Heartbleed)", Expect::Report("heap-buffer-overflow")),
     exploit!("overflow_sprintf", "c", "overflow by sprintf, used before free", Expect::Report("heap-buffer-overflow")),
+    exploit!("overflow_sscanf", "c", "overflow by sscanf, used before free", Expect::Report("heap-buffer-overflow")),
     exploit!("mismatched_delete", "cc", "new[] / delete", Expect::Report("invalid-free")),
 ];
 

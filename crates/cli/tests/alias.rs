@@ -326,6 +326,59 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// A scan (`sscanf`, `fscanf`, `scanf` and their `v` and C99 names) that wrote a string past
+/// the end of its heap object is reported when it returns, before the program goes on; one
+/// that fits is left alone, and the formats the check follows make the C library's values.
+#[test]
+fn scans_writing_past_the_end_of_an_object_are_reported() {
+    let calls = [
+        "sscanf",
+        "__isoc99_sscanf",
+        "vsscanf",
+        "__isoc99_vsscanf",
+        "fscanf",
+        "__isoc99_fscanf",
+        "vfscanf",
+        "__isoc99_vfscanf",
+        "scanf",
+        "__isoc99_scanf",
+        "vscanf",
+        "__isoc99_vscanf",
+    ];
+    for mode in ["detect", "prevent"] {
+        for call in calls {
+            // Every kind of string for the two calls programs make most, "%s" for the others.
+            let convs: &[&str] = if call.ends_with("sscanf") { &["s", "set", "c"] } else { &["s"] };
+            for &conv in convs {
+                let o = run(mode, &["scan", call, conv, "100", "0"]);
+                assert_ok(&o);
+                assert!(stdout(&o).contains("scanned 2 x=7"), "{mode} {call} {conv}: {}", stdout(&o));
+                for (size, extra) in [("100", "50"), ("100", "1"), ("300000", "1")] {
+                    let o = run(mode, &["scan", call, conv, size, extra]);
+                    assert_report(&o, "heap-buffer-overflow");
+                    let err = stderr(&o);
+                    assert!(err.contains(&format!("{call} of 0x")), "{mode} {call} {conv} {size}+{extra}: {err}");
+                    assert!(err.contains("the call wrote past the end of the object"), "{mode} {call}: {err}");
+                    assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+                    assert!(!stdout(&o).contains("scanned"), "{mode} {call} {conv}: {}", stdout(&o));
+                }
+            }
+        }
+        let o = run(mode, &["scan-formats"]);
+        assert_ok(&o);
+        assert_eq!(
+            stdout(&o).lines().collect::<Vec<_>>(),
+            ["numbers 8 12 2.5 12 34 abc def XYZ w 99", "many 6 abcdef", "positional 2 5 xyz", "gnu 1 allocated"],
+            "{mode}"
+        );
+        // With the checks off, the canary finds the overflow at `free`.
+        let o = run(&format!("{mode}:check_copies=0"), &["scan", "__isoc99_sscanf", "s", "100", "9"]);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(stdout(&o).contains("scanned 2"), "{mode}: {}", stdout(&o));
+        assert!(!stderr(&o).contains("sscanf of 0x"), "{mode}: {}", stderr(&o));
+    }
+}
+
 /// A fortified copy that fits its heap object but not the size the compiler gave for its
 /// destination is still ended by the C library's own check, with its own message.
 #[test]

@@ -1,4 +1,4 @@
-//! Formatted output into the program's buffers, held to the bounds of heap objects.
+//! Formatted output and input into the program's buffers, held to the bounds of heap objects.
 //!
 //! **Output.** `sprintf(buf, "%s", name)` into a heap buffer writes as much as the arguments
 //! make, and `snprintf` as much as its length allows, which a program may have taken from a
@@ -12,15 +12,30 @@
 //! it is. The variadic functions are entered through a stub that saves the argument registers
 //! and makes the `va_list` the C library's `v...` functions take; the others through the same
 //! stub, which passes the return address on.
+//!
+//! **Input.** `sscanf(line, "%s", name)` into a heap buffer writes the whole word the input
+//! holds, whatever the room: the classic overflow a scan of text into a fixed field makes
+//! (`fscanf` and `scanf` the same from a stream). A scan cannot be bounded from outside
+//! without changing what it matches, so it is checked as the system calls that receive are
+//! (`io`): when the call returns, its format is read again, and every string (`%s`, `%[`,
+//! `%c`, and their wide forms) the call assigned into a live heap object is held to the
+//! object's end (the string and its terminator, or the characters `%c` took). An overflow is
+//! reported before the program goes on, and before what was written over is used. A format
+//! the check does not follow (arguments taken by position, `%n$`, or a conversion it does not
+//! know) is checked up to there; so is a call that wrote a string it then did not count (a
+//! `%20c` that met the end of its input after more characters than the buffer holds), which
+//! the canary after the object is left to find.
 
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::AtomicUsize;
 
 use crate::copies::from_program;
 use crate::io::Way;
 
-/// One x86-64 `va_list` (the C library's functions take a pointer to it).
+/// One x86-64 `va_list` (the C library's functions take a pointer to it). A copy of it walks
+/// the same arguments (`va_copy`).
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct VaList {
     gp_offset: u32,
     fp_offset: u32,
@@ -265,3 +280,226 @@ extern "C" fn snprintf_chk_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_i
 extern "C" fn vsnprintf_chk_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
     snprintf_chk_of(a, a[5] as _, ret, "__vsnprintf_chk")
 }
+
+// Formatted input.
+
+type VScan = unsafe extern "C" fn(*const c_void, *const c_char, *mut VaList) -> c_int;
+type VScanStdin = unsafe extern "C" fn(*const c_char, *mut VaList) -> c_int;
+
+/// Which reading of a format: the GNU one of the plain names (`%as` allocates, as `%ms` does)
+/// or C99's (`__isoc99_*`, what compilers call). (C23's `__isoc23_*` names, which a program
+/// built for glibc 2.38 and later calls, are not wrapped: the C library here has none.)
+#[derive(Clone, Copy, PartialEq)]
+enum Dialect {
+    Gnu,
+    C99,
+}
+
+/// The pointer arguments a copy of a `va_list` leads to, in order (every argument of a
+/// scanning function after its format is a pointer).
+struct Pointers(VaList);
+
+impl Pointers {
+    fn next(&mut self) -> usize {
+        let a = &mut self.0;
+        if a.gp_offset < 48 {
+            // SAFETY: an argument the call's format names: the caller passed it in a register,
+            // saved at this offset of the register save area, where the C library reads it.
+            let p = unsafe { *(a.reg_save_area.wrapping_byte_add(a.gp_offset as usize) as *const usize) };
+            a.gp_offset += 8;
+            p
+        } else {
+            // SAFETY: as above, on the caller's stack.
+            let p = unsafe { *(a.overflow_arg_area as *const usize) };
+            a.overflow_arg_area = a.overflow_arg_area.wrapping_byte_add(8);
+            p
+        }
+    }
+}
+
+/// The bytes a string conversion wrote at `p`: the string (of `unit`-byte characters) and its
+/// terminator.
+fn written(p: usize, unit: usize) -> usize {
+    let mut n = 0;
+    loop {
+        // SAFETY: the string the call just wrote at `p` (assigned, hence terminated).
+        let end = unsafe {
+            if unit == 1 {
+                *((p + n) as *const u8) == 0
+            } else {
+                *((p + n) as *const u32) == 0
+            }
+        };
+        n += unit;
+        if end {
+            return n;
+        }
+    }
+}
+
+/// After a scanning call that assigned `assigned` items by the format `fmt` to the pointers
+/// `args` leads to: holds every string it wrote into a heap object to that object's end.
+fn scanned(fmt: *const c_char, mut args: Pointers, assigned: c_int, dialect: Dialect, op: &'static str) {
+    if assigned <= 0 || fmt.is_null() {
+        return;
+    }
+    // SAFETY: the call's format, a NUL-terminated string.
+    let fmt = unsafe { core::ffi::CStr::from_ptr(fmt) }.to_bytes();
+    let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
+    let (mut done, mut i) = (0, 0);
+    while i < fmt.len() {
+        if fmt[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if at(i) == b'%' {
+            i += 1;
+            continue;
+        }
+        let keep = at(i) != b'*';
+        if !keep {
+            i += 1;
+        }
+        let mut width = None;
+        while at(i).is_ascii_digit() {
+            width = Some(width.unwrap_or(0usize).saturating_mul(10).saturating_add((at(i) - b'0') as usize));
+            i += 1;
+        }
+        if at(i) == b'$' {
+            return; // arguments taken by position: not followed
+        }
+        let allocates =
+            at(i) == b'm' || (dialect == Dialect::Gnu && at(i) == b'a' && matches!(at(i + 1), b's' | b'S' | b'['));
+        if allocates {
+            i += 1;
+        }
+        let mut longs = 0;
+        while matches!(at(i), b'h' | b'l' | b'L' | b'q' | b'j' | b'z' | b't') {
+            longs += (at(i) == b'l') as u32;
+            i += 1;
+        }
+        let conv = at(i);
+        i += 1;
+        match conv {
+            b'n' => {
+                // Assigns, but is not counted.
+                if keep {
+                    args.next();
+                }
+                continue;
+            }
+            b'[' => {
+                // The set; a `]` right after `[` or `[^` belongs to it.
+                i += (at(i) == b'^') as usize;
+                i += (at(i) == b']') as usize;
+                while i < fmt.len() && fmt[i] != b']' {
+                    i += 1;
+                }
+                if i >= fmt.len() {
+                    return;
+                }
+                i += 1;
+            }
+            b's' | b'S' | b'c' | b'C' => {}
+            b'd' | b'i' | b'o' | b'u' | b'x' | b'X' | b'a' | b'A' | b'e' | b'E' | b'f' | b'F' | b'g' | b'G' | b'p' => {}
+            _ => return, // not followed
+        }
+        if !keep {
+            continue;
+        }
+        if done == assigned {
+            return;
+        }
+        let p = args.next();
+        done += 1;
+        let unit = if longs == 1 || matches!(conv, b'S' | b'C') { 4 } else { 1 };
+        if matches!(conv, b'[' | b's' | b'S' | b'c' | b'C') && !allocates && crate::io::in_heap(p) {
+            let n = if matches!(conv, b'c' | b'C') { width.unwrap_or(1) * unit } else { written(p, unit) };
+            crate::io::bounded(p, n, Way::Into, op);
+        }
+    }
+}
+
+/// `name(source, format, ...)`, or its `v` form with `ap`: the C library's `v` function
+/// found in `slot` under `lib`, then the check of what it wrote (when the program made it).
+fn scan_source(
+    a: &Args,
+    ap: *mut VaList,
+    ret: usize,
+    slot: &AtomicUsize,
+    lib: &CStr,
+    dialect: Dialect,
+    op: &'static str,
+) -> c_int {
+    let Some(f) = crate::sys::next_symbol(slot, lib) else { return -1 };
+    // SAFETY: the C library's function of that name, of type `VScan`.
+    let f = unsafe { core::mem::transmute::<usize, VScan>(f) };
+    // SAFETY: the call's `va_list`, copied before the call consumes it.
+    let walk = Pointers(unsafe { *ap });
+    // SAFETY: the caller's call, passed on.
+    let r = unsafe { f(a[0] as _, a[1] as _, ap) };
+    if from_program(ret) {
+        scanned(a[1] as _, walk, r, dialect, op);
+    }
+    r
+}
+
+/// `name(format, ...)` (standard input), or its `v` form: as `scan_source`.
+fn scan_stdin(
+    a: &Args,
+    ap: *mut VaList,
+    ret: usize,
+    slot: &AtomicUsize,
+    lib: &CStr,
+    dialect: Dialect,
+    op: &'static str,
+) -> c_int {
+    let Some(f) = crate::sys::next_symbol(slot, lib) else { return -1 };
+    // SAFETY: the C library's function of that name, of type `VScanStdin`.
+    let f = unsafe { core::mem::transmute::<usize, VScanStdin>(f) };
+    // SAFETY: the call's `va_list`, copied before the call consumes it.
+    let walk = Pointers(unsafe { *ap });
+    // SAFETY: the caller's call, passed on.
+    let r = unsafe { f(a[0] as _, ap) };
+    if from_program(ret) {
+        scanned(a[0] as _, walk, r, dialect, op);
+    }
+    r
+}
+
+/// Defines an exported scanning function: its stub (`formatting!`) and what the stub calls,
+/// `$how` (`scan_source` or `scan_stdin`) of the C library's `v` function `$lib` (kept in
+/// `$slot`), with the stub's own `va_list` (`variadic`) or the one the caller passed as
+/// argument `$k` (`list $k`).
+macro_rules! scanning {
+    (fn $name:ident => $body:ident, $named:literal, $how:ident, variadic, $slot:ident, $lib:literal, $dialect:ident) => {
+        scanning!(@ $name, $body, $named, $how, |_a: &Args, ap: *mut VaList| ap, $slot, $lib, $dialect);
+    };
+    (fn $name:ident => $body:ident, $named:literal, $how:ident, list $k:literal, $slot:ident, $lib:literal, $dialect:ident) => {
+        scanning!(@ $name, $body, $named, $how, |a: &Args, _ap: *mut VaList| a[$k] as *mut VaList, $slot, $lib, $dialect);
+    };
+    (@ $name:ident, $body:ident, $named:literal, $how:ident, $list:expr, $slot:ident, $lib:literal, $dialect:ident) => {
+        static $slot: AtomicUsize = AtomicUsize::new(0);
+        formatting! {
+            #[doc = concat!("`", stringify!($name), "`: see \"Input\" in the module.")]
+            fn $name(src: *const c_void, fmt: *const c_char) => $body, $named
+        }
+        extern "C" fn $body(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
+            $how(a, ($list)(a, ap), ret, &$slot, $lib, Dialect::$dialect, stringify!($name))
+        }
+    };
+}
+
+scanning!(fn sscanf => sscanf_checked, 2, scan_source, variadic, VSSCANF, c"vsscanf", Gnu);
+scanning!(fn vsscanf => vsscanf_checked, 3, scan_source, list 2, VSSCANF_V, c"vsscanf", Gnu);
+scanning!(fn __isoc99_sscanf => sscanf99_checked, 2, scan_source, variadic, VSSCANF_99, c"__isoc99_vsscanf", C99);
+scanning!(fn __isoc99_vsscanf => vsscanf99_checked, 3, scan_source, list 2, VSSCANF_99_V, c"__isoc99_vsscanf", C99);
+scanning!(fn fscanf => fscanf_checked, 2, scan_source, variadic, VFSCANF, c"vfscanf", Gnu);
+scanning!(fn vfscanf => vfscanf_checked, 3, scan_source, list 2, VFSCANF_V, c"vfscanf", Gnu);
+scanning!(fn __isoc99_fscanf => fscanf99_checked, 2, scan_source, variadic, VFSCANF_99, c"__isoc99_vfscanf", C99);
+scanning!(fn __isoc99_vfscanf => vfscanf99_checked, 3, scan_source, list 2, VFSCANF_99_V, c"__isoc99_vfscanf", C99);
+scanning!(fn scanf => scanf_checked, 1, scan_stdin, variadic, VSCANF, c"vscanf", Gnu);
+scanning!(fn vscanf => vscanf_checked, 2, scan_stdin, list 1, VSCANF_V, c"vscanf", Gnu);
+scanning!(fn __isoc99_scanf => scanf99_checked, 1, scan_stdin, variadic, VSCANF_99, c"__isoc99_vscanf", C99);
+scanning!(fn __isoc99_vscanf => vscanf99_checked, 2, scan_stdin, list 1, VSCANF_99_V, c"__isoc99_vscanf", C99);

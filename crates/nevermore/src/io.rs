@@ -243,7 +243,7 @@ pub(crate) fn room_live(buf: usize) -> Option<usize> {
 /// Whether `addr` may be a heap object's: in the alias arena, or in a gigabyte that holds
 /// large objects (`heap::object_at` looks it up).
 #[inline(always)]
-fn in_heap(addr: usize) -> bool {
+pub(crate) fn in_heap(addr: usize) -> bool {
     alias::in_arena(addr) || crate::large::may_hold(addr)
 }
 

@@ -421,85 +421,66 @@ fn scanned(fmt: *const c_char, mut args: Pointers, assigned: c_int, dialect: Dia
     }
 }
 
-/// `name(source, format, ...)`, or its `v` form with `ap`: the C library's `v` function
-/// found in `slot` under `lib`, then the check of what it wrote (when the program made it).
-fn scan_source(
-    a: &Args,
-    ap: *mut VaList,
-    ret: usize,
-    slot: &AtomicUsize,
-    lib: &CStr,
-    dialect: Dialect,
-    op: &'static str,
-) -> c_int {
-    let Some(f) = crate::sys::next_symbol(slot, lib) else { return -1 };
-    // SAFETY: the C library's function of that name, of type `VScan`.
-    let f = unsafe { core::mem::transmute::<usize, VScan>(f) };
-    // SAFETY: the call's `va_list`, copied before the call consumes it.
-    let walk = Pointers(unsafe { *ap });
-    // SAFETY: the caller's call, passed on.
-    let r = unsafe { f(a[0] as _, a[1] as _, ap) };
-    if from_program(ret) {
-        scanned(a[1] as _, walk, r, dialect, op);
-    }
-    r
+/// A C library function found at its first call (`sys::next_symbol`).
+struct Next {
+    slot: AtomicUsize,
+    name: &'static CStr,
 }
 
-/// `name(format, ...)` (standard input), or its `v` form: as `scan_source`.
-fn scan_stdin(
-    a: &Args,
-    ap: *mut VaList,
-    ret: usize,
-    slot: &AtomicUsize,
-    lib: &CStr,
-    dialect: Dialect,
-    op: &'static str,
-) -> c_int {
-    let Some(f) = crate::sys::next_symbol(slot, lib) else { return -1 };
-    // SAFETY: the C library's function of that name, of type `VScanStdin`.
-    let f = unsafe { core::mem::transmute::<usize, VScanStdin>(f) };
+/// A scanning call: `name(source, format, ...)` (`format` = 1) or `name(format, ...)`
+/// (standard input, `format` = 0), or its `v` form, with the arguments `ap` leads to: the C
+/// library's `v` function, then the check of what it wrote (when the program made it).
+fn scan(a: &Args, ap: *mut VaList, ret: usize, lib: &Next, dialect: Dialect, op: &'static str, format: usize) -> c_int {
+    let Some(f) = crate::sys::next_symbol(&lib.slot, lib.name) else { return -1 };
     // SAFETY: the call's `va_list`, copied before the call consumes it.
     let walk = Pointers(unsafe { *ap });
-    // SAFETY: the caller's call, passed on.
-    let r = unsafe { f(a[0] as _, ap) };
+    // SAFETY: the C library's function of that name, of the type its arguments say, with the
+    // caller's arguments.
+    let r = unsafe {
+        if format == 0 {
+            core::mem::transmute::<usize, VScanStdin>(f)(a[0] as _, ap)
+        } else {
+            core::mem::transmute::<usize, VScan>(f)(a[0] as _, a[1] as _, ap)
+        }
+    };
     if from_program(ret) {
-        scanned(a[0] as _, walk, r, dialect, op);
+        scanned(a[format] as _, walk, r, dialect, op);
     }
     r
 }
 
 /// Defines an exported scanning function: its stub (`formatting!`) and what the stub calls,
-/// `$how` (`scan_source` or `scan_stdin`) of the C library's `v` function `$lib` (kept in
-/// `$slot`), with the stub's own `va_list` (`variadic`) or the one the caller passed as
-/// argument `$k` (`list $k`).
+/// `scan` of the C library's `v` function `$lib` with the format at argument `$format`, and
+/// the stub's own `va_list` (`variadic`) or the one the caller passed as argument `$k`
+/// (`list $k`).
 macro_rules! scanning {
-    (fn $name:ident => $body:ident, $named:literal, $how:ident, variadic, $slot:ident, $lib:literal, $dialect:ident) => {
-        scanning!(@ $name, $body, $named, $how, |_a: &Args, ap: *mut VaList| ap, $slot, $lib, $dialect);
+    (fn $name:ident => $body:ident, $named:literal, $format:literal, variadic, $lib:literal, $dialect:ident) => {
+        scanning!(@ $name, $body, $named, $format, |_a: &Args, ap: *mut VaList| ap, $lib, $dialect);
     };
-    (fn $name:ident => $body:ident, $named:literal, $how:ident, list $k:literal, $slot:ident, $lib:literal, $dialect:ident) => {
-        scanning!(@ $name, $body, $named, $how, |a: &Args, _ap: *mut VaList| a[$k] as *mut VaList, $slot, $lib, $dialect);
+    (fn $name:ident => $body:ident, $named:literal, $format:literal, list $k:literal, $lib:literal, $dialect:ident) => {
+        scanning!(@ $name, $body, $named, $format, |a: &Args, _ap: *mut VaList| a[$k] as *mut VaList, $lib, $dialect);
     };
-    (@ $name:ident, $body:ident, $named:literal, $how:ident, $list:expr, $slot:ident, $lib:literal, $dialect:ident) => {
-        static $slot: AtomicUsize = AtomicUsize::new(0);
+    (@ $name:ident, $body:ident, $named:literal, $format:literal, $list:expr, $lib:literal, $dialect:ident) => {
         formatting! {
             #[doc = concat!("`", stringify!($name), "`: see \"Input\" in the module.")]
             fn $name(src: *const c_void, fmt: *const c_char) => $body, $named
         }
         extern "C" fn $body(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
-            $how(a, ($list)(a, ap), ret, &$slot, $lib, Dialect::$dialect, stringify!($name))
+            static LIB: Next = Next { slot: AtomicUsize::new(0), name: $lib };
+            scan(a, ($list)(a, ap), ret, &LIB, Dialect::$dialect, stringify!($name), $format)
         }
     };
 }
 
-scanning!(fn sscanf => sscanf_checked, 2, scan_source, variadic, VSSCANF, c"vsscanf", Gnu);
-scanning!(fn vsscanf => vsscanf_checked, 3, scan_source, list 2, VSSCANF_V, c"vsscanf", Gnu);
-scanning!(fn __isoc99_sscanf => sscanf99_checked, 2, scan_source, variadic, VSSCANF_99, c"__isoc99_vsscanf", C99);
-scanning!(fn __isoc99_vsscanf => vsscanf99_checked, 3, scan_source, list 2, VSSCANF_99_V, c"__isoc99_vsscanf", C99);
-scanning!(fn fscanf => fscanf_checked, 2, scan_source, variadic, VFSCANF, c"vfscanf", Gnu);
-scanning!(fn vfscanf => vfscanf_checked, 3, scan_source, list 2, VFSCANF_V, c"vfscanf", Gnu);
-scanning!(fn __isoc99_fscanf => fscanf99_checked, 2, scan_source, variadic, VFSCANF_99, c"__isoc99_vfscanf", C99);
-scanning!(fn __isoc99_vfscanf => vfscanf99_checked, 3, scan_source, list 2, VFSCANF_99_V, c"__isoc99_vfscanf", C99);
-scanning!(fn scanf => scanf_checked, 1, scan_stdin, variadic, VSCANF, c"vscanf", Gnu);
-scanning!(fn vscanf => vscanf_checked, 2, scan_stdin, list 1, VSCANF_V, c"vscanf", Gnu);
-scanning!(fn __isoc99_scanf => scanf99_checked, 1, scan_stdin, variadic, VSCANF_99, c"__isoc99_vscanf", C99);
-scanning!(fn __isoc99_vscanf => vscanf99_checked, 2, scan_stdin, list 1, VSCANF_99_V, c"__isoc99_vscanf", C99);
+scanning!(fn sscanf => sscanf_checked, 2, 1, variadic, c"vsscanf", Gnu);
+scanning!(fn vsscanf => vsscanf_checked, 3, 1, list 2, c"vsscanf", Gnu);
+scanning!(fn __isoc99_sscanf => sscanf99_checked, 2, 1, variadic, c"__isoc99_vsscanf", C99);
+scanning!(fn __isoc99_vsscanf => vsscanf99_checked, 3, 1, list 2, c"__isoc99_vsscanf", C99);
+scanning!(fn fscanf => fscanf_checked, 2, 1, variadic, c"vfscanf", Gnu);
+scanning!(fn vfscanf => vfscanf_checked, 3, 1, list 2, c"vfscanf", Gnu);
+scanning!(fn __isoc99_fscanf => fscanf99_checked, 2, 1, variadic, c"__isoc99_vfscanf", C99);
+scanning!(fn __isoc99_vfscanf => vfscanf99_checked, 3, 1, list 2, c"__isoc99_vfscanf", C99);
+scanning!(fn scanf => scanf_checked, 1, 0, variadic, c"vscanf", Gnu);
+scanning!(fn vscanf => vscanf_checked, 2, 0, list 1, c"vscanf", Gnu);
+scanning!(fn __isoc99_scanf => scanf99_checked, 1, 0, variadic, c"__isoc99_vscanf", C99);
+scanning!(fn __isoc99_vscanf => vscanf99_checked, 2, 0, list 1, c"__isoc99_vscanf", C99);

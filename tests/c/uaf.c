@@ -11,8 +11,11 @@
  *                        `read` reports it instead).
  *   kernel-read-raw SIZE the same through syscall(SYS_read), which no library sees.
  *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
- *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, and the stdio
- *                        calls fread, fgets, fwrite) moves SIZE + EXTRA bytes through a
+ *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, the stdio calls
+ *                        fread, fgets, fwrite, and getrandom, readlink, readlinkat, getxattr,
+ *                        listxattr, getdents64 and getcwd, which fill the buffer with exactly
+ *                        SIZE + EXTRA bytes, at most 4000; getdents64 with whole entries of
+ *                        at most 32 bytes, more than 31 of them) moves SIZE + EXTRA bytes through a
  *                        live object of SIZE bytes (reads from a socket a child fills, or a
  *                        file for pread, fread and fgets (a line of SIZE + EXTRA - 1 bytes);
  *                        writes to a file, or to a socket for send, sendto, sendmsg and
@@ -107,6 +110,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <ftw.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -117,6 +121,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <dirent.h>
+#include <sys/xattr.h>
+#include <sys/random.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -248,6 +256,109 @@ static int scan_call(const char *call, const char *in, FILE *f, const char *fmt,
     if (!strcmp(call, "scanf")) return plain_scanf(fmt, x, p);
     if (!strcmp(call, "__isoc99_scanf")) return __isoc99_scanf(fmt, x, p);
     return scan_v(call, in, f, fmt, x, p);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static long fill_in(const char *dir, const char *call, char *p, size_t total);
+
+/* The calls that fill a buffer of `total` bytes at `p` with what the kernel holds (a link's
+ * target, a directory's entries, an attribute's value or names, the working directory), made
+ * to fill exactly `total` bytes of it, in a directory of their own: returns what the call
+ * returns (getcwd: the path's length with its NUL), -2 for an unknown name or a set-up that
+ * failed. The call is made by a child, so that the directory is removed however it ends; the
+ * process ends as the child did, by its signal too. */
+static long fill_call(const char *call, char *p, size_t total) {
+    char dir[] = "/tmp/nevermore-fill-XXXXXX";
+    if (!mkdtemp(dir) || total > 4000) return -2;
+    int fds[2];
+    if (pipe(fds)) return -2;
+    pid_t pid = fork();
+    if (pid == 0) {
+        long r = fill_in(dir, call, p, total);
+        _exit(write(fds[1], &r, sizeof r) == sizeof r ? 0 : 3);
+    }
+    close(fds[1]);
+    long r = -2;
+    int st = 0;
+    int got = read(fds[0], &r, sizeof r) == sizeof r;
+    waitpid(pid, &st, 0);
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (WIFSIGNALED(st)) {
+        signal(WTERMSIG(st), SIG_DFL);
+        raise(WTERMSIG(st));
+    }
+    return got ? r : -2;
+}
+
+/* `fill_call`'s set-up and call, in `dir`. */
+static long fill_in(const char *dir, const char *call, char *p, size_t total) {
+    size_t base = strlen(dir);
+    char name[4096];
+    long r = -2;
+    if (!strcmp(call, "readlink") || !strcmp(call, "readlinkat")) {
+        /* A link whose target is `total` bytes long (readlink writes no NUL). */
+        char target[4096], link[64];
+        memset(target, 't', total);
+        target[total] = 0;
+        snprintf(link, sizeof link, "%s/l", dir);
+        if (symlink(target, link)) return -2;
+        r = !strcmp(call, "readlink") ? readlink(link, p, total) : readlinkat(AT_FDCWD, link, p, total);
+        unlink(link);
+    } else if (!strcmp(call, "getxattr") || !strcmp(call, "listxattr")) {
+        /* A value of `total` bytes, or one name of `total` bytes with its NUL. */
+        snprintf(name, sizeof name, "%s/f", dir);
+        int fd = open(name, O_CREAT | O_WRONLY, 0600);
+        if (fd < 0) return -2;
+        close(fd);
+        char key[512] = "user.", value[4096];
+        memset(value, 'v', total);
+        if (!strcmp(call, "getxattr")) {
+            if (setxattr(name, "user.k", value, total, 0)) return -2;
+            r = getxattr(name, "user.k", p, total);
+        } else {
+            if (total > 255 || total < 7) return -2;
+            memset(key + 5, 'k', total - 6);
+            key[total - 1] = 0;
+            if (setxattr(name, key, "v", 1, 0)) return -2;
+            r = listxattr(name, p, total);
+        }
+        unlink(name);
+    } else if (!strcmp(call, "getdents64")) {
+        /* Entries of 32 bytes ("entry0000") and "." and ".." (24 each), more than fit: the
+         * call returns within 32 bytes of `total`. */
+        for (size_t k = 0; k < (total - 48) / 32 + 4; k++) {
+            snprintf(name, sizeof name, "%s/entry%04zu", dir, k);
+            int fd = open(name, O_CREAT | O_WRONLY, 0600);
+            if (fd < 0) return -2;
+            close(fd);
+        }
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        r = getdents64(fd, p, total);
+        close(fd);
+        for (size_t k = 0; k < (total - 48) / 32 + 4; k++) {
+            snprintf(name, sizeof name, "%s/entry%04zu", dir, k);
+            unlink(name);
+        }
+    } else if (!strcmp(call, "getcwd")) {
+        /* A working directory whose path and NUL take `total` bytes. */
+        if (total < base + 3) return -2;
+        if (chdir(dir)) return -2;
+        size_t left = total - 1 - base;
+        while (left > 0) {
+            size_t c = left - 1 > 200 ? 200 : left - 1;
+            if (left - (c + 1) == 1) c--;
+            memset(name, 'd', c);
+            name[c] = 0;
+            if (mkdir(name, 0700) || chdir(name)) return -2;
+            left -= c + 1;
+        }
+        r = getcwd(p, total) ? (long)strlen(p) + 1 : -1;
+    }
+    return r;
 }
 
 static volatile char sink;
@@ -456,6 +567,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "fread")) r = (long)fread(p, 1, total, f);
         else if (!strcmp(call, "fgets")) r = fgets(p, (int)total, f) ? (long)strlen(p) + 1 : -1;
         else if (!strcmp(call, "fwrite")) r = (long)fwrite(p, 1, total, f);
+        else if (!strcmp(call, "getrandom")) r = getrandom(p, total, 0);
+        else r = fill_call(call, p, total);
+        if (r == -2) return 2;
         printf("moved=%ld\n", r);
         return 0;
     }

@@ -190,8 +190,11 @@ pub(crate) enum Way {
 /// the whole length. A call that writes into one may be given more room than the object has
 /// and still move only what arrives: it is reported when the bytes it moved ran past the end
 /// (`moved`), before the program uses what was written over, and before the canary after
-/// the object would find it at `free`. A buffer that is not the heap's costs two comparisons
-/// and a table's look-up; a heap buffer, its object's look-up.
+/// the object would find it at `free`; so is one that fills a buffer with what the kernel
+/// holds (`getrandom`, `readlink`, the extended attributes, `getdents64`, `getcwd`: a length
+/// taken from a bigger buffer, and a link or a name longer than the object). A buffer that is
+/// not the heap's costs two comparisons and a table's look-up; a heap buffer, its object's
+/// look-up.
 #[inline(always)]
 fn sending(buf: usize, n: usize) {
     bounded(buf, n, Way::OutOf, crate::fault::SYSCALL);
@@ -868,6 +871,18 @@ macro_rules! path_call {
             heal_path($path) $(+ alias::map_again($out as usize, $out_len))?
         }
     };
+    // A call that returns the bytes it wrote into `$out`, held to its heap object's bounds
+    // (`moved`).
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty;
+     $nr:expr, [$($raw:expr),*]; $path:ident, moved $out:ident, $out_len:expr) => {
+        call_again! {
+            $(#[$doc])*
+            fn $name($($arg: $aty),*) -> $ret;
+            $nr, [$($raw),*];
+            heal_path($path) + alias::map_again($out as usize, $out_len);
+            moved $out, $out_len
+        }
+    };
 }
 
 /// Defines the wrapper of a call made again after `EFAULT` while `$heal` maps pages again
@@ -875,14 +890,22 @@ macro_rules! path_call {
 /// no such function.
 macro_rules! call_again {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty;
-     $nr:expr, [$($raw:expr),*]; $heal:expr) => {
+     $nr:expr, [$($raw:expr),*]; $heal:expr $(; moved $out:ident, $out_len:expr)?) => {
         forward! {
             $(#[$doc])*
             fn $name($($arg: $aty),*) -> $ret;
             type unsafe extern "C" fn($($aty),*) -> $ret;
             $nr, path_args([$($raw as usize),*]);
-            |f| again(|| f($($arg),*), || $heal)
+            |f| call_again!(@moved again(|| f($($arg),*), || $heal) $(, $out, $out_len)?)
         }
+    };
+    // What the call returned, or (for a call that returns the bytes it wrote into `$out`)
+    // that, held to the bounds of `$out`'s heap object (`moved`).
+    (@moved $r:expr) => {
+        $r
+    };
+    (@moved $r:expr, $out:ident, $out_len:expr) => {
+        moved($out as usize, $out_len, $r)
     };
 }
 
@@ -1029,7 +1052,7 @@ path_call! {
     /// `readlink(2)`: see the module's documentation (the link's text may go to a heap
     /// buffer too).
     fn readlink(path: Path, buf: *mut core::ffi::c_char, n: usize) -> isize;
-    libc::SYS_readlink, [path, buf, n]; path, buf, n
+    libc::SYS_readlink, [path, buf, n]; path, moved buf, n
 }
 path_call! {
     /// `rename(2)`: see the module's documentation; `to` is the second path.
@@ -1070,7 +1093,7 @@ path_call! {
 path_call! {
     /// `readlinkat(2)`: as `readlink`.
     fn readlinkat(dir: c_int, path: Path, buf: *mut core::ffi::c_char, n: usize) -> isize;
-    libc::SYS_readlinkat, [dir, path, buf, n]; path, buf, n
+    libc::SYS_readlinkat, [dir, path, buf, n]; path, moved buf, n
 }
 path_call! {
     /// `mkdirat(2)`: as `mkdir`.
@@ -1212,12 +1235,12 @@ forward! {
 path_call! {
     /// `__readlink_chk`: `readlink`, checked.
     fn __readlink_chk(path: Path, buf: *mut core::ffi::c_char, n: usize, room: usize) -> isize;
-    libc::SYS_readlink, [path, buf, n]; path, buf, n
+    libc::SYS_readlink, [path, buf, n]; path, moved buf, n
 }
 path_call! {
     /// `__readlinkat_chk`: `readlinkat`, checked.
     fn __readlinkat_chk(dir: c_int, path: Path, buf: *mut core::ffi::c_char, n: usize, room: usize) -> isize;
-    libc::SYS_readlinkat, [dir, path, buf, n]; path, buf, n
+    libc::SYS_readlinkat, [dir, path, buf, n]; path, moved buf, n
 }
 
 const TIMES_BYTES: usize = 2 * core::mem::size_of::<libc::timespec>();
@@ -1274,7 +1297,15 @@ pub unsafe extern "C" fn getcwd(buf: *mut core::ffi::c_char, size: usize) -> *mu
     let heal = || if buf.is_null() { 0 } else { alias::map_again(buf as usize, size) };
     match again(call, heal) {
         r if r < 0 => core::ptr::null_mut(),
-        r => r as *mut core::ffi::c_char,
+        r => {
+            if !buf.is_null() {
+                // The path and its NUL, held to the buffer's heap object (`moved`).
+                // SAFETY: the path the call just wrote into the caller's buffer.
+                let len = unsafe { libc::strlen(buf) };
+                moved(buf as usize, size, len as isize + 1);
+            }
+            r as *mut core::ffi::c_char
+        }
     }
 }
 
@@ -1291,7 +1322,8 @@ macro_rules! xattr_get {
             $(#[$doc])*
             fn $name($file: $fty, name: Name, value: Buf, size: usize) -> isize;
             $nr, [$file, name, value, size];
-            $(heal_path($path) +)? heal_path(name) + alias::map_again(value as usize, size)
+            $(heal_path($path) +)? heal_path(name) + alias::map_again(value as usize, size);
+            moved value, size
         }
     };
 }
@@ -1337,7 +1369,8 @@ macro_rules! xattr_list {
             $(#[$doc])*
             fn $name($file: $fty, list: *mut core::ffi::c_char, size: usize) -> isize;
             $nr, [$file, list, size];
-            $(heal_path($path) +)? alias::map_again(list as usize, size)
+            $(heal_path($path) +)? alias::map_again(list as usize, size);
+            moved list, size
         }
     };
 }
@@ -1414,7 +1447,7 @@ forward! {
     fn getrandom(buf: Buf, n: usize, flags: libc::c_uint) -> isize;
     type unsafe extern "C" fn(Buf, usize, libc::c_uint) -> isize;
     libc::SYS_getrandom, [buf as usize, n, flags as usize, 0, 0, 0];
-    |f| again(|| f(buf, n, flags), || alias::map_again(buf as usize, n))
+    |f| moved(buf as usize, n, again(|| f(buf, n, flags), || alias::map_again(buf as usize, n)))
 }
 
 call_again! {
@@ -1430,7 +1463,7 @@ forward! {
     fn getdents64(fd: Fd, buf: Buf, n: usize) -> isize;
     type unsafe extern "C" fn(Fd, Buf, usize) -> isize;
     libc::SYS_getdents64, [fd as usize, buf as usize, n, 0, 0, 0];
-    |f| again(|| f(fd, buf, n), || alias::map_again(buf as usize, n))
+    |f| moved(buf as usize, n, again(|| f(fd, buf, n), || alias::map_again(buf as usize, n)))
 }
 
 /// Bytes of one `mmsghdr`: a `msghdr` and the count received.

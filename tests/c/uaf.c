@@ -13,8 +13,8 @@
  *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
  *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, the stdio calls
  *                        fread, fgets, fwrite, and getrandom, readlink, readlinkat, getxattr,
- *                        listxattr, getdents64 and getcwd, which fill the buffer with exactly
- *                        SIZE + EXTRA bytes, at most 4000; getdents64 with whole entries of
+ *                        listxattr, getdents64, getcwd and realpath, which fill the buffer with
+ *                        exactly SIZE + EXTRA bytes, at most 4000; getdents64 with whole entries of
  *                        at most 32 bytes, more than 31 of them) moves SIZE + EXTRA bytes through a
  *                        live object of SIZE bytes (reads from a socket a child fills, or a
  *                        file for pread, fread and fgets (a line of SIZE + EXTRA - 1 bytes);
@@ -343,7 +343,7 @@ static long fill_in(const char *dir, const char *call, char *p, size_t total) {
             snprintf(name, sizeof name, "%s/entry%04zu", dir, k);
             unlink(name);
         }
-    } else if (!strcmp(call, "getcwd")) {
+    } else if (!strcmp(call, "getcwd") || !strcmp(call, "realpath")) {
         /* A working directory whose path and NUL take `total` bytes. */
         if (total < base + 3) return -2;
         if (chdir(dir)) return -2;
@@ -356,7 +356,8 @@ static long fill_in(const char *dir, const char *call, char *p, size_t total) {
             if (mkdir(name, 0700) || chdir(name)) return -2;
             left -= c + 1;
         }
-        r = getcwd(p, total) ? (long)strlen(p) + 1 : -1;
+        if (!strcmp(call, "realpath")) r = realpath(".", p) ? (long)strlen(p) + 1 : -1;
+        else r = getcwd(p, total) ? (long)strlen(p) + 1 : -1;
     }
     return r;
 }

@@ -206,7 +206,7 @@ const EXPORTS: &str = "
     __fread_unlocked_chk fgets fgets_unlocked __fgets_chk __fgets_unlocked_chk memcpy memmove memset strcpy stpcpy strcat strncpy strncat mempcpy __mempcpy
     __memcpy_chk __memmove_chk __mempcpy_chk __memset_chk __strcpy_chk __stpcpy_chk __strcat_chk __strncpy_chk
     __strncat_chk sscanf vsscanf __isoc99_sscanf __isoc99_vsscanf fscanf vfscanf __isoc99_fscanf __isoc99_vfscanf
-    scanf vscanf __isoc99_scanf __isoc99_vscanf
+    scanf vscanf __isoc99_scanf __isoc99_vscanf realpath
     sprintf vsprintf snprintf vsnprintf __sprintf_chk __vsprintf_chk __snprintf_chk __vsnprintf_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
     select pselect waitpid wait wait3 wait4 waitid accept accept4 getsockname getpeername getsockopt
     connect bind setsockopt epoll_ctl pipe pipe2 socketpair __open_2 __open64_2 __openat_2

@@ -64,7 +64,7 @@
 //! `scandir`, `glob`, `nftw`, `ftw`, `fts_read`), are views (`streams`). `posix_spawn`,
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
-//! functions (`realpath`), calls made through `syscall()` or a `syscall` instruction, the
+//! functions (`realpath`'s, whose result only is held to its buffer's bounds), calls made through `syscall()` or a `syscall` instruction, the
 //! other calls that take buffers or paths (`io_uring`, `ioctl`, `mount`, ...); those still
 //! fail as described above.
 //! `ioctl` is left on purpose: its argument's size is the driver's to know, and some requests
@@ -1265,6 +1265,36 @@ path_call! {
     /// `inotify_add_watch(2)`: the path (a watcher's paths are often kept in heap objects).
     fn inotify_add_watch(fd: Fd, path: Path, mask: u32) -> c_int;
     libc::SYS_inotify_add_watch, [fd, path, mask]; path
+}
+
+/// `realpath(3)`: the C library resolves the path in its own memory and copies it out into
+/// `resolved`, which its contract wants of `PATH_MAX` bytes; into a smaller heap object the
+/// copy of a long path runs past its end, silently. The path and its NUL are held to the
+/// object's bounds when the call returns (as `moved` does; the report names `realpath`). Given no buffer, the C library allocates
+/// one of the path's size.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn realpath(
+    path: *const core::ffi::c_char,
+    resolved: *mut core::ffi::c_char,
+) -> *mut core::ffi::c_char {
+    type Realpath = unsafe extern "C" fn(*const core::ffi::c_char, *mut core::ffi::c_char) -> *mut core::ffi::c_char;
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<Realpath> = unsafe { real_fn!(realpath) };
+    let Some(real) = real else {
+        sys::set_errno(libc::ENOSYS);
+        return core::ptr::null_mut();
+    };
+    // SAFETY: the caller's arguments, as the caller passed them.
+    let r = unsafe { real(path, resolved) };
+    if !r.is_null() && !resolved.is_null() {
+        // SAFETY: the path the call just wrote into the caller's buffer.
+        let len = unsafe { libc::strlen(resolved) };
+        bounded(resolved as usize, len + 1, Way::Into, "realpath");
+    }
+    r
 }
 
 /// `getcwd(3)`: the kernel copies the path out into the caller's buffer; after `EFAULT` its

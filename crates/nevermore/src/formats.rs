@@ -322,12 +322,13 @@ impl Pointers {
 fn written(p: usize, unit: usize) -> usize {
     let mut n = 0;
     loop {
-        // SAFETY: the string the call just wrote at `p` (assigned, hence terminated).
+        // SAFETY: the string the call just wrote at `p` (assigned, hence terminated); a wide
+        // one is read as the C library wrote it, whatever the buffer's alignment.
         let end = unsafe {
             if unit == 1 {
                 *((p + n) as *const u8) == 0
             } else {
-                *((p + n) as *const u32) == 0
+                core::ptr::read_unaligned((p + n) as *const u32) == 0
             }
         };
         n += unit;

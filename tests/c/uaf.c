@@ -22,13 +22,17 @@
  *                        sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
  *   copy CALL SIZE EXTRA CALL (memcpy, memmove, mempcpy, __mempcpy, memset, strcpy, stpcpy, strcat,
- *                        strncpy, strncat, their fortified names __memcpy_chk, ... called with
- *                        no size known (-1), and the formatting calls sprintf, vsprintf, snprintf, vsnprintf,
- *                        __sprintf_chk, __vsprintf_chk, __snprintf_chk, __vsnprintf_chk of "%s")
- *                        writes SIZE + EXTRA bytes (a string's with its NUL) into a live object
- *                        of SIZE bytes with live neighbours; "memcpy-out" reads SIZE + EXTRA
- *                        bytes out of it: prints "copied" (the library reports a copy that
- *                        would run past the object, before it is made), or "BAD RETURN".
+ *                        strncpy, stpncpy, __stpncpy, strncat, their fortified names
+ *                        __memcpy_chk, ... called with no size known (-1), the formatting calls
+ *                        sprintf, vsprintf, snprintf, vsnprintf, __sprintf_chk, __vsprintf_chk,
+ *                        __snprintf_chk, __vsnprintf_chk of "%s", and the wide-character copies
+ *                        wmemcpy, wmemmove, wmempcpy, wmemset, wcscpy, wcpcpy, wcscat, wcsncpy,
+ *                        wcpncpy, wcsncat and their fortified names, of SIZE + EXTRA bytes
+ *                        rounded up to whole characters) writes SIZE + EXTRA bytes (a string's
+ *                        with its NUL) into a live object of SIZE bytes with live neighbours;
+ *                        "memcpy-out" and "wmemcpy-out" read them out of it: prints "copied"
+ *                        (the library reports a copy that would run past the object, before it
+ *                        is made), or "BAD RETURN".
  *   scan CALL CONV SIZE EXTRA  CALL (sscanf, vsscanf, fscanf, vfscanf, scanf, vscanf, and their
  *                        __isoc99_ names, which the headers make of a program's calls) reads
  *                        a word of SIZE + EXTRA - 1 bytes (from a string, a file, or standard
@@ -41,7 +45,8 @@
  *                        that fit: prints what was scanned.
  *   fortified CALL       CALL (a fortified copy: __memcpy_chk, ...) of 50 bytes (a string's
  *                        with its NUL) into a live object of 100 bytes, told the destination
- *                        holds 40: the C library's check must still end it (SIGABRT).
+ *                        holds 40 (a wide one: 13 characters, told 10): the C library's check
+ *                        must still end it (SIGABRT).
  *   copy-shrunk          memcpy of 200 bytes into a live object of 200 bytes (which the
  *                        library's look-up remembers), realloc of it to 100 bytes, then memcpy
  *                        of 150 bytes into it: prints "copied" (the library reports the second).
@@ -147,6 +152,18 @@ extern char *__strcat_chk(char *, const char *, size_t);
 extern char *__strncpy_chk(char *, const char *, size_t, size_t);
 extern char *__strncat_chk(char *, const char *, size_t, size_t);
 extern void *__mempcpy(void *, const void *, size_t);
+extern char *__stpncpy(char *, const char *, size_t);
+extern char *__stpncpy_chk(char *, const char *, size_t, size_t);
+extern wchar_t *__wmemcpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
+extern wchar_t *__wmemmove_chk(wchar_t *, const wchar_t *, size_t, size_t);
+extern wchar_t *__wmempcpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
+extern wchar_t *__wmemset_chk(wchar_t *, wchar_t, size_t, size_t);
+extern wchar_t *__wcscpy_chk(wchar_t *, const wchar_t *, size_t);
+extern wchar_t *__wcpcpy_chk(wchar_t *, const wchar_t *, size_t);
+extern wchar_t *__wcscat_chk(wchar_t *, const wchar_t *, size_t);
+extern wchar_t *__wcsncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
+extern wchar_t *__wcpncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
+extern wchar_t *__wcsncat_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern int __sprintf_chk(char *, int, size_t, const char *, ...);
 extern int __vsprintf_chk(char *, int, size_t, const char *, va_list);
 extern int __snprintf_chk(char *, size_t, int, size_t, const char *, ...);
@@ -191,6 +208,55 @@ static const char *const FORMAT_CALLS[] = {"sprintf", "vsprintf", "snprintf", "v
                                            "__sprintf_chk", "__vsprintf_chk", "__snprintf_chk",
                                            "__vsnprintf_chk"};
 
+/* The wide-character copy named `call` of `k` characters (a string's with its NUL; 1 << 18
+ * at most) into `p`, told the destination holds `dl` characters where the call is fortified:
+ * 1 if it returned what it should, 0 if not, -1 for an unknown name. */
+static int wcopy_call(const char *call, char *bytes, size_t k, size_t dl) {
+    static wchar_t src[1 << 18];
+    if (k == 0 || k > sizeof src / sizeof *src) return -1;
+    wmemset(src, L'w', k - 1);
+    src[k - 1] = 0;
+    wchar_t *p = (wchar_t *)bytes;
+    if (!strcmp(call, "wmemcpy")) return wmemcpy(p, src, k) == p;
+    if (!strcmp(call, "wmemmove")) return wmemmove(p, src, k) == p;
+    if (!strcmp(call, "wmempcpy")) return wmempcpy(p, src, k) == p + k;
+    if (!strcmp(call, "wmemset")) return wmemset(p, L'y', k) == p;
+    if (!strcmp(call, "wcscpy")) return wcscpy(p, src) == p;
+    if (!strcmp(call, "wcpcpy")) return wcpcpy(p, src) == p + k - 1;
+    if (!strcmp(call, "wcscat")) return wcscat(p, src) == p;
+    if (!strcmp(call, "wcsncpy")) return wcsncpy(p, src, k) == p;
+    if (!strcmp(call, "wcpncpy")) return wcpncpy(p, src, k) == p + k - 1;
+    if (!strcmp(call, "wcsncat")) return wcsncat(p, src, k - 1) == p;
+    if (!strcmp(call, "__wmemcpy_chk")) return __wmemcpy_chk(p, src, k, dl) == p;
+    if (!strcmp(call, "__wmemmove_chk")) return __wmemmove_chk(p, src, k, dl) == p;
+    if (!strcmp(call, "__wmempcpy_chk")) return __wmempcpy_chk(p, src, k, dl) == p + k;
+    if (!strcmp(call, "__wmemset_chk")) return __wmemset_chk(p, L'y', k, dl) == p;
+    if (!strcmp(call, "__wcscpy_chk")) return __wcscpy_chk(p, src, dl) == p;
+    if (!strcmp(call, "__wcpcpy_chk")) return __wcpcpy_chk(p, src, dl) == p + k - 1;
+    if (!strcmp(call, "__wcscat_chk")) return __wcscat_chk(p, src, dl) == p;
+    if (!strcmp(call, "__wcsncpy_chk")) return __wcsncpy_chk(p, src, k, dl) == p;
+    if (!strcmp(call, "__wcpncpy_chk")) return __wcpncpy_chk(p, src, k, dl) == p + k - 1;
+    if (!strcmp(call, "__wcsncat_chk")) return __wcsncat_chk(p, src, k - 1, dl) == p;
+    if (!strcmp(call, "wmemcpy-out")) return wmemcpy(src, p, k) == src;
+    return -1;
+}
+
+/* Whether the copy `call` of `copy_call` left in `p` what it should have written there for
+ * `total` bytes: the source's string (or its bytes), or the filler. */
+static int copied_right(const char *call, const char *p, size_t total) {
+    if (strstr(call, "-out")) return 1;
+    if (strstr(call, "wmem") || strstr(call, "wcs") || strstr(call, "wcp")) {
+        size_t k = (total + 3) / 4;
+        const wchar_t *w = (const wchar_t *)p;
+        for (size_t i = 0; i < k; i++)
+            if (w[i] != (strstr(call, "wmemset") ? L'y' : i + 1 < k ? L'w' : 0)) return 0;
+        return 1;
+    }
+    for (size_t i = 0; i < total; i++)
+        if (p[i] != (strstr(call, "memset") ? 'y' : i + 1 < total ? 's' : 0)) return 0;
+    return 1;
+}
+
 /* The copy named `call` of `total` bytes from `src` (a string of total - 1 bytes) into `p`,
  * told the destination holds `dl` where the call is fortified: 1 if it returned what it
  * should, 0 if not, -1 for an unknown name. */
@@ -214,7 +280,10 @@ static int copy_call(const char *call, char *p, const char *src, size_t total, s
     if (!strcmp(call, "__strcat_chk")) return __strcat_chk(p, src, dl) == p;
     if (!strcmp(call, "__strncpy_chk")) return __strncpy_chk(p, src, total, dl) == p;
     if (!strcmp(call, "__strncat_chk")) return __strncat_chk(p, src, total - 1, dl) == p;
-    return -1;
+    if (!strcmp(call, "stpncpy")) return stpncpy(p, src, total) == p + total - 1;
+    if (!strcmp(call, "__stpncpy")) return __stpncpy(p, src, total) == p + total - 1;
+    if (!strcmp(call, "__stpncpy_chk")) return __stpncpy_chk(p, src, total, dl) == p + total - 1;
+    return wcopy_call(call, p, (total + 3) / 4, dl == (size_t)-1 ? dl : dl / 4);
 }
 
 /* The plain (GNU) sscanf, which the headers rename to __isoc99_sscanf. */
@@ -589,6 +658,7 @@ int main(int argc, char **argv) {
         }
         memset(p, 0, n < 8 ? n : 8);
         int ok = copy_call(call, p, src, total, (size_t)-1);
+        if (ok == 1 && !copied_right(call, p, total)) ok = 0;
         if (ok < 0 && !strcmp(call, "memcpy-out")) ok = memcpy(out, p, total) == out;
         if (ok < 0) ok = format_string(call, p, total, src) == -2 ? -1 : 1;
         if (ok < 0) return 2;

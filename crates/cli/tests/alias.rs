@@ -261,7 +261,7 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
 
 /// The copies a program built with `_FORTIFY_SOURCE` calls where the compiler knows the size
 /// of the destination (the tests call them with none known, and with a size too small).
-const FORTIFIED_COPIES: [&str; 9] = [
+const FORTIFIED_COPIES: [&str; 20] = [
     "__memcpy_chk",
     "__memmove_chk",
     "__mempcpy_chk",
@@ -270,7 +270,18 @@ const FORTIFIED_COPIES: [&str; 9] = [
     "__stpcpy_chk",
     "__strcat_chk",
     "__strncpy_chk",
+    "__stpncpy_chk",
     "__strncat_chk",
+    "__wmemcpy_chk",
+    "__wmemmove_chk",
+    "__wmempcpy_chk",
+    "__wmemset_chk",
+    "__wcscpy_chk",
+    "__wcpcpy_chk",
+    "__wcscat_chk",
+    "__wcsncpy_chk",
+    "__wcpncpy_chk",
+    "__wcsncat_chk",
 ];
 
 /// The formatting calls, plain and fortified (as a program built with `_FORTIFY_SOURCE` calls
@@ -286,9 +297,10 @@ const FORMAT_CALLS: [&str; 8] = [
     "__vsnprintf_chk",
 ];
 
-/// The C library's copies (`memcpy`, `strcpy`, ...) and formatting calls (`sprintf`, ...) into
-/// a heap object that would run past its end are reported before a byte past it is written,
-/// and so is a `memcpy` out of one past its end (Heartbleed's over-read): the neighbours are
+/// The C library's copies (`memcpy`, `strcpy`, ..., and the wide `wmemcpy`, `wcscpy`, ...) and
+/// formatting calls (`sprintf`, ...) into a heap object that would run past its end are
+/// reported before a byte past it is written, and so is a `memcpy` or `wmemcpy` out of one past
+/// its end (Heartbleed's over-read): the neighbours are
 /// never overwritten or read. Copies that fit are left alone; `check_copies=0` leaves the
 /// overflow to the canary.
 #[test]
@@ -303,8 +315,21 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
         "stpcpy",
         "strcat",
         "strncpy",
+        "stpncpy",
+        "__stpncpy",
         "strncat",
         "memcpy-out",
+        "wmemcpy",
+        "wmemmove",
+        "wmempcpy",
+        "wmemset",
+        "wcscpy",
+        "wcpcpy",
+        "wcscat",
+        "wcsncpy",
+        "wcpncpy",
+        "wcsncat",
+        "wmemcpy-out",
     ];
     let calls: Vec<&str> = copies.iter().chain(FORTIFIED_COPIES.iter()).chain(FORMAT_CALLS.iter()).copied().collect();
     for mode in ["detect", "prevent"] {

@@ -205,7 +205,9 @@ const EXPORTS: &str = "
     fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk setvbuf setbuf setbuffer
     __fread_unlocked_chk fgets fgets_unlocked __fgets_chk __fgets_unlocked_chk memcpy memmove memset strcpy stpcpy strcat strncpy strncat mempcpy __mempcpy
     __memcpy_chk __memmove_chk __mempcpy_chk __memset_chk __strcpy_chk __stpcpy_chk __strcat_chk __strncpy_chk
-    __strncat_chk sscanf vsscanf __isoc99_sscanf __isoc99_vsscanf fscanf vfscanf __isoc99_fscanf __isoc99_vfscanf
+    __strncat_chk stpncpy __stpncpy __stpncpy_chk wmemcpy wmemmove wmempcpy wmemset wcscpy wcpcpy wcscat
+    wcsncpy wcpncpy wcsncat __wmemcpy_chk __wmemmove_chk __wmempcpy_chk __wmemset_chk __wcscpy_chk __wcpcpy_chk
+    __wcscat_chk __wcsncpy_chk __wcpncpy_chk __wcsncat_chk sscanf vsscanf __isoc99_sscanf __isoc99_vsscanf fscanf vfscanf __isoc99_fscanf __isoc99_vfscanf
     scanf vscanf __isoc99_scanf __isoc99_vscanf realpath
     sprintf vsprintf snprintf vsnprintf __sprintf_chk __vsprintf_chk __snprintf_chk __vsnprintf_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
     select pselect waitpid wait wait3 wait4 waitid accept accept4 getsockname getpeername getsockopt

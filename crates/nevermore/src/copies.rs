@@ -5,7 +5,8 @@
 //! (a callback, a length, a key) long before the canary is checked at `free`; and a copy *out*
 //! of a heap object past its end (Heartbleed's `memcpy`) hands out what follows it, which no
 //! canary ever sees. So `memcpy`, `memmove`, `mempcpy`, `memset`, `strcpy`, `stpcpy`, `strcat`,
-//! `strncpy` and `strncat`, and their fortified names (`__memcpy_chk`, ...: see "The fortified
+//! `strncpy`, `stpncpy` and `strncat`, their wide-character forms (`wmemcpy`, `wcscpy`, ...),
+//! and the fortified names of both (`__memcpy_chk`, `__wmemcpy_chk`, ...: see "The fortified
 //! copies" below), when the program calls them on a heap buffer, look its object up first (as
 //! the I/O calls do, `io::bounded_live`) and report a copy that would run past the end of a
 //! live object before a byte is written (`heap-buffer-overflow`). A copy through a dangling
@@ -27,6 +28,8 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
+
+use libc::wchar_t;
 
 use crate::io::{bounded_live as bounded, Way};
 
@@ -97,9 +100,11 @@ unsafe fn move_bytes(d: *mut c_void, s: *const c_void, n: usize) {
 }
 
 /// Defines an exported copy function as a stub that passes its caller's return address on
-/// (in the first free argument register) to `$checked`.
-macro_rules! entry {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $checked:ident, $reg:literal) => {
+/// (in `$reg`, the first free argument register) to a function of the same arguments and that
+/// address (`$r`), whose body is `$body`: the stub reads the address where the call left it,
+/// so that the checks know who called.
+macro_rules! copy {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty, $reg:literal, $r:ident => $body:expr) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -107,50 +112,97 @@ macro_rules! entry {
         #[unsafe(naked)]
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            core::arch::naked_asm!(concat!("mov ", $reg, ", [rsp]"), "jmp {f}", f = sym $checked)
+            core::arch::naked_asm!(concat!("mov ", $reg, ", [rsp]"), "jmp {f}", f = sym $name::checked)
+        }
+
+        #[doc(hidden)]
+        mod $name {
+            use super::*;
+            pub(super) extern "C" fn checked($($arg: $ty,)* $r: usize) -> $ret {
+                $body
+            }
         }
     };
 }
 
-entry! {
+copy! {
     /// `memcpy`: see the module's notes.
-    fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void => memcpy_checked, "rcx"
+    fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "memcpy");
+        d
+    }
 }
-entry! {
+copy! {
     /// `memmove`: see the module's notes.
-    fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void => memmove_checked, "rcx"
+    fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "memmove");
+        d
+    }
 }
-entry! {
+copy! {
     /// `mempcpy` (GNU; gnulib's programs call it): see the module's notes.
-    fn mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void => mempcpy_checked, "rcx"
+    fn mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "mempcpy");
+        d.wrapping_byte_add(n)
+    }
 }
-entry! {
+copy! {
     /// `__mempcpy` (what older headers made of `mempcpy`): see the module's notes.
-    fn __mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void => __mempcpy_checked, "rcx"
+    fn __mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "__mempcpy");
+        d.wrapping_byte_add(n)
+    }
 }
-entry! {
+copy! {
     /// `memset`: see the module's notes.
-    fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void => memset_checked, "rcx"
+    fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void, "rcx", ret => {
+        fill_of(d, c, n, ANY, ret, "memset")
+    }
 }
-entry! {
+copy! {
     /// `strcpy`: see the module's notes.
-    fn strcpy(d: *mut c_char, s: *const c_char) -> *mut c_char => strcpy_checked, "rdx"
+    fn strcpy(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
+        strcpy_of(d, s, ANY, ret, "strcpy");
+        d
+    }
 }
-entry! {
-    /// `stpcpy`: see the module's notes.
-    fn stpcpy(d: *mut c_char, s: *const c_char) -> *mut c_char => stpcpy_checked, "rdx"
+copy! {
+    /// `stpcpy`: see the module's notes. Returns the copied NUL's address.
+    fn stpcpy(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
+        d.wrapping_add(strcpy_of(d, s, ANY, ret, "stpcpy"))
+    }
 }
-entry! {
+copy! {
     /// `strcat`: see the module's notes.
-    fn strcat(d: *mut c_char, s: *const c_char) -> *mut c_char => strcat_checked, "rdx"
+    fn strcat(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
+        strcat_of(d, s, ANY, ret, "strcat")
+    }
 }
-entry! {
+copy! {
     /// `strncpy`: see the module's notes.
-    fn strncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char => strncpy_checked, "rcx"
+    fn strncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
+        strncpy_of(d, s, n, ANY, ret, "strncpy");
+        d
+    }
 }
-entry! {
+copy! {
+    /// `stpncpy`: see the module's notes. Returns the address of the first NUL written, or of
+    /// the end when none was.
+    fn stpncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
+        d.wrapping_add(strncpy_of(d, s, n, ANY, ret, "stpncpy"))
+    }
+}
+copy! {
+    /// `__stpncpy` (the C library's own name for `stpncpy`, which older programs import).
+    fn __stpncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
+        d.wrapping_add(strncpy_of(d, s, n, ANY, ret, "__stpncpy"))
+    }
+}
+copy! {
     /// `strncat`: see the module's notes.
-    fn strncat(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char => strncat_checked, "rcx"
+    fn strncat(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
+        strncat_of(d, s, n, ANY, ret, "strncat")
+    }
 }
 
 // The fortified copies. A program built with `_FORTIFY_SOURCE` calls these where the compiler
@@ -159,50 +211,217 @@ entry! {
 // (its size may be smaller than the type the compiler saw, and the report says more); then
 // the C library's own rule, with its own message (`__chk_fail`).
 
-entry! {
+copy! {
     /// `__memcpy_chk`: see "The fortified copies" in the module.
-    fn __memcpy_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void => memcpy_chk_checked, "r8"
+    fn __memcpy_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, dl, ret, "__memcpy_chk");
+        d
+    }
 }
-entry! {
+copy! {
     /// `__memmove_chk`: see "The fortified copies" in the module.
-    fn __memmove_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void => memmove_chk_checked, "r8"
+    fn __memmove_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, dl, ret, "__memmove_chk");
+        d
+    }
 }
-entry! {
+copy! {
     /// `__mempcpy_chk`: see "The fortified copies" in the module.
-    fn __mempcpy_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void => mempcpy_chk_checked, "r8"
+    fn __mempcpy_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, dl, ret, "__mempcpy_chk");
+        d.wrapping_byte_add(n)
+    }
 }
-entry! {
+copy! {
     /// `__memset_chk`: see "The fortified copies" in the module.
-    fn __memset_chk(d: *mut c_void, c: c_int, n: usize, dl: usize) -> *mut c_void => memset_chk_checked, "r8"
+    fn __memset_chk(d: *mut c_void, c: c_int, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
+        fill_of(d, c, n, dl, ret, "__memset_chk")
+    }
 }
-entry! {
+copy! {
     /// `__strcpy_chk`: see "The fortified copies" in the module.
-    fn __strcpy_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char => strcpy_chk_checked, "rcx"
+    fn __strcpy_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char, "rcx", ret => {
+        strcpy_of(d, s, dl, ret, "__strcpy_chk");
+        d
+    }
 }
-entry! {
+copy! {
     /// `__stpcpy_chk`: see "The fortified copies" in the module.
-    fn __stpcpy_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char => stpcpy_chk_checked, "rcx"
+    fn __stpcpy_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char, "rcx", ret => {
+        d.wrapping_add(strcpy_of(d, s, dl, ret, "__stpcpy_chk"))
+    }
 }
-entry! {
+copy! {
     /// `__strcat_chk`: see "The fortified copies" in the module.
-    fn __strcat_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char => strcat_chk_checked, "rcx"
+    fn __strcat_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char, "rcx", ret => {
+        strcat_of(d, s, dl, ret, "__strcat_chk")
+    }
 }
-entry! {
+copy! {
     /// `__strncpy_chk`: see "The fortified copies" in the module.
-    fn __strncpy_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char => strncpy_chk_checked, "r8"
+    fn __strncpy_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char, "r8", ret => {
+        strncpy_of(d, s, n, dl, ret, "__strncpy_chk");
+        d
+    }
 }
-entry! {
+copy! {
+    /// `__stpncpy_chk`: see "The fortified copies" in the module.
+    fn __stpncpy_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char, "r8", ret => {
+        d.wrapping_add(strncpy_of(d, s, n, dl, ret, "__stpncpy_chk"))
+    }
+}
+copy! {
     /// `__strncat_chk`: see "The fortified copies" in the module.
-    fn __strncat_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char => strncat_chk_checked, "r8"
+    fn __strncat_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char, "r8", ret => {
+        strncat_of(d, s, n, dl, ret, "__strncat_chk")
+    }
+}
+
+// The wide-character copies (`wchar_t`, 4 bytes here): the same checks, on lengths counted in
+// characters, and for the fortified names a destination's size in characters too. C++'s
+// `std::wstring` copies through `wmemcpy`, `wmemmove` and `wmemset`.
+
+copy! {
+    /// `wmemcpy`: see the module's notes.
+    fn wmemcpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        move_of(d, s, n, ANY, ret, "wmemcpy");
+        d
+    }
+}
+copy! {
+    /// `wmemmove`: see the module's notes.
+    fn wmemmove(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        move_of(d, s, n, ANY, ret, "wmemmove");
+        d
+    }
+}
+copy! {
+    /// `wmempcpy` (GNU): see the module's notes.
+    fn wmempcpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        move_of(d, s, n, ANY, ret, "wmempcpy");
+        d.wrapping_add(n)
+    }
+}
+copy! {
+    /// `wmemset`: see the module's notes.
+    fn wmemset(d: *mut wchar_t, c: wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        wfill_of(d, c, n, ANY, ret, "wmemset")
+    }
+}
+copy! {
+    /// `wcscpy`: see the module's notes.
+    fn wcscpy(d: *mut wchar_t, s: *const wchar_t) -> *mut wchar_t, "rdx", ret => {
+        strcpy_of(d, s, ANY, ret, "wcscpy");
+        d
+    }
+}
+copy! {
+    /// `wcpcpy`: see the module's notes. Returns the copied NUL's address.
+    fn wcpcpy(d: *mut wchar_t, s: *const wchar_t) -> *mut wchar_t, "rdx", ret => {
+        d.wrapping_add(strcpy_of(d, s, ANY, ret, "wcpcpy"))
+    }
+}
+copy! {
+    /// `wcscat`: see the module's notes.
+    fn wcscat(d: *mut wchar_t, s: *const wchar_t) -> *mut wchar_t, "rdx", ret => {
+        strcat_of(d, s, ANY, ret, "wcscat")
+    }
+}
+copy! {
+    /// `wcsncpy`: see the module's notes.
+    fn wcsncpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        strncpy_of(d, s, n, ANY, ret, "wcsncpy");
+        d
+    }
+}
+copy! {
+    /// `wcpncpy`: see the module's notes (and `stpncpy`).
+    fn wcpncpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        d.wrapping_add(strncpy_of(d, s, n, ANY, ret, "wcpncpy"))
+    }
+}
+copy! {
+    /// `wcsncat`: see the module's notes.
+    fn wcsncat(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        strncat_of(d, s, n, ANY, ret, "wcsncat")
+    }
+}
+copy! {
+    /// `__wmemcpy_chk`: see "The fortified copies" in the module.
+    fn __wmemcpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
+        move_of(d, s, n, dl, ret, "__wmemcpy_chk");
+        d
+    }
+}
+copy! {
+    /// `__wmemmove_chk`: see "The fortified copies" in the module.
+    fn __wmemmove_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
+        move_of(d, s, n, dl, ret, "__wmemmove_chk");
+        d
+    }
+}
+copy! {
+    /// `__wmempcpy_chk`: see "The fortified copies" in the module.
+    fn __wmempcpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
+        move_of(d, s, n, dl, ret, "__wmempcpy_chk");
+        d.wrapping_add(n)
+    }
+}
+copy! {
+    /// `__wmemset_chk`: see "The fortified copies" in the module.
+    fn __wmemset_chk(d: *mut wchar_t, c: wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
+        wfill_of(d, c, n, dl, ret, "__wmemset_chk")
+    }
+}
+copy! {
+    /// `__wcscpy_chk`: see "The fortified copies" in the module.
+    fn __wcscpy_chk(d: *mut wchar_t, s: *const wchar_t, dl: usize) -> *mut wchar_t, "rcx", ret => {
+        strcpy_of(d, s, dl, ret, "__wcscpy_chk");
+        d
+    }
+}
+copy! {
+    /// `__wcpcpy_chk`: see "The fortified copies" in the module.
+    fn __wcpcpy_chk(d: *mut wchar_t, s: *const wchar_t, dl: usize) -> *mut wchar_t, "rcx", ret => {
+        d.wrapping_add(strcpy_of(d, s, dl, ret, "__wcpcpy_chk"))
+    }
+}
+copy! {
+    /// `__wcscat_chk`: see "The fortified copies" in the module.
+    fn __wcscat_chk(d: *mut wchar_t, s: *const wchar_t, dl: usize) -> *mut wchar_t, "rcx", ret => {
+        strcat_of(d, s, dl, ret, "__wcscat_chk")
+    }
+}
+copy! {
+    /// `__wcsncpy_chk`: see "The fortified copies" in the module.
+    fn __wcsncpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
+        strncpy_of(d, s, n, dl, ret, "__wcsncpy_chk");
+        d
+    }
+}
+copy! {
+    /// `__wcpncpy_chk`: see "The fortified copies" in the module.
+    fn __wcpncpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
+        d.wrapping_add(strncpy_of(d, s, n, dl, ret, "__wcpncpy_chk"))
+    }
+}
+copy! {
+    /// `__wcsncat_chk`: see "The fortified copies" in the module.
+    fn __wcsncat_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
+        strncat_of(d, s, n, dl, ret, "__wcsncat_chk")
+    }
 }
 
 unsafe extern "C" {
     /// The C library's end of a fortified call that would overflow its destination: prints
     /// "*** buffer overflow detected ***: terminated" and aborts.
     fn __chk_fail() -> !;
+    /// The C library's `wcsnlen` (which this library does not replace).
+    fn wcsnlen(s: *const wchar_t, n: usize) -> usize;
 }
 
-/// The C library's rule for a fortified call that writes `n` bytes into a destination of `dl`.
+/// The C library's rule for a fortified call that writes `n` characters into a destination of
+/// `dl`.
 #[inline(always)]
 fn fortified(n: usize, dl: usize) {
     if n > dl {
@@ -214,49 +433,21 @@ fn fortified(n: usize, dl: usize) {
 /// No fortified size: the plain functions.
 const ANY: usize = usize::MAX;
 
-/// `memcpy`/`memmove`/`mempcpy` and their fortified names (`dl`): `n` bytes from `s` to `d`
-/// once checked.
+/// The bytes of `n` elements of `T` (saturated: a count that large runs past any object).
 #[inline(always)]
-fn move_of(d: *mut c_void, s: *const c_void, n: usize, dl: usize, ret: usize, op: &'static str) {
-    check(ret, d as usize, Some(s as usize), n, op);
+fn bytes<T>(n: usize) -> usize {
+    n.saturating_mul(core::mem::size_of::<T>())
+}
+
+/// `memcpy`/`memmove`/`mempcpy`, their wide forms (`T` the element) and their fortified names
+/// (`dl`): `n` elements from `s` to `d` once checked.
+#[inline(always)]
+fn move_of<T>(d: *mut T, s: *const T, n: usize, dl: usize, ret: usize, op: &'static str) {
+    let b = bytes::<T>(n);
+    check(ret, d as usize, Some(s as usize), b, op);
     fortified(n, dl);
     // SAFETY: the caller's buffers.
-    unsafe { move_bytes(d, s, n) };
-}
-
-extern "C" fn memcpy_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {
-    move_of(d, s, n, ANY, ret, "memcpy");
-    d
-}
-
-extern "C" fn memmove_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {
-    move_of(d, s, n, ANY, ret, "memmove");
-    d
-}
-
-extern "C" fn mempcpy_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {
-    move_of(d, s, n, ANY, ret, "mempcpy");
-    d.wrapping_byte_add(n)
-}
-
-extern "C" fn __mempcpy_checked(d: *mut c_void, s: *const c_void, n: usize, ret: usize) -> *mut c_void {
-    move_of(d, s, n, ANY, ret, "__mempcpy");
-    d.wrapping_byte_add(n)
-}
-
-extern "C" fn memcpy_chk_checked(d: *mut c_void, s: *const c_void, n: usize, dl: usize, ret: usize) -> *mut c_void {
-    move_of(d, s, n, dl, ret, "__memcpy_chk");
-    d
-}
-
-extern "C" fn memmove_chk_checked(d: *mut c_void, s: *const c_void, n: usize, dl: usize, ret: usize) -> *mut c_void {
-    move_of(d, s, n, dl, ret, "__memmove_chk");
-    d
-}
-
-extern "C" fn mempcpy_chk_checked(d: *mut c_void, s: *const c_void, n: usize, dl: usize, ret: usize) -> *mut c_void {
-    move_of(d, s, n, dl, ret, "__mempcpy_chk");
-    d.wrapping_byte_add(n)
+    unsafe { move_bytes(d.cast(), s.cast(), b) };
 }
 
 /// `memset` and `__memset_chk`.
@@ -269,12 +460,22 @@ fn fill_of(d: *mut c_void, c: c_int, n: usize, dl: usize, ret: usize, op: &'stat
     d
 }
 
-extern "C" fn memset_checked(d: *mut c_void, c: c_int, n: usize, ret: usize) -> *mut c_void {
-    fill_of(d, c, n, ANY, ret, "memset")
-}
-
-extern "C" fn memset_chk_checked(d: *mut c_void, c: c_int, n: usize, dl: usize, ret: usize) -> *mut c_void {
-    fill_of(d, c, n, dl, ret, "__memset_chk")
+/// `wmemset` and `__wmemset_chk`.
+#[inline(always)]
+fn wfill_of(d: *mut wchar_t, c: wchar_t, n: usize, dl: usize, ret: usize, op: &'static str) -> *mut wchar_t {
+    check(ret, d as usize, None, bytes::<wchar_t>(n), op);
+    fortified(n, dl);
+    if c as u32 == (c as u8 as u32).wrapping_mul(0x0101_0101) {
+        // SAFETY: the caller's buffer of `n` characters, whose bytes are all the same.
+        unsafe { fill(d.cast(), c_int::from(c as u8), bytes::<wchar_t>(n)) };
+    } else {
+        for i in 0..n {
+            // SAFETY: the caller's buffer of `n` characters (`write_unaligned`: the C library
+            // does not ask for alignment either).
+            unsafe { d.add(i).write_unaligned(c) };
+        }
+    }
+    d
 }
 
 /// Sets `n` bytes at `d` to `c` through the C library's `memset`, or, before it is known,
@@ -297,68 +498,77 @@ unsafe fn fill(d: *mut c_void, c: c_int, n: usize) {
     }
 }
 
-/// The length of the NUL-terminated string at `s` (the C library's `strlen`, which this
-/// library does not replace).
-///
-/// # Safety
-/// `s` a NUL-terminated string.
-#[inline(always)]
-unsafe fn len(s: *const c_char) -> usize {
-    // SAFETY: the caller's string.
-    unsafe { libc::strlen(s) }
+/// The characters of the string functions: bytes (`char`) and wide characters (`wchar_t`).
+trait Char: core::marker::Copy {
+    const NUL: Self;
+    /// The length of the string at `s`, in characters.
+    ///
+    /// # Safety
+    /// `s` a string ending in NUL.
+    unsafe fn len(s: *const Self) -> usize;
+    /// The length of the string at `s`, reading at most `n` characters.
+    ///
+    /// # Safety
+    /// `s` a string ending in NUL, or valid for `n` characters.
+    unsafe fn len_within(s: *const Self, n: usize) -> usize;
 }
 
-/// Copies `n` bytes from `s` to `d` (whose string functions' buffers never overlap).
+impl Char for c_char {
+    const NUL: Self = 0;
+    unsafe fn len(s: *const Self) -> usize {
+        // SAFETY: the caller's string; the C library's `strlen` (not replaced here).
+        unsafe { libc::strlen(s) }
+    }
+    unsafe fn len_within(s: *const Self, n: usize) -> usize {
+        // SAFETY: the caller's string, read no further than `n`.
+        unsafe { libc::strnlen(s, n) }
+    }
+}
+
+impl Char for wchar_t {
+    const NUL: Self = 0;
+    unsafe fn len(s: *const Self) -> usize {
+        // SAFETY: the caller's string; the C library's `wcslen` (not replaced here).
+        unsafe { libc::wcslen(s) }
+    }
+    unsafe fn len_within(s: *const Self, n: usize) -> usize {
+        // SAFETY: the caller's string, read no further than `n`.
+        unsafe { wcsnlen(s, n) }
+    }
+}
+
+/// Copies `n` characters from `s` to `d` (whose string functions' buffers never overlap).
 ///
 /// # Safety
-/// `d` and `s` valid for `n` bytes.
+/// `d` and `s` valid for `n` characters.
 #[inline(always)]
-unsafe fn copy(d: *mut c_char, s: *const c_char, n: usize) {
+unsafe fn copy<C: Char>(d: *mut C, s: *const C, n: usize) {
     // SAFETY: the caller's buffers.
-    unsafe { move_bytes(d.cast(), s.cast(), n) };
+    unsafe { move_bytes(d.cast(), s.cast(), bytes::<C>(n)) };
 }
 
-/// `strcpy`/`stpcpy` and their fortified names: copies the string at `s` with its NUL to
-/// `d` once checked, and returns its length.
+/// `strcpy`/`stpcpy`, their wide forms and their fortified names: copies the string at `s`
+/// with its NUL to `d` once checked, and returns its length.
 #[inline(always)]
-fn strcpy_of(d: *mut c_char, s: *const c_char, dl: usize, ret: usize, op: &'static str) -> usize {
+fn strcpy_of<C: Char>(d: *mut C, s: *const C, dl: usize, ret: usize, op: &'static str) -> usize {
     // SAFETY: the caller's string (as the C library's `strcpy` reads it).
-    let n = unsafe { len(s) } + 1;
-    check(ret, d as usize, Some(s as usize), n, op);
+    let n = unsafe { C::len(s) } + 1;
+    check(ret, d as usize, Some(s as usize), bytes::<C>(n), op);
     fortified(n, dl);
-    // SAFETY: the caller's buffers, `n` bytes with the NUL.
+    // SAFETY: the caller's buffers, `n` characters with the NUL.
     unsafe { copy(d, s, n) };
     n - 1
 }
 
-extern "C" fn strcpy_checked(d: *mut c_char, s: *const c_char, ret: usize) -> *mut c_char {
-    strcpy_of(d, s, ANY, ret, "strcpy");
-    d
-}
-
-extern "C" fn stpcpy_checked(d: *mut c_char, s: *const c_char, ret: usize) -> *mut c_char {
-    // The copied NUL's address.
-    d.wrapping_add(strcpy_of(d, s, ANY, ret, "stpcpy"))
-}
-
-extern "C" fn strcpy_chk_checked(d: *mut c_char, s: *const c_char, dl: usize, ret: usize) -> *mut c_char {
-    strcpy_of(d, s, dl, ret, "__strcpy_chk");
-    d
-}
-
-extern "C" fn stpcpy_chk_checked(d: *mut c_char, s: *const c_char, dl: usize, ret: usize) -> *mut c_char {
-    d.wrapping_add(strcpy_of(d, s, dl, ret, "__stpcpy_chk"))
-}
-
-/// `strcat` and `__strcat_chk`.
+/// `strcat`, `wcscat` and their fortified names.
 #[inline(always)]
-fn strcat_of(d: *mut c_char, s: *const c_char, dl: usize, ret: usize, op: &'static str) -> *mut c_char {
+fn strcat_of<C: Char>(d: *mut C, s: *const C, dl: usize, ret: usize, op: &'static str) -> *mut C {
     // SAFETY: the caller's strings.
-    let (dl0, n) = unsafe { (len(d), len(s) + 1) };
+    let (dl0, n) = unsafe { (C::len(d), C::len(s) + 1) };
     // The bytes from `d` on that the call writes: its string, then the source and its NUL.
-    if n > crate::guard::CANARY && from_program(ret) {
-        bounded(d as usize, dl0 + n, Way::WouldWrite, op);
-        bounded(s as usize, n, Way::OutOf, op);
+    if bytes::<C>(n) > crate::guard::CANARY && from_program(ret) {
+        bounded(d as usize, bytes::<C>(dl0 + n), Way::WouldWrite, op);
+        bounded(s as usize, bytes::<C>(n), Way::OutOf, op);
     }
     fortified(dl0 + n, dl);
     // SAFETY: the caller's buffers.
@@ -366,65 +576,43 @@ fn strcat_of(d: *mut c_char, s: *const c_char, dl: usize, ret: usize, op: &'stat
     d
 }
 
-extern "C" fn strcat_checked(d: *mut c_char, s: *const c_char, ret: usize) -> *mut c_char {
-    strcat_of(d, s, ANY, ret, "strcat")
-}
-
-extern "C" fn strcat_chk_checked(d: *mut c_char, s: *const c_char, dl: usize, ret: usize) -> *mut c_char {
-    strcat_of(d, s, dl, ret, "__strcat_chk")
-}
-
-/// `strncpy` and `__strncpy_chk`.
+/// `strncpy`, `stpncpy`, their wide forms and their fortified names: returns how many
+/// characters of the source were copied (the offset of the first NUL written, or `n`).
 #[inline(always)]
-fn strncpy_of(d: *mut c_char, s: *const c_char, n: usize, dl: usize, ret: usize, op: &'static str) -> *mut c_char {
-    // It reads the source up to its NUL or `n` bytes, and writes `n` bytes (padding with NULs).
+fn strncpy_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, op: &'static str) -> usize {
+    // It reads the source up to its NUL or `n` characters, and writes `n` (padding with NULs).
     // SAFETY: the caller's string, read no further than the C library's `strncpy` reads it.
-    let read = unsafe { libc::strnlen(s, n) };
-    if n > crate::guard::CANARY && from_program(ret) {
-        bounded(d as usize, n, Way::WouldWrite, op);
-        bounded(s as usize, (read + 1).min(n), Way::OutOf, op);
+    let read = unsafe { C::len_within(s, n) };
+    if bytes::<C>(n) > crate::guard::CANARY && from_program(ret) {
+        bounded(d as usize, bytes::<C>(n), Way::WouldWrite, op);
+        bounded(s as usize, bytes::<C>((read + 1).min(n)), Way::OutOf, op);
     }
     fortified(n, dl);
-    // SAFETY: the caller's buffers: `read` bytes of the source, then NULs up to `n`.
+    // SAFETY: the caller's buffers: `read` characters of the source, then NULs up to `n`
+    // (a NUL of either kind is all zero bytes).
     unsafe {
         copy(d, s, read);
-        fill(d.add(read).cast(), 0, n - read);
+        fill(d.add(read).cast(), 0, bytes::<C>(n - read));
     }
-    d
+    read
 }
 
-extern "C" fn strncpy_checked(d: *mut c_char, s: *const c_char, n: usize, ret: usize) -> *mut c_char {
-    strncpy_of(d, s, n, ANY, ret, "strncpy")
-}
-
-extern "C" fn strncpy_chk_checked(d: *mut c_char, s: *const c_char, n: usize, dl: usize, ret: usize) -> *mut c_char {
-    strncpy_of(d, s, n, dl, ret, "__strncpy_chk")
-}
-
-/// `strncat` and `__strncat_chk`.
+/// `strncat`, `wcsncat` and their fortified names.
 #[inline(always)]
-fn strncat_of(d: *mut c_char, s: *const c_char, n: usize, dl: usize, ret: usize, op: &'static str) -> *mut c_char {
-    // It appends the source up to its NUL or `n` bytes, then a NUL.
+fn strncat_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, op: &'static str) -> *mut C {
+    // It appends the source up to its NUL or `n` characters, then a NUL.
     // SAFETY: the caller's strings, the source read no further than `strncat` reads it.
-    let (dl0, read) = unsafe { (len(d), libc::strnlen(s, n)) };
-    if read + 1 > crate::guard::CANARY && from_program(ret) {
-        bounded(d as usize, dl0 + read + 1, Way::WouldWrite, op);
-        bounded(s as usize, read, Way::OutOf, op);
+    let (dl0, read) = unsafe { (C::len(d), C::len_within(s, n)) };
+    if bytes::<C>(read + 1) > crate::guard::CANARY && from_program(ret) {
+        bounded(d as usize, bytes::<C>(dl0 + read + 1), Way::WouldWrite, op);
+        bounded(s as usize, bytes::<C>(read), Way::OutOf, op);
     }
     fortified(dl0 + read + 1, dl);
-    // SAFETY: the caller's buffers, with room for the appended bytes and the NUL (the C
+    // SAFETY: the caller's buffers, with room for the appended characters and the NUL (the C
     // contract).
     unsafe {
         copy(d.add(dl0), s, read);
-        *d.add(dl0 + read) = 0;
+        d.add(dl0 + read).write_unaligned(C::NUL);
     }
     d
-}
-
-extern "C" fn strncat_checked(d: *mut c_char, s: *const c_char, n: usize, ret: usize) -> *mut c_char {
-    strncat_of(d, s, n, ANY, ret, "strncat")
-}
-
-extern "C" fn strncat_chk_checked(d: *mut c_char, s: *const c_char, n: usize, dl: usize, ret: usize) -> *mut c_char {
-    strncat_of(d, s, n, dl, ret, "__strncat_chk")
 }

@@ -12,7 +12,7 @@ per-test build system at github.com/arichardson/juliet-test-suite-c:
 which leaves one executable per test case in bin/CWE<N>/bad and bin/CWE<N>/good. Then
 
     bench/juliet.py /tmp/juliet/bin [--lib NAME=PATH]... [--only glibc,nevermore-detect,...]
-        [--cwe 415,416] [--jobs 2] [--timeout 10] [--csv FILE]
+        [--cwe 415,416] [--match REGEX] [--jobs 2] [--timeout 10] [--csv FILE]
 
 Every executable runs in a fresh temporary directory, under each allocator in turn. The flaws of
 many cases run only on input, so Juliet's input sources get one: standard input, the
@@ -24,6 +24,14 @@ without input. So are the cases of flow variant 12, which run the flaw or not at
 (`globalReturnsTrueOrFalse`). A bad case counts as *stopped* when the process ends by a signal or
 with a non-zero status; a case that runs past the time limit (test cases that wait for network
 input) is left out of both counts. A good case that does not exit 0 is a *false positive*.
+--match keeps the executables whose names match a regular expression (for example
+'__(malloc|new)_' for the heap cases of CWE 126).
+
+Where nevermore ended a bad case with a report, the call named in it ("memcpy of 0x...",
+"free of 0x...") is counted too, and a second table shows, for each nevermore configuration,
+which calls stopped the cases: an overflow stopped by `memcpy` was stopped before it was
+made, one stopped by `free` after it (by the canary), one with no report by a trap or by the
+C library.
 
 The built-in allocators are glibc, glibc-debug (libc_malloc_debug.so.0 with MALLOC_CHECK_=3),
 Scudo (when libclang-rt is installed), and nevermore in detect mode, detect mode with
@@ -73,8 +81,13 @@ RANDOM_FLOW = re.compile(r"_12-(bad|good)$")
 INPUT_FILE = "/tmp/file.txt"
 
 
+# The line of a nevermore report that names the call it stopped ("==PID==   memcpy of 0x...").
+REPORT_CALL = re.compile(rb"^==\d+==   (\S+) of 0x", re.M)
+
+
 def run_one(exe, env_add, timeout):
-    """'ok' (exit 0), 'stopped' (signal or non-zero exit) or 'timeout'."""
+    """('ok' (exit 0), 'stopped' (signal or non-zero exit) or 'timeout', the call named by a
+    nevermore report or None)."""
     env = dict(os.environ)
     env["ADD"] = INPUT.strip()
     env.update(env_add)
@@ -84,15 +97,16 @@ def run_one(exe, env_add, timeout):
                 [exe],
                 input=INPUT.encode(),
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
                 env=env,
                 cwd=cwd,
                 timeout=timeout,
                 start_new_session=True,
             )
         except subprocess.TimeoutExpired:
-            return "timeout"
-    return "ok" if p.returncode == 0 else "stopped"
+            return "timeout", None
+    m = REPORT_CALL.search(p.stderr)
+    return ("ok" if p.returncode == 0 else "stopped"), (m.group(1).decode() if m else None)
 
 
 def main():
@@ -101,6 +115,7 @@ def main():
     ap.add_argument("--lib", action="append", default=[], metavar="NAME=PATH", help="another allocator to preload")
     ap.add_argument("--only", help="comma-separated allocator names to run")
     ap.add_argument("--cwe", help="comma-separated CWE numbers (default: every one built)")
+    ap.add_argument("--match", help="only executables whose names match this regular expression")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per run (default 10)")
     ap.add_argument("--csv", help="also write one row per executable and allocator to this file")
@@ -134,6 +149,8 @@ def main():
                 continue
             for exe in sorted(os.listdir(d)):
                 path = os.path.join(d, exe)
+                if args.match and not re.search(args.match, exe):
+                    continue
                 if "listen_socket" in exe or RANDOM_FLOW.search(exe):
                     skipped += 1
                 elif os.access(path, os.X_OK):
@@ -184,19 +201,46 @@ def report(jobs, allocators, cwes, skipped, results, args):
             cells = []
             counted = None
             for name in names:
-                outcomes = [results[(c, k, p, name)] for c, k, p in sel]
+                outcomes = [results[(c, k, p, name)][0] for c, k, p in sel]
                 ran = [o for o in outcomes if o != "timeout"]
                 stopped = sum(o == "stopped" for o in ran)
                 cells.append(f"{stopped}/{len(ran)}")
                 counted = len(ran) if counted is None else max(counted, len(ran))
             label = "stopped (bad)" if kind == "bad" else "false positives (good)"
             print(f"| {cwe} {label} | {counted} | " + " | ".join(cells) + " |")
+    stopping_calls(jobs, names, cwes, results)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["cwe", "kind", "executable", "allocator", "outcome"])
-            for (cwe, kind, path, name), outcome in sorted(results.items()):
-                w.writerow([cwe, kind, os.path.basename(path), name, outcome])
+            w.writerow(["cwe", "kind", "executable", "allocator", "outcome", "report_call"])
+            for (cwe, kind, path, name), (outcome, call) in sorted(results.items()):
+                w.writerow([cwe, kind, os.path.basename(path), name, outcome, call or ""])
+
+
+def stopping_calls(jobs, names, cwes, results):
+    """For each nevermore configuration, the calls named by the reports that stopped the bad
+    cases of each CWE ("none": stopped without a report)."""
+    rows = []
+    for cwe in cwes:
+        sel = [(c, k, p) for c, k, p in jobs if c == cwe and k == "bad"]
+        for name in names:
+            if not name.startswith("nevermore"):
+                continue
+            counts = {}
+            for c, k, p in sel:
+                outcome, call = results[(c, k, p, name)]
+                if outcome == "stopped":
+                    counts[call or "none"] = counts.get(call or "none", 0) + 1
+            if counts:
+                cells = ", ".join(f"{call} {n}" for call, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
+                rows.append(f"| {cwe} | {name} | {cells} |")
+    if rows:
+        print()
+        print("Bad cases stopped by nevermore, by the call its report named")
+        print()
+        print("| CWE | configuration | calls |")
+        print("|---|---|---|")
+        print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@
  *                        sprintf, vsprintf, snprintf, vsnprintf, __sprintf_chk, __vsprintf_chk,
  *                        __snprintf_chk, __vsnprintf_chk of "%s", and the wide-character copies
  *                        wmemcpy, wmemmove, wmempcpy, wmemset, wcscpy, wcpcpy, wcscat, wcsncpy,
- *                        wcpncpy, wcsncat and their fortified names, of SIZE + EXTRA bytes
- *                        rounded up to whole characters) writes SIZE + EXTRA bytes (a string's
+ *                        wcpncpy, wcsncat, the wide formatting calls swprintf, vswprintf (of
+ *                        "%ls") and their fortified names, of SIZE + EXTRA bytes rounded up to
+ *                        whole characters) writes SIZE + EXTRA bytes (a string's
  *                        with its NUL) into a live object of SIZE bytes with live neighbours;
  *                        "memcpy-out" and "wmemcpy-out" read them out of it: prints "copied"
  *                        (the library reports a copy that would run past the object, before it
@@ -43,6 +44,10 @@
  *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
  *                        arguments past the registers, a positional format) into heap objects
  *                        that fit: prints what was scanned.
+ *   wformat-args         the wide formatting calls (swprintf, vswprintf, __swprintf_chk,
+ *                        __vswprintf_chk) with many kinds of argument, into heap objects and a
+ *                        stack buffer, with a length past the object, a cut text, and a text
+ *                        that cannot be made: prints what each call returned and made.
  *   fortified CALL       CALL (a fortified copy: __memcpy_chk, ...) of 50 bytes (a string's
  *                        with its NUL) into a live object of 100 bytes, told the destination
  *                        holds 40 (a wide one: 13 characters, told 10): the C library's check
@@ -164,6 +169,8 @@ extern wchar_t *__wcscat_chk(wchar_t *, const wchar_t *, size_t);
 extern wchar_t *__wcsncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern wchar_t *__wcpncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern wchar_t *__wcsncat_chk(wchar_t *, const wchar_t *, size_t, size_t);
+extern int __swprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, ...);
+extern int __vswprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, va_list);
 extern int __sprintf_chk(char *, int, size_t, const char *, ...);
 extern int __vsprintf_chk(char *, int, size_t, const char *, va_list);
 extern int __snprintf_chk(char *, size_t, int, size_t, const char *, ...);
@@ -208,6 +215,30 @@ static const char *const FORMAT_CALLS[] = {"sprintf", "vsprintf", "snprintf", "v
                                            "__sprintf_chk", "__vsprintf_chk", "__snprintf_chk",
                                            "__vsnprintf_chk"};
 
+/* The `v` wide formatting call named `call` of `fmt` into `n` characters at `d`, told the
+ * destination holds `dl` where the call is fortified; -2 for an unknown name. */
+static int wformat_v(const char *call, wchar_t *d, size_t n, size_t dl, const wchar_t *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = -2;
+    if (!strcmp(call, "vswprintf")) r = vswprintf(d, n, fmt, ap);
+    else if (!strcmp(call, "__vswprintf_chk")) r = __vswprintf_chk(d, n, 1, dl, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* The wide formatting call named `call` (swprintf, vswprintf, __swprintf_chk, __vswprintf_chk)
+ * of `fmt` and the arguments after it into `n` characters at `d` (`dl` for the fortified). */
+#define WFORMAT(call, d, n, dl, fmt, ...)                                                        \
+    (!strcmp(call, "swprintf")         ? swprintf(d, n, fmt, __VA_ARGS__)                       \
+     : !strcmp(call, "__swprintf_chk") ? __swprintf_chk(d, n, 1, dl, fmt, __VA_ARGS__)         \
+                                       : wformat_v(call, d, n, dl, fmt, __VA_ARGS__))
+
+static const char *const WFORMAT_CALLS[] = {"swprintf", "vswprintf", "__swprintf_chk", "__vswprintf_chk"};
+
+#define WFORMAT_ARGS L"%d|%ls|%.2f|%ld|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%lc|%x|%lu"
+#define WFORMAT_VALUES -7, L"abc", 3.14159, 123456789012L, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, L'Z', 0xbeef, 42UL
+
 /* The wide-character copy named `call` of `k` characters (a string's with its NUL; 1 << 18
  * at most) into `p`, told the destination holds `dl` characters where the call is fortified:
  * 1 if it returned what it should, 0 if not, -1 for an unknown name. */
@@ -238,6 +269,7 @@ static int wcopy_call(const char *call, char *bytes, size_t k, size_t dl) {
     if (!strcmp(call, "__wcpncpy_chk")) return __wcpncpy_chk(p, src, k, dl) == p + k - 1;
     if (!strcmp(call, "__wcsncat_chk")) return __wcsncat_chk(p, src, k - 1, dl) == p;
     if (!strcmp(call, "wmemcpy-out")) return wmemcpy(src, p, k) == src;
+    if (strstr(call, "swprintf")) return WFORMAT(call, p, k, dl, L"%ls", src) == (int)(k - 1);
     return -1;
 }
 
@@ -245,7 +277,7 @@ static int wcopy_call(const char *call, char *bytes, size_t k, size_t dl) {
  * `total` bytes: the source's string (or its bytes), or the filler. */
 static int copied_right(const char *call, const char *p, size_t total) {
     if (strstr(call, "-out")) return 1;
-    if (strstr(call, "wmem") || strstr(call, "wcs") || strstr(call, "wcp")) {
+    if (strstr(call, "wmem") || strstr(call, "wcs") || strstr(call, "wcp") || strstr(call, "swprintf")) {
         size_t k = (total + 3) / 4;
         const wchar_t *w = (const wchar_t *)p;
         for (size_t i = 0; i < k; i++)
@@ -757,6 +789,28 @@ int main(int argc, char **argv) {
         printf("copied\n");
         fflush(stdout);
         free(p);
+        return 0;
+    }
+    if (!strcmp(c, "wformat-args")) {
+        for (size_t i = 0; i < sizeof WFORMAT_CALLS / sizeof *WFORMAT_CALLS; i++) {
+            const char *call = WFORMAT_CALLS[i];
+            wchar_t *p = malloc(100 * sizeof *p), *q = malloc(25 * sizeof *q), on_stack[100];
+            int r = WFORMAT(call, p, 100, (size_t)-1, WFORMAT_ARGS, WFORMAT_VALUES);
+            printf("%s heap %d %ls\n", call, r, p);
+            r = WFORMAT(call, on_stack, 100, (size_t)-1, WFORMAT_ARGS, WFORMAT_VALUES);
+            printf("%s stack %d %ls\n", call, r, on_stack);
+            /* A length past the object's end with a text that fits, a cut text, and a text the
+             * call cannot make (not a character in this locale): -1, no report. */
+            r = WFORMAT(call, q, 4096, (size_t)-1, L"%ls", L"fits");
+            printf("%s roomy %d %ls\n", call, r, q);
+            r = WFORMAT(call, q, 10, (size_t)-1, L"%ls", L"0123456789abcdef");
+            printf("%s cut %d %ls\n", call, r, q);
+            errno = 0;
+            r = WFORMAT(call, q, 4096, (size_t)-1, L"%s", "\xff\xfe");
+            printf("%s not-a-character %d %s\n", call, r, errno == EILSEQ ? "EILSEQ" : "?");
+            free(p);
+            free(q);
+        }
         return 0;
     }
     if (!strcmp(c, "format-args")) {

@@ -259,9 +259,10 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
     }
 }
 
-/// The copies a program built with `_FORTIFY_SOURCE` calls where the compiler knows the size
-/// of the destination (the tests call them with none known, and with a size too small).
-const FORTIFIED_COPIES: [&str; 20] = [
+/// The copies (and wide formatting calls) a program built with `_FORTIFY_SOURCE` calls where
+/// the compiler knows the size of the destination (the tests call them with none known, and
+/// with a size too small).
+const FORTIFIED_COPIES: [&str; 10] = [
     "__memcpy_chk",
     "__memmove_chk",
     "__mempcpy_chk",
@@ -272,6 +273,10 @@ const FORTIFIED_COPIES: [&str; 20] = [
     "__strncpy_chk",
     "__stpncpy_chk",
     "__strncat_chk",
+];
+
+/// The fortified names of the wide-character copies and formatting calls.
+const WIDE_FORTIFIED: [&str; 12] = [
     "__wmemcpy_chk",
     "__wmemmove_chk",
     "__wmempcpy_chk",
@@ -282,6 +287,8 @@ const FORTIFIED_COPIES: [&str; 20] = [
     "__wcsncpy_chk",
     "__wcpncpy_chk",
     "__wcsncat_chk",
+    "__swprintf_chk",
+    "__vswprintf_chk",
 ];
 
 /// The formatting calls, plain and fortified (as a program built with `_FORTIFY_SOURCE` calls
@@ -297,10 +304,9 @@ const FORMAT_CALLS: [&str; 8] = [
     "__vsnprintf_chk",
 ];
 
-/// The C library's copies (`memcpy`, `strcpy`, ..., and the wide `wmemcpy`, `wcscpy`, ...) and
-/// formatting calls (`sprintf`, ...) into a heap object that would run past its end are
-/// reported before a byte past it is written, and so is a `memcpy` or `wmemcpy` out of one past
-/// its end (Heartbleed's over-read): the neighbours are
+/// The C library's copies (`memcpy`, `strcpy`, ...) and formatting calls (`sprintf`, ...) into
+/// a heap object that would run past its end are reported before a byte past it is written,
+/// and so is a `memcpy` out of one past its end (Heartbleed's over-read): the neighbours are
 /// never overwritten or read. Copies that fit are left alone; `check_copies=0` leaves the
 /// overflow to the canary.
 #[test]
@@ -319,6 +325,24 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
         "__stpncpy",
         "strncat",
         "memcpy-out",
+    ];
+    let calls: Vec<&str> = copies.iter().chain(FORTIFIED_COPIES.iter()).chain(FORMAT_CALLS.iter()).copied().collect();
+    assert_copies_past_the_end_reported(&calls, ["memcpy", "sprintf"]);
+    for mode in ["detect", "prevent"] {
+        // An object the look-up met before and that shrank since (`realloc`) is held to its
+        // new end.
+        let o = run(mode, &["copy-shrunk"]);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(stderr(&o).contains("memcpy of 0x") && stderr(&o).contains("of 100 bytes;"), "{mode}: {}", stderr(&o));
+        assert!(!stdout(&o).contains("copied"), "{mode}: {}", stdout(&o));
+    }
+}
+
+/// The same for the wide-character copies (`wmemcpy`, `wcscpy`, ...) and formatting calls
+/// (`swprintf`, ...), whose lengths count characters.
+#[test]
+fn wide_copies_running_past_the_end_of_an_object_are_reported() {
+    let copies = [
         "wmemcpy",
         "wmemmove",
         "wmempcpy",
@@ -330,10 +354,20 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
         "wcpncpy",
         "wcsncat",
         "wmemcpy-out",
+        "swprintf",
+        "vswprintf",
     ];
-    let calls: Vec<&str> = copies.iter().chain(FORTIFIED_COPIES.iter()).chain(FORMAT_CALLS.iter()).copied().collect();
+    let calls: Vec<&str> = copies.iter().chain(WIDE_FORTIFIED.iter()).copied().collect();
+    assert_copies_past_the_end_reported(&calls, ["wmemcpy", "swprintf"]);
+}
+
+/// Each of `calls` (`uaf copy`) that fits its object is made and returns what it should; each
+/// that would run past the end of a small, a page and a large object is reported, naming the
+/// call, before it is made. `unchecked` are made with `check_copies=0`, and the canary finds
+/// their overflow at `free`.
+fn assert_copies_past_the_end_reported(calls: &[&str], unchecked: [&str; 2]) {
     for mode in ["detect", "prevent"] {
-        for &call in &calls {
+        for &call in calls {
             let op = call.trim_end_matches("-out");
             let did = if call.ends_with("-out") { "was to read" } else { "was to write" };
             let o = run(mode, &["copy", call, "100", "0"]);
@@ -349,14 +383,7 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
                 assert!(!stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
             }
         }
-        // An object the look-up met before and that shrank since (`realloc`) is held to its
-        // new end.
-        let o = run(mode, &["copy-shrunk"]);
-        assert_report(&o, "heap-buffer-overflow");
-        assert!(stderr(&o).contains("memcpy of 0x") && stderr(&o).contains("of 100 bytes;"), "{mode}: {}", stderr(&o));
-        assert!(!stdout(&o).contains("copied"), "{mode}: {}", stdout(&o));
-        // With the checks off, the copy is made, and the canary finds it at `free`.
-        for call in ["memcpy", "sprintf"] {
+        for call in unchecked {
             let o = run(&format!("{mode}:check_copies=0"), &["copy", call, "100", "9"]);
             assert_report(&o, "heap-buffer-overflow");
             assert!(stdout(&o).contains("copied"), "{mode} {call}: {}", stdout(&o));
@@ -423,7 +450,7 @@ fn scans_writing_past_the_end_of_an_object_are_reported() {
 #[test]
 fn fortified_copies_keep_the_c_library_s_check() {
     for mode in ["detect", "prevent"] {
-        for call in FORTIFIED_COPIES {
+        for call in FORTIFIED_COPIES.iter().chain(WIDE_FORTIFIED.iter()) {
             let o = run(mode, &["fortified", call]);
             assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{mode} {call}: {o:?}");
             assert!(stderr(&o).contains("*** buffer overflow detected ***"), "{mode} {call}: {}", stderr(&o));
@@ -454,6 +481,19 @@ fn formatting_calls_make_the_c_library_s_text() {
             }
         }
         assert_eq!(out.lines().collect::<Vec<_>>(), want, "{mode}");
+        // The wide-character calls: a text that does not fit returns -1 (cut as the C library
+        // cuts it), and so does one the call cannot make, unreported.
+        let o = run(mode, &["wformat-args"]);
+        assert_ok(&o);
+        let mut want = Vec::new();
+        for call in ["swprintf", "vswprintf", "__swprintf_chk", "__vswprintf_chk"] {
+            want.push(format!("{call} heap {text}"));
+            want.push(format!("{call} stack {text}"));
+            want.push(format!("{call} roomy 4 fits"));
+            want.push(format!("{call} cut -1 012345678"));
+            want.push(format!("{call} not-a-character -1 EILSEQ"));
+        }
+        assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), want, "{mode}");
     }
 }
 

@@ -9,7 +9,8 @@
 //! call would have made, and the call returns as the C library's does. The fortified
 //! functions (`__sprintf_chk`, ...) keep their own checks: the bounded call is their bounded
 //! kin with the same flag, and a call whose own bound lies within the object is passed on as
-//! it is. The variadic functions are entered through a stub that saves the argument registers
+//! it is. The wide-character `swprintf` and its kin are bounded the same way, in characters.
+//! The variadic functions are entered through a stub that saves the argument registers
 //! and makes the `va_list` the C library's `v...` functions take; the others through the same
 //! stub, which passes the return address on.
 //!
@@ -28,6 +29,8 @@
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::AtomicUsize;
+
+use libc::wchar_t;
 
 use crate::copies::from_program;
 use crate::io::Way;
@@ -279,6 +282,100 @@ extern "C" fn snprintf_chk_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_i
 
 extern "C" fn vsnprintf_chk_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
     snprintf_chk_of(a, a[5] as _, ret, "__vsnprintf_chk")
+}
+
+// Wide-character output: `swprintf` and its kin. Unlike `snprintf`, a call whose text does
+// not fit returns -1 (leaving `errno` as it was; an encoding error sets `EILSEQ`), not the
+// text's length. A text that does not fit in the object's room would not have fitted either in
+// the object under the caller's larger length: the C library would have written past its end.
+
+type VSwprintf = unsafe extern "C" fn(*mut wchar_t, usize, *const wchar_t, *mut VaList) -> c_int;
+type VSwprintfChk = unsafe extern "C" fn(*mut wchar_t, usize, c_int, usize, *const wchar_t, *mut VaList) -> c_int;
+
+static VSWPRINTF: AtomicUsize = AtomicUsize::new(0);
+static VSWPRINTF_CHK: AtomicUsize = AtomicUsize::new(0);
+
+formatting! {
+    /// `swprintf`: see "Wide-character output" above.
+    fn swprintf(d: *mut wchar_t, n: usize, fmt: *const wchar_t) => swprintf_checked, 3
+}
+formatting! {
+    /// `vswprintf`: see "Wide-character output" above.
+    fn vswprintf(d: *mut wchar_t, n: usize, fmt: *const wchar_t, ap: *mut c_void) => vswprintf_checked, 4
+}
+formatting! {
+    /// `__swprintf_chk` (`swprintf` fortified): see "Wide-character output" above.
+    fn __swprintf_chk(d: *mut wchar_t, n: usize, flag: c_int, slen: usize, fmt: *const wchar_t)
+        => swprintf_chk_checked, 5
+}
+formatting! {
+    /// `__vswprintf_chk`: see "Wide-character output" above.
+    fn __vswprintf_chk(d: *mut wchar_t, n: usize, flag: c_int, slen: usize, fmt: *const wchar_t, ap: *mut c_void)
+        => vswprintf_chk_checked, 6
+}
+
+/// Runs `call` (a wide formatting call into `d`, bounded by the room of `chars` characters of
+/// its object) and returns what it returned: a text that did not fit is reported, as a write of
+/// one character past the room; an encoding error or a lack of memory is the call's own.
+fn wide_fitted(d: usize, chars: usize, op: &'static str, call: impl FnOnce(usize) -> c_int) -> c_int {
+    let saved = crate::sys::errno();
+    crate::sys::set_errno(0);
+    let r = call(chars);
+    let e = crate::sys::errno();
+    if r < 0 && e != libc::EILSEQ && e != libc::ENOMEM {
+        crate::io::bounded_live(d, (chars + 1) * core::mem::size_of::<wchar_t>(), Way::WouldWrite, op);
+    }
+    if e == 0 {
+        crate::sys::set_errno(saved);
+    }
+    r
+}
+
+/// `swprintf`/`vswprintf` of `fmt` with `ap` into `n` characters at `d`.
+fn swprintf_of(d: *mut wchar_t, n: usize, fmt: *const wchar_t, ap: *mut VaList, ret: usize, op: &'static str) -> c_int {
+    let f = next!(VSWPRINTF, c"vswprintf", VSwprintf);
+    match room_below(ret, d as usize, n.saturating_mul(core::mem::size_of::<wchar_t>())) {
+        // SAFETY: the caller's format and arguments, into the characters its object holds
+        // (fewer than `n`).
+        Some(room) => {
+            wide_fitted(d as usize, room / core::mem::size_of::<wchar_t>(), op, |chars| unsafe { f(d, chars, fmt, ap) })
+        }
+        // SAFETY: the caller's call, passed on.
+        None => unsafe { f(d, n, fmt, ap) },
+    }
+}
+
+/// `__swprintf_chk`/`__vswprintf_chk` (`n` characters, which the C library checks against
+/// `slen`).
+fn swprintf_chk_of(a: &Args, ap: *mut VaList, ret: usize, op: &'static str) -> c_int {
+    let (d, n, flag, slen, fmt) = (a[0] as *mut wchar_t, a[1], a[2] as c_int, a[3], a[4] as *const wchar_t);
+    let f = next!(VSWPRINTF_CHK, c"__vswprintf_chk", VSwprintfChk);
+    // A length past the compiler's size of the buffer is the C library's to fail.
+    match room_below(ret, d as usize, n.saturating_mul(core::mem::size_of::<wchar_t>())).filter(|_| n <= slen) {
+        // SAFETY: the caller's format, flag and arguments, into the characters its object
+        // holds (fewer than `n`).
+        Some(room) => wide_fitted(d as usize, room / core::mem::size_of::<wchar_t>(), op, |chars| unsafe {
+            f(d, chars, flag, slen, fmt, ap)
+        }),
+        // SAFETY: the caller's call, passed on.
+        None => unsafe { f(d, n, flag, slen, fmt, ap) },
+    }
+}
+
+extern "C" fn swprintf_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
+    swprintf_of(a[0] as _, a[1], a[2] as _, ap, ret, "swprintf")
+}
+
+extern "C" fn vswprintf_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
+    swprintf_of(a[0] as _, a[1], a[2] as _, a[3] as _, ret, "vswprintf")
+}
+
+extern "C" fn swprintf_chk_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
+    swprintf_chk_of(a, ap, ret, "__swprintf_chk")
+}
+
+extern "C" fn vswprintf_chk_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
+    swprintf_chk_of(a, a[5] as _, ret, "__vswprintf_chk")
 }
 
 // Formatted input.

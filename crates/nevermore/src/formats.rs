@@ -335,11 +335,11 @@ fn wide_fitted(d: usize, chars: usize, op: &'static str, call: impl FnOnce(usize
 fn swprintf_of(d: *mut wchar_t, n: usize, fmt: *const wchar_t, ap: *mut VaList, ret: usize, op: &'static str) -> c_int {
     let f = next!(VSWPRINTF, c"vswprintf", VSwprintf);
     match room_below(ret, d as usize, n.saturating_mul(core::mem::size_of::<wchar_t>())) {
-        // SAFETY: the caller's format and arguments, into the characters its object holds
-        // (fewer than `n`).
-        Some(room) => {
-            wide_fitted(d as usize, room / core::mem::size_of::<wchar_t>(), op, |chars| unsafe { f(d, chars, fmt, ap) })
-        }
+        Some(room) => wide_fitted(d as usize, room / core::mem::size_of::<wchar_t>(), op, |chars| {
+            // SAFETY: the caller's format and arguments, into the characters its object holds
+            // (fewer than `n`).
+            unsafe { f(d, chars, fmt, ap) }
+        }),
         // SAFETY: the caller's call, passed on.
         None => unsafe { f(d, n, fmt, ap) },
     }
@@ -352,10 +352,10 @@ fn swprintf_chk_of(a: &Args, ap: *mut VaList, ret: usize, op: &'static str) -> c
     let f = next!(VSWPRINTF_CHK, c"__vswprintf_chk", VSwprintfChk);
     // A length past the compiler's size of the buffer is the C library's to fail.
     match room_below(ret, d as usize, n.saturating_mul(core::mem::size_of::<wchar_t>())).filter(|_| n <= slen) {
-        // SAFETY: the caller's format, flag and arguments, into the characters its object
-        // holds (fewer than `n`).
-        Some(room) => wide_fitted(d as usize, room / core::mem::size_of::<wchar_t>(), op, |chars| unsafe {
-            f(d, chars, flag, slen, fmt, ap)
+        Some(room) => wide_fitted(d as usize, room / core::mem::size_of::<wchar_t>(), op, |chars| {
+            // SAFETY: the caller's format, flag and arguments, into the characters its object
+            // holds (fewer than `n`).
+            unsafe { f(d, chars, flag, slen, fmt, ap) }
         }),
         // SAFETY: the caller's call, passed on.
         None => unsafe { f(d, n, flag, slen, fmt, ap) },

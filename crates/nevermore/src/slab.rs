@@ -423,6 +423,21 @@ pub fn page_index(s: &pool::Span, c: &Class, page: u32) -> Option<u32> {
 /// alias (the lane was issued in another epoch, or the slab changed meanwhile).
 #[inline(always)]
 pub fn slot_at(s: &pool::Span, page: u32, e: u32, w: usize) -> Option<(&'static AtomicU16, usize)> {
+    slot_at_where(s, page, e, w, |_| true)
+}
+
+/// `slot_at` for a slot whose size entry `want`s: the entry is read first, and the lane's
+/// record only when it does. (A sweep's look-up of the words it reads, most of which point at
+/// live objects it has nothing to do with: in a heap bigger than the cache, the lane record is
+/// a miss of its own.)
+#[inline(always)]
+pub fn slot_at_where(
+    s: &pool::Span,
+    page: u32,
+    e: u32,
+    w: usize,
+    want: impl FnOnce(u16) -> bool,
+) -> Option<(&'static AtomicU16, usize)> {
     let c = &CLASSES[s.class as usize];
     let (pos, off) = match locate(c, w & (PAGE - 1)) {
         Slot::Start(p) => (p, 0),
@@ -430,11 +445,12 @@ pub fn slot_at(s: &pool::Span, page: u32, e: u32, w: usize) -> Option<(&'static 
         Slot::Tail => return None,
     };
     let j = page_index(s, c, page)?;
-    if lane_of(s, c, j, pos).epoch.load(Ordering::Relaxed) != e {
+    // SAFETY: the slot index is below nslots.
+    let entry = unsafe { &*sizes(s).add(slot_index(c, j, pos) as usize) };
+    if !want(entry.load(Ordering::Relaxed)) || lane_of(s, c, j, pos).epoch.load(Ordering::Relaxed) != e {
         return None;
     }
-    // SAFETY: the slot index is below nslots.
-    Some((unsafe { &*sizes(s).add(slot_index(c, j, pos) as usize) }, off))
+    Some((entry, off))
 }
 
 /// A slab page's records as a reader that holds no lock sees them: the class, the page's

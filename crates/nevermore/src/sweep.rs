@@ -658,7 +658,8 @@ fn mark(w: usize) {
     if s.kind != pool::SLAB || !slab::set_up(s) {
         return;
     }
-    let Some((entry, _)) = slab::slot_at(s, page, e, w) else { return };
+    let unmarked = |v| dead(v) && v & REACHED == 0;
+    let Some((entry, _)) = slab::slot_at_where(s, page, e, w, unmarked) else { return };
     let v = entry.load(Ordering::Relaxed);
     if dead(v) && v & REACHED == 0 {
         entry.store(v | REACHED, Ordering::Relaxed);

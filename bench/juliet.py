@@ -30,8 +30,8 @@ input) is left out of both counts. A good case that does not exit 0 is a *false 
 Where nevermore ended a bad case with a report, the call named in it ("memcpy of 0x...",
 "free of 0x...") is counted too, and a second table shows, for each nevermore configuration,
 which calls stopped the cases: an overflow stopped by `memcpy` was stopped before it was
-made, one stopped by `free` after it (by the canary), one with no report by a trap or by the
-C library.
+made, one stopped by `free` after it (by the canary), one with no report by something else
+(the program's own crash, as under glibc, or the C library's checks).
 
 The built-in allocators are glibc, glibc-debug (libc_malloc_debug.so.0 with MALLOC_CHECK_=3),
 Scudo (when libclang-rt is installed), and nevermore in detect mode, detect mode with
@@ -81,8 +81,9 @@ RANDOM_FLOW = re.compile(r"_12-(bad|good)$")
 INPUT_FILE = "/tmp/file.txt"
 
 
-# The line of a nevermore report that names the call it stopped ("==PID==   memcpy of 0x...").
-REPORT_CALL = re.compile(rb"^==\d+==   (\S+) of 0x", re.M)
+# The line of a nevermore report that names the call it stopped ("==PID==   memcpy of 0x...",
+# "==PID==   operator delete[] of 0x...").
+REPORT_CALL = re.compile(rb"^==\d+==   (.+?) of 0x", re.M)
 
 
 def run_one(exe, env_add, timeout):
@@ -219,7 +220,7 @@ def report(jobs, allocators, cwes, skipped, results, args):
 
 def stopping_calls(jobs, names, cwes, results):
     """For each nevermore configuration, the calls named by the reports that stopped the bad
-    cases of each CWE ("none": stopped without a report)."""
+    cases of each CWE ("no report": stopped otherwise)."""
     rows = []
     for cwe in cwes:
         sel = [(c, k, p) for c, k, p in jobs if c == cwe and k == "bad"]
@@ -230,7 +231,7 @@ def stopping_calls(jobs, names, cwes, results):
             for c, k, p in sel:
                 outcome, call = results[(c, k, p, name)]
                 if outcome == "stopped":
-                    counts[call or "none"] = counts.get(call or "none", 0) + 1
+                    counts[call or "no report"] = counts.get(call or "no report", 0) + 1
             if counts:
                 cells = ", ".join(f"{call} {n}" for call, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
                 rows.append(f"| {cwe} | {name} | {cells} |")

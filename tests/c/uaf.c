@@ -25,7 +25,8 @@
  *                        strncpy, stpncpy, __stpncpy, strncat, their fortified names
  *                        __memcpy_chk, ... called with no size known (-1), the formatting calls
  *                        sprintf, vsprintf, snprintf, vsnprintf, __sprintf_chk, __vsprintf_chk,
- *                        __snprintf_chk, __vsnprintf_chk of "%s", and the wide-character copies
+ *                        __snprintf_chk, __vsnprintf_chk of "%s", strftime and strftime_l of a
+ *                        format of plain characters, and the wide-character copies
  *                        wmemcpy, wmemmove, wmempcpy, wmemset, wcscpy, wcpcpy, wcscat, wcsncpy,
  *                        wcpncpy, wcsncat, the wide formatting calls swprintf, vswprintf (of
  *                        "%ls") and their fortified names, of SIZE + EXTRA bytes rounded up to
@@ -44,6 +45,9 @@
  *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
  *                        arguments past the registers, a positional format) into heap objects
  *                        that fit: prints what was scanned.
+ *   strftime-results     strftime and strftime_l into a heap object of 10 bytes with a length past
+ *                        its end (a text that fits, an empty one, one too long for the length),
+ *                        and into a stack buffer: prints what each returned and made.
  *   wformat-args         the wide formatting calls (swprintf, vswprintf, __swprintf_chk,
  *                        __vswprintf_chk) with many kinds of argument, into heap objects and a
  *                        stack buffer, with a length past the object, a cut text, and a text
@@ -143,6 +147,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <wchar.h>
+#include <locale.h>
 #include "pool_probe.h"
 
 
@@ -315,6 +320,14 @@ static int copy_call(const char *call, char *p, const char *src, size_t total, s
     if (!strcmp(call, "stpncpy")) return stpncpy(p, src, total) == p + total - 1;
     if (!strcmp(call, "__stpncpy")) return __stpncpy(p, src, total) == p + total - 1;
     if (!strcmp(call, "__stpncpy_chk")) return __stpncpy_chk(p, src, total, dl) == p + total - 1;
+    if (!strcmp(call, "strftime") || !strcmp(call, "strftime_l")) {
+        /* A format of plain characters is its own text. */
+        struct tm tm = {0};
+        locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+        size_t r = !strcmp(call, "strftime") ? strftime(p, total, src, &tm) : strftime_l(p, total, src, &tm, c);
+        freelocale(c);
+        return r == total - 1;
+    }
     return wcopy_call(call, p, (total + 3) / 4, dl == (size_t)-1 ? dl : dl / 4);
 }
 
@@ -788,6 +801,27 @@ int main(int argc, char **argv) {
         memcpy(p, src, 150);
         printf("copied\n");
         fflush(stdout);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "strftime-results")) {
+        /* 2026-12-05 11:06:14, a Saturday. */
+        struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 5, .tm_hour = 11, .tm_min = 6, .tm_sec = 14,
+                        .tm_wday = 6, .tm_yday = 338};
+        char *p = malloc(10), on_stack[100];
+        size_t r = strftime(p, 100, "%Y-%m", &tm);
+        printf("fits %zu %s\n", r, p);
+        r = strftime(p, 100, "", &tm);
+        printf("empty %zu %d\n", r, p[0]);
+        /* Longer than the object and than the length: 0, as under glibc, and no report. */
+        r = strftime(p, 20, "%A %d %B %Y %H:%M:%S", &tm);
+        printf("too long %zu\n", r);
+        r = strftime(on_stack, sizeof on_stack, "%A %d %B %Y %H:%M:%S", &tm);
+        printf("stack %zu %s\n", r, on_stack);
+        locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+        r = strftime_l(p, 100, "%d.%m.", &tm, c);
+        printf("locale %zu %s\n", r, p);
+        freelocale(c);
         free(p);
         return 0;
     }

@@ -99,11 +99,12 @@ unsafe fn move_bytes(d: *mut c_void, s: *const c_void, n: usize) {
     }
 }
 
-/// Defines an exported copy function as a stub that passes its caller's return address on
-/// (in `$reg`, the first free argument register) to a function of the same arguments and that
+/// Defines an exported function as a stub that passes its caller's return address on (in
+/// `$reg`, the first free argument register) to a function of the same arguments and that
 /// address (`$r`), whose body is `$body`: the stub reads the address where the call left it,
-/// so that the checks know who called.
-macro_rules! copy {
+/// so that the checks know who called (`from_program`). For the copies, and `formats`'
+/// `strftime`.
+macro_rules! entry {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty, $reg:literal, $r:ident => $body:expr) => {
         $(#[$doc])*
         ///
@@ -125,80 +126,82 @@ macro_rules! copy {
     };
 }
 
-copy! {
+pub(crate) use entry;
+
+entry! {
     /// `memcpy`: see the module's notes.
     fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
         move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "memcpy");
         d
     }
 }
-copy! {
+entry! {
     /// `memmove`: see the module's notes.
     fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
         move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "memmove");
         d
     }
 }
-copy! {
+entry! {
     /// `mempcpy` (GNU; gnulib's programs call it): see the module's notes.
     fn mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
         move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "mempcpy");
         d.wrapping_byte_add(n)
     }
 }
-copy! {
+entry! {
     /// `__mempcpy` (what older headers made of `mempcpy`): see the module's notes.
     fn __mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
         move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "__mempcpy");
         d.wrapping_byte_add(n)
     }
 }
-copy! {
+entry! {
     /// `memset`: see the module's notes.
     fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void, "rcx", ret => {
         fill_of(d, c, n, ANY, ret, "memset")
     }
 }
-copy! {
+entry! {
     /// `strcpy`: see the module's notes.
     fn strcpy(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
         strcpy_of(d, s, ANY, ret, "strcpy");
         d
     }
 }
-copy! {
+entry! {
     /// `stpcpy`: see the module's notes. Returns the copied NUL's address.
     fn stpcpy(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
         d.wrapping_add(strcpy_of(d, s, ANY, ret, "stpcpy"))
     }
 }
-copy! {
+entry! {
     /// `strcat`: see the module's notes.
     fn strcat(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
         strcat_of(d, s, ANY, ret, "strcat")
     }
 }
-copy! {
+entry! {
     /// `strncpy`: see the module's notes.
     fn strncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
         strncpy_of(d, s, n, ANY, ret, "strncpy");
         d
     }
 }
-copy! {
+entry! {
     /// `stpncpy`: see the module's notes. Returns the address of the first NUL written, or of
     /// the end when none was.
     fn stpncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
         d.wrapping_add(strncpy_of(d, s, n, ANY, ret, "stpncpy"))
     }
 }
-copy! {
+entry! {
     /// `__stpncpy` (the C library's own name for `stpncpy`, which older programs import).
     fn __stpncpy(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
         d.wrapping_add(strncpy_of(d, s, n, ANY, ret, "__stpncpy"))
     }
 }
-copy! {
+entry! {
     /// `strncat`: see the module's notes.
     fn strncat(d: *mut c_char, s: *const c_char, n: usize) -> *mut c_char, "rcx", ret => {
         strncat_of(d, s, n, ANY, ret, "strncat")
@@ -211,66 +214,66 @@ copy! {
 // (its size may be smaller than the type the compiler saw, and the report says more); then
 // the C library's own rule, with its own message (`__chk_fail`).
 
-copy! {
+entry! {
     /// `__memcpy_chk`: see "The fortified copies" in the module.
     fn __memcpy_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
         move_of::<u8>(d.cast(), s.cast(), n, dl, ret, "__memcpy_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__memmove_chk`: see "The fortified copies" in the module.
     fn __memmove_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
         move_of::<u8>(d.cast(), s.cast(), n, dl, ret, "__memmove_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__mempcpy_chk`: see "The fortified copies" in the module.
     fn __mempcpy_chk(d: *mut c_void, s: *const c_void, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
         move_of::<u8>(d.cast(), s.cast(), n, dl, ret, "__mempcpy_chk");
         d.wrapping_byte_add(n)
     }
 }
-copy! {
+entry! {
     /// `__memset_chk`: see "The fortified copies" in the module.
     fn __memset_chk(d: *mut c_void, c: c_int, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
         fill_of(d, c, n, dl, ret, "__memset_chk")
     }
 }
-copy! {
+entry! {
     /// `__strcpy_chk`: see "The fortified copies" in the module.
     fn __strcpy_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char, "rcx", ret => {
         strcpy_of(d, s, dl, ret, "__strcpy_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__stpcpy_chk`: see "The fortified copies" in the module.
     fn __stpcpy_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char, "rcx", ret => {
         d.wrapping_add(strcpy_of(d, s, dl, ret, "__stpcpy_chk"))
     }
 }
-copy! {
+entry! {
     /// `__strcat_chk`: see "The fortified copies" in the module.
     fn __strcat_chk(d: *mut c_char, s: *const c_char, dl: usize) -> *mut c_char, "rcx", ret => {
         strcat_of(d, s, dl, ret, "__strcat_chk")
     }
 }
-copy! {
+entry! {
     /// `__strncpy_chk`: see "The fortified copies" in the module.
     fn __strncpy_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char, "r8", ret => {
         strncpy_of(d, s, n, dl, ret, "__strncpy_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__stpncpy_chk`: see "The fortified copies" in the module.
     fn __stpncpy_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char, "r8", ret => {
         d.wrapping_add(strncpy_of(d, s, n, dl, ret, "__stpncpy_chk"))
     }
 }
-copy! {
+entry! {
     /// `__strncat_chk`: see "The fortified copies" in the module.
     fn __strncat_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> *mut c_char, "r8", ret => {
         strncat_of(d, s, n, dl, ret, "__strncat_chk")
@@ -281,131 +284,131 @@ copy! {
 // characters, and for the fortified names a destination's size in characters too. C++'s
 // `std::wstring` copies through `wmemcpy`, `wmemmove` and `wmemset`.
 
-copy! {
+entry! {
     /// `wmemcpy`: see the module's notes.
     fn wmemcpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
         move_of(d, s, n, ANY, ret, "wmemcpy");
         d
     }
 }
-copy! {
+entry! {
     /// `wmemmove`: see the module's notes.
     fn wmemmove(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
         move_of(d, s, n, ANY, ret, "wmemmove");
         d
     }
 }
-copy! {
+entry! {
     /// `wmempcpy` (GNU): see the module's notes.
     fn wmempcpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
         move_of(d, s, n, ANY, ret, "wmempcpy");
         d.wrapping_add(n)
     }
 }
-copy! {
+entry! {
     /// `wmemset`: see the module's notes.
     fn wmemset(d: *mut wchar_t, c: wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
         wfill_of(d, c, n, ANY, ret, "wmemset")
     }
 }
-copy! {
+entry! {
     /// `wcscpy`: see the module's notes.
     fn wcscpy(d: *mut wchar_t, s: *const wchar_t) -> *mut wchar_t, "rdx", ret => {
         strcpy_of(d, s, ANY, ret, "wcscpy");
         d
     }
 }
-copy! {
+entry! {
     /// `wcpcpy`: see the module's notes. Returns the copied NUL's address.
     fn wcpcpy(d: *mut wchar_t, s: *const wchar_t) -> *mut wchar_t, "rdx", ret => {
         d.wrapping_add(strcpy_of(d, s, ANY, ret, "wcpcpy"))
     }
 }
-copy! {
+entry! {
     /// `wcscat`: see the module's notes.
     fn wcscat(d: *mut wchar_t, s: *const wchar_t) -> *mut wchar_t, "rdx", ret => {
         strcat_of(d, s, ANY, ret, "wcscat")
     }
 }
-copy! {
+entry! {
     /// `wcsncpy`: see the module's notes.
     fn wcsncpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
         strncpy_of(d, s, n, ANY, ret, "wcsncpy");
         d
     }
 }
-copy! {
+entry! {
     /// `wcpncpy`: see the module's notes (and `stpncpy`).
     fn wcpncpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
         d.wrapping_add(strncpy_of(d, s, n, ANY, ret, "wcpncpy"))
     }
 }
-copy! {
+entry! {
     /// `wcsncat`: see the module's notes.
     fn wcsncat(d: *mut wchar_t, s: *const wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
         strncat_of(d, s, n, ANY, ret, "wcsncat")
     }
 }
-copy! {
+entry! {
     /// `__wmemcpy_chk`: see "The fortified copies" in the module.
     fn __wmemcpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
         move_of(d, s, n, dl, ret, "__wmemcpy_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__wmemmove_chk`: see "The fortified copies" in the module.
     fn __wmemmove_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
         move_of(d, s, n, dl, ret, "__wmemmove_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__wmempcpy_chk`: see "The fortified copies" in the module.
     fn __wmempcpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
         move_of(d, s, n, dl, ret, "__wmempcpy_chk");
         d.wrapping_add(n)
     }
 }
-copy! {
+entry! {
     /// `__wmemset_chk`: see "The fortified copies" in the module.
     fn __wmemset_chk(d: *mut wchar_t, c: wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
         wfill_of(d, c, n, dl, ret, "__wmemset_chk")
     }
 }
-copy! {
+entry! {
     /// `__wcscpy_chk`: see "The fortified copies" in the module.
     fn __wcscpy_chk(d: *mut wchar_t, s: *const wchar_t, dl: usize) -> *mut wchar_t, "rcx", ret => {
         strcpy_of(d, s, dl, ret, "__wcscpy_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__wcpcpy_chk`: see "The fortified copies" in the module.
     fn __wcpcpy_chk(d: *mut wchar_t, s: *const wchar_t, dl: usize) -> *mut wchar_t, "rcx", ret => {
         d.wrapping_add(strcpy_of(d, s, dl, ret, "__wcpcpy_chk"))
     }
 }
-copy! {
+entry! {
     /// `__wcscat_chk`: see "The fortified copies" in the module.
     fn __wcscat_chk(d: *mut wchar_t, s: *const wchar_t, dl: usize) -> *mut wchar_t, "rcx", ret => {
         strcat_of(d, s, dl, ret, "__wcscat_chk")
     }
 }
-copy! {
+entry! {
     /// `__wcsncpy_chk`: see "The fortified copies" in the module.
     fn __wcsncpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
         strncpy_of(d, s, n, dl, ret, "__wcsncpy_chk");
         d
     }
 }
-copy! {
+entry! {
     /// `__wcpncpy_chk`: see "The fortified copies" in the module.
     fn __wcpncpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
         d.wrapping_add(strncpy_of(d, s, n, dl, ret, "__wcpncpy_chk"))
     }
 }
-copy! {
+entry! {
     /// `__wcsncat_chk`: see "The fortified copies" in the module.
     fn __wcsncat_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> *mut wchar_t, "r8", ret => {
         strncat_of(d, s, n, dl, ret, "__wcsncat_chk")

@@ -9,7 +9,8 @@
 //! call would have made, and the call returns as the C library's does. The fortified
 //! functions (`__sprintf_chk`, ...) keep their own checks: the bounded call is their bounded
 //! kin with the same flag, and a call whose own bound lies within the object is passed on as
-//! it is. The wide-character `swprintf` and its kin are bounded the same way, in characters.
+//! it is. The wide-character `swprintf` and its kin are bounded the same way, in characters,
+//! and so are `strftime` and `strftime_l` (see `strftime_of`).
 //! The variadic functions are entered through a stub that saves the argument registers
 //! and makes the `va_list` the C library's `v...` functions take; the others through the same
 //! stub, which passes the return address on.
@@ -32,7 +33,7 @@ use core::sync::atomic::AtomicUsize;
 
 use libc::wchar_t;
 
-use crate::copies::from_program;
+use crate::copies::{entry, from_program};
 use crate::io::Way;
 
 /// One x86-64 `va_list` (the C library's functions take a pointer to it). A copy of it walks
@@ -376,6 +377,79 @@ extern "C" fn swprintf_chk_checked(a: &Args, ap: *mut VaList, ret: usize) -> c_i
 
 extern "C" fn vswprintf_chk_checked(a: &Args, _: *mut VaList, ret: usize) -> c_int {
     swprintf_chk_of(a, a[5] as _, ret, "__vswprintf_chk")
+}
+
+// Times: `strftime` and `strftime_l`. They return 0 for a text that does not fit in their
+// length (the contents of the buffer are then undefined), and also for an empty text.
+
+type Strftime = unsafe extern "C" fn(*mut c_char, usize, *const c_char, *const c_void) -> usize;
+type StrftimeL = unsafe extern "C" fn(*mut c_char, usize, *const c_char, *const c_void, *mut c_void) -> usize;
+
+static STRFTIME: AtomicUsize = AtomicUsize::new(0);
+static STRFTIME_L: AtomicUsize = AtomicUsize::new(0);
+
+entry! {
+    /// `strftime`: see `strftime_of`.
+    fn strftime(d: *mut c_char, max: usize, fmt: *const c_char, tm: *const c_void) -> usize, "r8", ret => {
+        let Some(f) = crate::sys::next_symbol(&STRFTIME, c"strftime") else { return 0 };
+        // SAFETY: the C library's function of that name, whose C type `Strftime` is.
+        let f = unsafe { core::mem::transmute::<usize, Strftime>(f) };
+        // SAFETY: the caller's format and time, into `n` bytes at `d` that `strftime_of` gives.
+        strftime_of(d, max, ret, "strftime", |d, n| unsafe { f(d, n, fmt, tm) })
+    }
+}
+entry! {
+    /// `strftime_l`: see `strftime_of`.
+    fn strftime_l(d: *mut c_char, max: usize, fmt: *const c_char, tm: *const c_void, loc: *mut c_void) -> usize,
+        "r9", ret => {
+        let Some(f) = crate::sys::next_symbol(&STRFTIME_L, c"strftime_l") else { return 0 };
+        // SAFETY: the C library's function of that name, whose C type `StrftimeL` is.
+        let f = unsafe { core::mem::transmute::<usize, StrftimeL>(f) };
+        // SAFETY: the caller's format, time and locale, into `n` bytes at `d` that
+        // `strftime_of` gives.
+        strftime_of(d, max, ret, "strftime_l", |d, n| unsafe { f(d, n, fmt, tm, loc) })
+    }
+}
+
+/// `strftime` of `max` bytes into `d`, made by `call(buffer, length)`. Into a live heap object
+/// with less room than `max`, the text is made with the room as its length. When it does not
+/// fit there, it is made once more into memory of the library's own with the caller's length:
+/// a text that fits that length is one the C library would have written past the object's end,
+/// and is reported; one that does not fit it either (its contents undefined, so no telling how
+/// far the C library would have written) returns 0 as under glibc, cut at the object's end.
+fn strftime_of(
+    d: *mut c_char,
+    max: usize,
+    ret: usize,
+    op: &'static str,
+    call: impl Fn(*mut c_char, usize) -> usize,
+) -> usize {
+    let Some(room) = room_below(ret, d as usize, max) else { return call(d, max) };
+    if room == 0 {
+        // Even an empty text writes its NUL.
+        crate::io::bounded_live(d as usize, 1, Way::WouldWrite, op);
+        return 0;
+    }
+    // A mark in the first byte, which an empty text overwrites with its NUL: a call that
+    // returns 0 and leaves it (or the text's first character) had text that did not fit.
+    // SAFETY: `d` starts `room` (> 0) bytes of its object.
+    unsafe { d.write(1) };
+    let r = call(d, room);
+    // SAFETY: as above.
+    if r > 0 || unsafe { d.read() } == 0 {
+        return r;
+    }
+    let len = max.min(1 << 24);
+    let scratch = crate::sys::map_meta(len);
+    if scratch.is_null() {
+        return 0;
+    }
+    let whole = call(scratch.cast(), len);
+    crate::sys::unmap(scratch, len);
+    if whole > 0 {
+        crate::io::bounded_live(d as usize, whole + 1, Way::WouldWrite, op);
+    }
+    0
 }
 
 // Formatted input.

@@ -2,19 +2,22 @@
  * ones (crates/nevermore/src/formats.rs, which bound a heap buffer's text by its object's end,
  * and check the strings a scan wrote into one). N rounds of, with "print", a sprintf then an
  * snprintf of "%ld:%s" (about 12 bytes), or, with "scan", an sscanf of "%d %s" from "12345
- * round", into a 64-byte heap object or, with "stack", a 64-byte stack buffer; prints the
- * nanoseconds per round.
- * usage: formatcall [N] [heap|stack] [print|scan]   (5000000, heap and print by default) */
+ * round", or, with "time", a strftime of "%Y-%m-%d %H:%M:%S" and a swprintf of L"%ld" (into the
+ * buffer's first 16 wide characters), into a 64-byte heap object or, with "stack", a 64-byte
+ * stack buffer; prints the nanoseconds per round.
+ * usage: formatcall [N] [heap|stack] [print|scan|time]   (5000000, heap and print by default) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <wchar.h>
 
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 5000000;
     char on_stack[64];
     char *b = argc > 2 && !strcmp(argv[2], "stack") ? on_stack : malloc(64);
-    int scan = argc > 3 && !strcmp(argv[3], "scan");
+    int scan = argc > 3 && !strcmp(argv[3], "scan"), times = argc > 3 && !strcmp(argv[3], "time");
+    struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 5};
     volatile long sum = 0;
     int x = 0;
     struct timespec t0, t1;
@@ -22,6 +25,10 @@ int main(int argc, char **argv) {
     for (long i = 0; i < n; i++) {
         if (scan) {
             sum += sscanf("12345 round", "%d %s", &x, b);
+        } else if (times) {
+            tm.tm_sec = (int)(i % 60);
+            sum += strftime(b, 64, "%Y-%m-%d %H:%M:%S", &tm);
+            sum += swprintf((wchar_t *)b, 16, L"%ld", i);
         } else {
             sum += sprintf(b, "%ld:%s", i, "round");
             sum += snprintf(b, 64, "%ld:%s", i, "round");

@@ -45,6 +45,9 @@
  *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
  *                        arguments past the registers, a positional format) into heap objects
  *                        that fit: prints what was scanned.
+ *   ntop SIZE LENGTH [4] inet_ntop of an IPv6 address (an IPv4 one with "4") into a live object of
+ *                        SIZE bytes, told it holds LENGTH: prints "ntop TEXT" or "ntop NULL
+ *                        ERROR" (the library reports a text that would run past the object).
  *   strftime-results     strftime and strftime_l into a heap object of 10 bytes with a length past
  *                        its end (a text that fits, an empty one, one too long for the length),
  *                        and into a stack buffer: prints what each returned and made.
@@ -140,6 +143,7 @@
 #include <sys/random.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -801,6 +805,26 @@ int main(int argc, char **argv) {
         memcpy(p, src, 150);
         printf("copied\n");
         fflush(stdout);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "ntop") && argc > 3) {
+        /* An address's text (40 bytes with its NUL for IPv6, 16 for IPv4) into a live object of
+         * SIZE bytes with live neighbours, told it holds LENGTH. */
+        size_t n = (size_t)atol(argv[2]);
+        unsigned char a6[16], a4[4] = {255, 255, 255, 255};
+        for (int i = 0; i < 16; i++)
+            a6[i] = (unsigned char)(0x11 * (i / 2 + 1));
+        char *p = malloc(n), *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = malloc(n);
+        errno = 0;
+        const char *r = inet_ntop(argc > 4 ? AF_INET : AF_INET6, argc > 4 ? (void *)a4 : (void *)a6, p,
+                                  (socklen_t)atol(argv[3]));
+        if (r) printf("ntop %s%s\n", r == p ? "" : "BAD RETURN ", p);
+        else printf("ntop NULL %s\n", strerror(errno));
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
         free(p);
         return 0;
     }

@@ -394,6 +394,37 @@ fn assert_copies_past_the_end_reported(calls: &[&str], unchecked: [&str; 2]) {
     }
 }
 
+/// `inet_ntop` given a length past its heap object's end: a text that fits the object is
+/// written, one that does not is reported before it is written, and one that does not fit the
+/// length either fails as under glibc.
+#[test]
+fn addresses_formatted_past_the_end_of_an_object_are_reported() {
+    let six = "1111:2222:3333:4444:5555:6666:7777:8888";
+    for mode in ["detect", "prevent"] {
+        for (args, out) in [
+            (&["40", "46"][..], format!("ntop {six}")),
+            (&["4096", "46"], format!("ntop {six}")),
+            (&["300000", "46"], format!("ntop {six}")),
+            (&["16", "46", "4"], "ntop 255.255.255.255".to_string()),
+            (&["16", "10"], "ntop NULL No space left on device".to_string()),
+        ] {
+            let o = run(mode, &[&["ntop"][..], args].concat());
+            assert_ok(&o);
+            assert_eq!(stdout(&o).trim_end(), out, "{mode} {args:?}");
+        }
+        for args in [&["39", "46"][..], &["16", "46"], &["15", "46", "4"]] {
+            let o = run(mode, &[&["ntop"][..], args].concat());
+            assert_report(&o, "heap-buffer-overflow");
+            let err = stderr(&o);
+            assert!(err.contains("inet_ntop of 0x"), "{mode} {args:?}: {err}");
+            assert!(err.contains("the call was to write past the end of the object"), "{mode} {args:?}: {err}");
+            let size = args[0];
+            assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+            assert!(!stdout(&o).contains("ntop"), "{mode} {args:?}: {}", stdout(&o));
+        }
+    }
+}
+
 /// A scan (`sscanf`, `fscanf`, `scanf` and their `v` and C99 names) that wrote a string past
 /// the end of its heap object is reported when it returns, before the program goes on; one
 /// that fits is left alone, and the formats the check follows make the C library's values.

@@ -452,6 +452,38 @@ fn strftime_of(
     0
 }
 
+// Network addresses: `inet_ntop` writes an address's text (at most 46 bytes with its NUL)
+// when it fits in the length given, and nothing otherwise (`ENOSPC`). A length taken from
+// `INET6_ADDRSTRLEN` with a buffer sized for IPv4 is the classic mistake.
+
+type InetNtop = unsafe extern "C" fn(c_int, *const c_void, *mut c_char, u32) -> *const c_char;
+
+static INET_NTOP: AtomicUsize = AtomicUsize::new(0);
+
+entry! {
+    /// `inet_ntop`: into a live heap object with less room than the length given, the text is
+    /// made first in the library's own buffer; one that fits the length but not the object is
+    /// reported before it is written.
+    fn inet_ntop(af: c_int, src: *const c_void, d: *mut c_char, size: u32) -> *const c_char, "r8", ret => {
+        let Some(f) = crate::sys::next_symbol(&INET_NTOP, c"inet_ntop") else { return core::ptr::null() };
+        // SAFETY: the C library's function of that name, whose C type `InetNtop` is.
+        let f = unsafe { core::mem::transmute::<usize, InetNtop>(f) };
+        if let Some(room) = room_below(ret, d as usize, size as usize) {
+            let mut text = [0 as c_char; 64];
+            // SAFETY: the caller's address, its text into the local buffer (longer than any).
+            if !unsafe { f(af, src, text.as_mut_ptr(), text.len() as u32) }.is_null() {
+                // SAFETY: the text the call just made, ending in its NUL.
+                let len = unsafe { libc::strlen(text.as_ptr()) } + 1;
+                if len <= size as usize && len > room {
+                    crate::io::bounded_live(d as usize, len, Way::WouldWrite, "inet_ntop");
+                }
+            }
+        }
+        // SAFETY: the caller's call, passed on (its text fits the object, or is not written).
+        unsafe { f(af, src, d, size) }
+    }
+}
+
 // Formatted input.
 
 type VScan = unsafe extern "C" fn(*const c_void, *const c_char, *mut VaList) -> c_int;

@@ -45,6 +45,10 @@
  *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
  *                        arguments past the registers, a positional format) into heap objects
  *                        that fit: prints what was scanned.
+ *   conv CALL SIZE N LEN [utf8]  CALL (mbstowcs, wcstombs) of a string of LEN characters ('a', or
+ *                        'é' in C.UTF-8) into a live object of SIZE bytes, told it holds N:
+ *                        prints "conv R" (the library reports a conversion that would run
+ *                        past the object, before it is made).
  *   ntop SIZE LENGTH [4] inet_ntop of an IPv6 address (an IPv4 one with "4") into a live object of
  *                        SIZE bytes, told it holds LENGTH: prints "ntop TEXT" or "ntop NULL
  *                        ERROR" (the library reports a text that would run past the object).
@@ -805,6 +809,37 @@ int main(int argc, char **argv) {
         memcpy(p, src, 150);
         printf("copied\n");
         fflush(stdout);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "conv") && argc > 5) {
+        /* CALL (mbstowcs, wcstombs) of a string of LEN characters ('a', or with "utf8" 'é', two
+         * bytes in UTF-8) into a live object of SIZE bytes with live neighbours, told it holds N
+         * (characters for mbstowcs, bytes for wcstombs). */
+        const char *call = argv[2];
+        size_t size = (size_t)atol(argv[3]), n = (size_t)atol(argv[4]), len = (size_t)atol(argv[5]);
+        int utf8 = argc > 6;
+        if (utf8 && !setlocale(LC_ALL, "C.UTF-8")) return 2;
+        char *p = malloc(size), *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = malloc(size);
+        size_t r;
+        if (!strcmp(call, "mbstowcs")) {
+            char *s = malloc(len + 1);
+            memset(s, 'a', len);
+            s[len] = 0;
+            r = mbstowcs((wchar_t *)p, s, n);
+            free(s);
+        } else {
+            wchar_t *w = malloc((len + 1) * sizeof *w);
+            wmemset(w, utf8 ? L'\u00e9' : L'a', len);
+            w[len] = 0;
+            r = wcstombs(p, w, n);
+            free(w);
+        }
+        printf("conv %zu\n", r);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
         free(p);
         return 0;
     }

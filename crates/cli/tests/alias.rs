@@ -425,6 +425,44 @@ fn addresses_formatted_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// `mbstowcs` and `wcstombs` given a length past their heap object's end: a conversion that
+/// fits the object is made, one that would run past it is reported before it is made, whether
+/// its NUL fits the length or not (then the characters that fit, never a part of one).
+#[test]
+fn conversions_past_the_end_of_an_object_are_reported() {
+    for mode in ["detect", "prevent"] {
+        for (args, out) in [
+            (&["mbstowcs", "124", "100", "30"][..], "conv 30"),
+            (&["mbstowcs", "40", "10", "30"], "conv 10"),
+            (&["wcstombs", "31", "100", "30"], "conv 30"),
+            (&["wcstombs", "61", "100", "30", "utf8"], "conv 60"),
+            (&["wcstombs", "24", "25", "30", "utf8"], "conv 24"),
+        ] {
+            let o = run(mode, &[&["conv"][..], args].concat());
+            assert_ok(&o);
+            assert_eq!(stdout(&o).trim_end(), out, "{mode} {args:?}");
+        }
+        for args in [
+            &["mbstowcs", "120", "100", "30"][..],
+            &["mbstowcs", "4096", "2000", "1024"],
+            &["mbstowcs", "300000", "100000", "75000"],
+            &["wcstombs", "30", "100", "30"],
+            &["wcstombs", "60", "100", "30", "utf8"],
+            &["wcstombs", "20", "25", "30", "utf8"],
+            &["wcstombs", "300000", "400000", "300000"],
+        ] {
+            let o = run(mode, &[&["conv"][..], args].concat());
+            assert_report(&o, "heap-buffer-overflow");
+            let err = stderr(&o);
+            assert!(err.contains(&format!("{} of 0x", args[0])), "{mode} {args:?}: {err}");
+            assert!(err.contains("the call was to write past the end of the object"), "{mode} {args:?}: {err}");
+            let size = args[1];
+            assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+            assert!(!stdout(&o).contains("conv"), "{mode} {args:?}: {}", stdout(&o));
+        }
+    }
+}
+
 /// A scan (`sscanf`, `fscanf`, `scanf` and their `v` and C99 names) that wrote a string past
 /// the end of its heap object is reported when it returns, before the program goes on; one
 /// that fits is left alone, and the formats the check follows make the C library's values.

@@ -207,7 +207,7 @@ const EXPORTS: &str = "
     __memcpy_chk __memmove_chk __mempcpy_chk __memset_chk __strcpy_chk __stpcpy_chk __strcat_chk __strncpy_chk
     __strncat_chk stpncpy __stpncpy __stpncpy_chk wmemcpy wmemmove wmempcpy wmemset wcscpy wcpcpy wcscat
     wcsncpy wcpncpy wcsncat __wmemcpy_chk __wmemmove_chk __wmempcpy_chk __wmemset_chk __wcscpy_chk __wcpcpy_chk
-    __wcscat_chk __wcsncpy_chk __wcpncpy_chk __wcsncat_chk swprintf vswprintf __swprintf_chk __vswprintf_chk strftime strftime_l inet_ntop
+    __wcscat_chk __wcsncpy_chk __wcpncpy_chk __wcsncat_chk swprintf vswprintf __swprintf_chk __vswprintf_chk strftime strftime_l inet_ntop mbstowcs wcstombs
     sscanf vsscanf __isoc99_sscanf __isoc99_vsscanf fscanf vfscanf __isoc99_fscanf __isoc99_vfscanf
     scanf vscanf __isoc99_scanf __isoc99_vscanf realpath
     sprintf vsprintf snprintf vsnprintf __sprintf_chk __vsprintf_chk __snprintf_chk __vsnprintf_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale

@@ -61,6 +61,17 @@ pub(crate) fn from_program(ret: usize) -> bool {
     crate::stack::own_text().is_some_and(|(lo, hi)| !(lo..hi).contains(&ret)) && crate::options().check_copies
 }
 
+/// The room a call into `d` may use (a formatting call's text, a conversion), when the program
+/// made it and `d` lies in a live heap object with less room than `bound`, the most the call
+/// could write.
+#[inline(always)]
+pub(crate) fn room_below(ret: usize, d: usize, bound: usize) -> Option<usize> {
+    if !from_program(ret) {
+        return None;
+    }
+    crate::io::room_live(d).filter(|&room| room < bound)
+}
+
 /// Checks a copy of `n` bytes into `d` (and out of `s`, when given) made by the program.
 #[inline(always)]
 fn check(ret: usize, d: usize, s: Option<usize>, n: usize, op: &'static str) {
@@ -618,4 +629,69 @@ fn strncat_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, 
         d.add(dl0 + read).write_unaligned(C::NUL);
     }
     d
+}
+
+// Conversions between multibyte and wide strings, `mbstowcs` and `wcstombs`: they write the
+// converted string, with its NUL when it fits, in at most `n` characters or bytes, a length a
+// program easily gets wrong (bytes for characters: `mbstowcs(w, s, strlen(s) + 1)` into
+// `malloc(strlen(s) + 1)`). Into a live heap object with less room than `n`, what the call
+// would write is measured first (a conversion that writes nothing) and one that would run past
+// the object is reported before it is made. A string the call cannot convert (an invalid
+// sequence) is passed on as it is.
+
+type Mbstowcs = unsafe extern "C" fn(*mut wchar_t, *const c_char, usize) -> usize;
+type Wcstombs = unsafe extern "C" fn(*mut c_char, *const wchar_t, usize) -> usize;
+
+static MBSTOWCS: AtomicUsize = AtomicUsize::new(0);
+static WCSTOMBS: AtomicUsize = AtomicUsize::new(0);
+
+entry! {
+    /// `mbstowcs`: see "Conversions" above.
+    fn mbstowcs(d: *mut wchar_t, s: *const c_char, n: usize) -> usize, "rcx", ret => {
+        let Some(f) = crate::sys::next_symbol(&MBSTOWCS, c"mbstowcs") else { return usize::MAX };
+        // SAFETY: the C library's function of that name, whose C type `Mbstowcs` is.
+        let f = unsafe { core::mem::transmute::<usize, Mbstowcs>(f) };
+        if !d.is_null() && room_below(ret, d as usize, bytes::<wchar_t>(n)).is_some() {
+            // SAFETY: the caller's string, measured (no destination: nothing is written).
+            let need = unsafe { f(core::ptr::null_mut(), s, 0) };
+            if need != usize::MAX {
+                // One character for each of the string's, then its NUL if there is room.
+                let chars = if need < n { need + 1 } else { n };
+                crate::io::bounded_live(d as usize, bytes::<wchar_t>(chars), Way::WouldWrite, "mbstowcs");
+            }
+        }
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, n) }
+    }
+}
+
+entry! {
+    /// `wcstombs`: see "Conversions" above.
+    fn wcstombs(d: *mut c_char, s: *const wchar_t, n: usize) -> usize, "rcx", ret => {
+        let Some(f) = crate::sys::next_symbol(&WCSTOMBS, c"wcstombs") else { return usize::MAX };
+        // SAFETY: the C library's function of that name, whose C type `Wcstombs` is.
+        let f = unsafe { core::mem::transmute::<usize, Wcstombs>(f) };
+        if !d.is_null() && room_below(ret, d as usize, n).is_some() {
+            // SAFETY: the caller's string, measured (no destination: nothing is written).
+            let need = unsafe { f(core::ptr::null_mut(), s, 0) };
+            if need != usize::MAX && need < n {
+                crate::io::bounded_live(d as usize, need + 1, Way::WouldWrite, "wcstombs");
+            } else if need != usize::MAX {
+                // The whole does not fit in `n`: the call writes the characters that do (a
+                // character's bytes are never cut), without a NUL; how many, a conversion into
+                // memory of the library's own tells.
+                let scratch = crate::sys::map_meta(n);
+                if !scratch.is_null() {
+                    // SAFETY: the caller's string, into `n` bytes of the library's own.
+                    let wrote = unsafe { f(scratch.cast(), s, n) };
+                    crate::sys::unmap(scratch, n);
+                    if wrote != usize::MAX {
+                        crate::io::bounded_live(d as usize, wrote, Way::WouldWrite, "wcstombs");
+                    }
+                }
+            }
+        }
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, n) }
+    }
 }

@@ -33,7 +33,7 @@ use core::sync::atomic::AtomicUsize;
 
 use libc::wchar_t;
 
-use crate::copies::{entry, from_program};
+use crate::copies::{entry, from_program, room_below};
 use crate::io::Way;
 
 /// One x86-64 `va_list` (the C library's functions take a pointer to it). A copy of it walks
@@ -165,16 +165,6 @@ formatting! {
     /// `__vsnprintf_chk`: see "Formatted output" in the module.
     fn __vsnprintf_chk(d: *mut c_char, n: usize, flag: c_int, slen: usize, fmt: *const c_char, ap: *mut c_void)
         => vsnprintf_chk_checked, 6
-}
-
-/// The room a formatting call into `d` may use, when the program made it and `d` lies in a
-/// live heap object with less room than `bound`, the most the call could write.
-#[inline(always)]
-fn room_below(ret: usize, d: usize, bound: usize) -> Option<usize> {
-    if !from_program(ret) {
-        return None;
-    }
-    crate::io::room_live(d).filter(|&room| room < bound)
 }
 
 /// What a formatting call bounded by an object's `room` returned (`r`, the length of the whole

@@ -413,14 +413,7 @@ fn addresses_formatted_past_the_end_of_an_object_are_reported() {
             assert_eq!(stdout(&o).trim_end(), out, "{mode} {args:?}");
         }
         for args in [&["39", "46"][..], &["16", "46"], &["15", "46", "4"]] {
-            let o = run(mode, &[&["ntop"][..], args].concat());
-            assert_report(&o, "heap-buffer-overflow");
-            let err = stderr(&o);
-            assert!(err.contains("inet_ntop of 0x"), "{mode} {args:?}: {err}");
-            assert!(err.contains("the call was to write past the end of the object"), "{mode} {args:?}: {err}");
-            let size = args[0];
-            assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
-            assert!(!stdout(&o).contains("ntop"), "{mode} {args:?}: {}", stdout(&o));
+            assert_reported_before_writing(mode, "ntop", args, "inet_ntop", args[0]);
         }
     }
 }
@@ -451,16 +444,21 @@ fn conversions_past_the_end_of_an_object_are_reported() {
             &["wcstombs", "20", "25", "30", "utf8"],
             &["wcstombs", "300000", "400000", "300000"],
         ] {
-            let o = run(mode, &[&["conv"][..], args].concat());
-            assert_report(&o, "heap-buffer-overflow");
-            let err = stderr(&o);
-            assert!(err.contains(&format!("{} of 0x", args[0])), "{mode} {args:?}: {err}");
-            assert!(err.contains("the call was to write past the end of the object"), "{mode} {args:?}: {err}");
-            let size = args[1];
-            assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
-            assert!(!stdout(&o).contains("conv"), "{mode} {args:?}: {}", stdout(&o));
+            assert_reported_before_writing(mode, "conv", args, args[0], args[1]);
         }
     }
+}
+
+/// `uaf CASE ARGS...` ends by a report that `call` was to write past the end of the object
+/// of `size` bytes its buffer starts in, before the case printed anything.
+fn assert_reported_before_writing(mode: &str, case: &str, args: &[&str], call: &str, size: &str) {
+    let o = run(mode, &[&[case][..], args].concat());
+    assert_report(&o, "heap-buffer-overflow");
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{call} of 0x")), "{mode} {case} {args:?}: {err}");
+    assert!(err.contains("the call was to write past the end of the object"), "{mode} {case} {args:?}: {err}");
+    assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+    assert!(stdout(&o).is_empty(), "{mode} {case} {args:?}: {}", stdout(&o));
 }
 
 /// A scan (`sscanf`, `fscanf`, `scanf` and their `v` and C99 names) that wrote a string past

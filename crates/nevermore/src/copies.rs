@@ -11,7 +11,8 @@
 //! the I/O calls do, `io::bounded_live`) and report a copy that would run past the end of a
 //! live object before a byte is written (`heap-buffer-overflow`). A copy through a dangling
 //! pointer is left to the alias engine: it traps in detect mode, and in prevent mode it reaches
-//! only the dead object's own memory.
+//! only the dead object's own memory. The conversions `mbstowcs` and `wcstombs` are measured
+//! before they write (see "Conversions" at the end).
 //!
 //! Cost. A copy of at most `guard::CANARY` bytes is not looked at: starting inside an object
 //! it can reach no further than the canary after it, which `free` checks. A buffer outside the
@@ -631,7 +632,7 @@ fn strncat_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, 
     d
 }
 
-// Conversions between multibyte and wide strings, `mbstowcs` and `wcstombs`: they write the
+// Conversions between multibyte and wide strings, `mbstowcs` and `wcstombs`. They write the
 // converted string, with its NUL when it fits, in at most `n` characters or bytes, a length a
 // program easily gets wrong (bytes for characters: `mbstowcs(w, s, strlen(s) + 1)` into
 // `malloc(strlen(s) + 1)`). Into a live heap object with less room than `n`, what the call

@@ -10,10 +10,11 @@
 //! functions (`__sprintf_chk`, ...) keep their own checks: the bounded call is their bounded
 //! kin with the same flag, and a call whose own bound lies within the object is passed on as
 //! it is. The wide-character `swprintf` and its kin are bounded the same way, in characters,
-//! and so are `strftime` and `strftime_l` (see `strftime_of`).
+//! and so are `strftime` and `strftime_l` (see `strftime_of`) and `inet_ntop`.
 //! The variadic functions are entered through a stub that saves the argument registers
-//! and makes the `va_list` the C library's `v...` functions take; the others through the same
-//! stub, which passes the return address on.
+//! and makes the `va_list` the C library's `v...` functions take; their `v` forms through the
+//! same stub, which passes the return address on; `strftime`, `strftime_l` and `inet_ntop`
+//! through the copies' (`copies::entry`).
 //!
 //! **Input.** `sscanf(line, "%s", name)` into a heap buffer writes the whole word the input
 //! holds, whatever the room: the classic overflow a scan of text into a fixed field makes

@@ -140,6 +140,23 @@ macro_rules! entry {
 
 pub(crate) use entry;
 
+/// The C library's function `name` of C type `$ty` (looked up at the first call, from a
+/// function the allocator itself never calls, so `dlsym` cannot come back here), or the
+/// calling function returns `$fail` (-1 when not given).
+macro_rules! next {
+    ($slot:ident, $name:literal, $ty:ty) => {
+        next!($slot, $name, $ty, or - 1)
+    };
+    ($slot:ident, $name:literal, $ty:ty, or $fail:expr) => {
+        match crate::sys::next_symbol(&$slot, $name) {
+            // SAFETY: the C library's function of that name, whose C type `$ty` is.
+            Some(f) => unsafe { core::mem::transmute::<usize, $ty>(f) },
+            None => return $fail,
+        }
+    };
+}
+pub(crate) use next;
+
 entry! {
     /// `memcpy`: see the module's notes.
     fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void, "rcx", ret => {
@@ -649,9 +666,7 @@ static WCSTOMBS: AtomicUsize = AtomicUsize::new(0);
 entry! {
     /// `mbstowcs`: see "Conversions" above.
     fn mbstowcs(d: *mut wchar_t, s: *const c_char, n: usize) -> usize, "rcx", ret => {
-        let Some(f) = crate::sys::next_symbol(&MBSTOWCS, c"mbstowcs") else { return usize::MAX };
-        // SAFETY: the C library's function of that name, whose C type `Mbstowcs` is.
-        let f = unsafe { core::mem::transmute::<usize, Mbstowcs>(f) };
+        let f = next!(MBSTOWCS, c"mbstowcs", Mbstowcs, or usize::MAX);
         if !d.is_null() && room_below(ret, d as usize, bytes::<wchar_t>(n)).is_some() {
             // SAFETY: the caller's string, measured (no destination: nothing is written).
             let need = unsafe { f(core::ptr::null_mut(), s, 0) };
@@ -669,9 +684,7 @@ entry! {
 entry! {
     /// `wcstombs`: see "Conversions" above.
     fn wcstombs(d: *mut c_char, s: *const wchar_t, n: usize) -> usize, "rcx", ret => {
-        let Some(f) = crate::sys::next_symbol(&WCSTOMBS, c"wcstombs") else { return usize::MAX };
-        // SAFETY: the C library's function of that name, whose C type `Wcstombs` is.
-        let f = unsafe { core::mem::transmute::<usize, Wcstombs>(f) };
+        let f = next!(WCSTOMBS, c"wcstombs", Wcstombs, or usize::MAX);
         if !d.is_null() && room_below(ret, d as usize, n).is_some() {
             // SAFETY: the caller's string, measured (no destination: nothing is written).
             let need = unsafe { f(core::ptr::null_mut(), s, 0) };

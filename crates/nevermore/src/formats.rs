@@ -34,7 +34,7 @@ use core::sync::atomic::AtomicUsize;
 
 use libc::wchar_t;
 
-use crate::copies::{entry, from_program, room_below};
+use crate::copies::{entry, from_program, next, room_below};
 use crate::io::Way;
 
 /// One x86-64 `va_list` (the C library's functions take a pointer to it). A copy of it walks
@@ -60,18 +60,6 @@ static VSPRINTF: AtomicUsize = AtomicUsize::new(0);
 static VSNPRINTF: AtomicUsize = AtomicUsize::new(0);
 static VSPRINTF_CHK: AtomicUsize = AtomicUsize::new(0);
 static VSNPRINTF_CHK: AtomicUsize = AtomicUsize::new(0);
-
-/// The C library's function `name` (looked up at the first call: the allocator never formats,
-/// so `dlsym` cannot come back here), or the call fails with -1.
-macro_rules! next {
-    ($slot:ident, $name:literal, $ty:ty) => {
-        match crate::sys::next_symbol(&$slot, $name) {
-            // SAFETY: the C library's function of that name, whose C type `$ty` is.
-            Some(f) => unsafe { core::mem::transmute::<usize, $ty>(f) },
-            None => return -1,
-        }
-    };
-}
 
 /// Defines an exported function as a stub that saves the argument registers and builds a
 /// `va_list` of the arguments after the first `$named` (integer ones, as every function here
@@ -382,9 +370,7 @@ static STRFTIME_L: AtomicUsize = AtomicUsize::new(0);
 entry! {
     /// `strftime`: see `strftime_of`.
     fn strftime(d: *mut c_char, max: usize, fmt: *const c_char, tm: *const c_void) -> usize, "r8", ret => {
-        let Some(f) = crate::sys::next_symbol(&STRFTIME, c"strftime") else { return 0 };
-        // SAFETY: the C library's function of that name, whose C type `Strftime` is.
-        let f = unsafe { core::mem::transmute::<usize, Strftime>(f) };
+        let f = next!(STRFTIME, c"strftime", Strftime, or 0);
         // SAFETY: the caller's format and time, into `n` bytes at `d` that `strftime_of` gives.
         strftime_of(d, max, ret, "strftime", |d, n| unsafe { f(d, n, fmt, tm) })
     }
@@ -393,9 +379,7 @@ entry! {
     /// `strftime_l`: see `strftime_of`.
     fn strftime_l(d: *mut c_char, max: usize, fmt: *const c_char, tm: *const c_void, loc: *mut c_void) -> usize,
         "r9", ret => {
-        let Some(f) = crate::sys::next_symbol(&STRFTIME_L, c"strftime_l") else { return 0 };
-        // SAFETY: the C library's function of that name, whose C type `StrftimeL` is.
-        let f = unsafe { core::mem::transmute::<usize, StrftimeL>(f) };
+        let f = next!(STRFTIME_L, c"strftime_l", StrftimeL, or 0);
         // SAFETY: the caller's format, time and locale, into `n` bytes at `d` that
         // `strftime_of` gives.
         strftime_of(d, max, ret, "strftime_l", |d, n| unsafe { f(d, n, fmt, tm, loc) })
@@ -456,9 +440,7 @@ entry! {
     /// made first in the library's own buffer; one that fits the length but not the object is
     /// reported before it is written.
     fn inet_ntop(af: c_int, src: *const c_void, d: *mut c_char, size: u32) -> *const c_char, "r8", ret => {
-        let Some(f) = crate::sys::next_symbol(&INET_NTOP, c"inet_ntop") else { return core::ptr::null() };
-        // SAFETY: the C library's function of that name, whose C type `InetNtop` is.
-        let f = unsafe { core::mem::transmute::<usize, InetNtop>(f) };
+        let f = next!(INET_NTOP, c"inet_ntop", InetNtop, or core::ptr::null());
         if let Some(room) = room_below(ret, d as usize, size as usize) {
             let mut text = [0 as c_char; 64];
             // SAFETY: the caller's address, its text into the local buffer (longer than any).

@@ -64,9 +64,9 @@
 //! `scandir`, `glob`, `nftw`, `ftw`, `fts_read`), are views (`streams`). `posix_spawn`,
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
 //! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
-//! functions (`realpath`'s, whose result only is held to its buffer's bounds), calls made through `syscall()` or a `syscall` instruction, the
-//! other calls that take buffers or paths (`io_uring`, `ioctl`, `mount`, ...); those still
-//! fail as described above.
+//! functions (`realpath`'s, whose result only is held to its buffer's bounds), calls made
+//! through `syscall()` or a `syscall` instruction, the other calls that take buffers or paths
+//! (`io_uring`, `ioctl`, `mount`, ...); those still fail as described above.
 //! `ioctl` is left on purpose: its argument's size is the driver's to know, and some requests
 //! act before they copy their result out, so one made again would act twice.
 //!
@@ -1270,8 +1270,8 @@ path_call! {
 /// `realpath(3)`: the C library resolves the path in its own memory and copies it out into
 /// `resolved`, which its contract wants of `PATH_MAX` bytes; into a smaller heap object the
 /// copy of a long path runs past its end, silently. The path and its NUL are held to the
-/// object's bounds when the call returns (as `moved` does; the report names `realpath`). Given no buffer, the C library allocates
-/// one of the path's size.
+/// object's bounds when the call returns (as `moved` does; the report names `realpath`).
+/// Given no buffer, the C library allocates one of the path's size.
 ///
 /// # Safety
 /// The C contract of the function.

@@ -13,7 +13,8 @@
  *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
  *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, the stdio calls
  *                        fread, fgets, fwrite, and getrandom, readlink, readlinkat, getxattr,
- *                        listxattr, getdents64, getcwd and realpath, which fill the buffer with
+ *                        listxattr, getdents64, getcwd, realpath and __realpath_chk (told the
+ *                        buffer holds PATH_MAX bytes), which fill the buffer with
  *                        exactly SIZE + EXTRA bytes, at most 4000; getdents64 with whole entries of
  *                        at most 32 bytes, more than 31 of them) moves SIZE + EXTRA bytes through a
  *                        live object of SIZE bytes (reads from a socket a child fills, or a
@@ -61,8 +62,8 @@
  *                        that cannot be made: prints what each call returned and made.
  *   fortified CALL       CALL (a fortified copy: __memcpy_chk, ...) of 50 bytes (a string's
  *                        with its NUL) into a live object of 100 bytes, told the destination
- *                        holds 40 (a wide one: 13 characters, told 10): the C library's check
- *                        must still end it (SIGABRT).
+ *                        holds 40 (a wide one: 13 characters, told 10; __realpath_chk told
+ *                        100): the C library's check must still end it (SIGABRT).
  *   copy-shrunk          memcpy of 200 bytes into a live object of 200 bytes (which the
  *                        library's look-up remembers), realloc of it to 100 bytes, then memcpy
  *                        of 150 bytes into it: prints "copied" (the library reports the second).
@@ -155,6 +156,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <wchar.h>
+#include <limits.h>
 #include <locale.h>
 #include "pool_probe.h"
 
@@ -182,6 +184,7 @@ extern wchar_t *__wcscat_chk(wchar_t *, const wchar_t *, size_t);
 extern wchar_t *__wcsncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern wchar_t *__wcpncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern wchar_t *__wcsncat_chk(wchar_t *, const wchar_t *, size_t, size_t);
+extern char *__realpath_chk(const char *, char *, size_t);
 extern int __swprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, ...);
 extern int __vswprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, va_list);
 extern int __sprintf_chk(char *, int, size_t, const char *, ...);
@@ -465,7 +468,7 @@ static long fill_in(const char *dir, const char *call, char *p, size_t total) {
             snprintf(name, sizeof name, "%s/entry%04zu", dir, k);
             unlink(name);
         }
-    } else if (!strcmp(call, "getcwd") || !strcmp(call, "realpath")) {
+    } else if (!strcmp(call, "getcwd") || !strcmp(call, "realpath") || !strcmp(call, "__realpath_chk")) {
         /* A working directory whose path and NUL take `total` bytes. */
         if (total < base + 3) return -2;
         if (chdir(dir)) return -2;
@@ -479,6 +482,8 @@ static long fill_in(const char *dir, const char *call, char *p, size_t total) {
             left -= c + 1;
         }
         if (!strcmp(call, "realpath")) r = realpath(".", p) ? (long)strlen(p) + 1 : -1;
+        /* A buffer the compiler took for `PATH_MAX` bytes (a field of a structure). */
+        else if (!strcmp(call, "__realpath_chk")) r = __realpath_chk(".", p, PATH_MAX) ? (long)strlen(p) + 1 : -1;
         else r = getcwd(p, total) ? (long)strlen(p) + 1 : -1;
     }
     return r;
@@ -793,7 +798,10 @@ int main(int argc, char **argv) {
         memset(src, 's', 49);
         char *p = malloc(100);
         memset(p, 0, 100);
-        if (copy_call(argv[2], p, src, 50, 40) < 0) return 2;
+        if (!strcmp(argv[2], "__realpath_chk")) {
+            /* A buffer the compiler knows to be smaller than PATH_MAX. */
+            if (!__realpath_chk(".", p, 100)) return 2;
+        } else if (copy_call(argv[2], p, src, 50, 40) < 0) return 2;
         printf("copied\n");
         fflush(stdout);
         free(p);

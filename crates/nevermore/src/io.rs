@@ -1283,16 +1283,47 @@ pub unsafe extern "C" fn realpath(
     type Realpath = unsafe extern "C" fn(*const core::ffi::c_char, *mut core::ffi::c_char) -> *mut core::ffi::c_char;
     // SAFETY: the C library's function of this name has this type.
     let real: Option<Realpath> = unsafe { real_fn!(realpath) };
-    let Some(real) = real else {
+    // SAFETY: the caller's arguments, as the caller passed them.
+    resolved_within(real.map(|f| move || unsafe { f(path, resolved) }), resolved, "realpath")
+}
+
+/// `__realpath_chk`: `realpath` of a program built with `_FORTIFY_SOURCE` where the compiler
+/// knows the buffer's size (`len`). The C library's own rule first (a buffer the compiler
+/// knows to be smaller than `PATH_MAX` ends the program with its message), then `realpath`'s
+/// check of the buffer's object.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn __realpath_chk(
+    path: *const core::ffi::c_char,
+    resolved: *mut core::ffi::c_char,
+    len: usize,
+) -> *mut core::ffi::c_char {
+    type RealpathChk =
+        unsafe extern "C" fn(*const core::ffi::c_char, *mut core::ffi::c_char, usize) -> *mut core::ffi::c_char;
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<RealpathChk> = unsafe { real_fn!(__realpath_chk) };
+    // SAFETY: the caller's arguments, as the caller passed them.
+    resolved_within(real.map(|f| move || unsafe { f(path, resolved, len) }), resolved, "__realpath_chk")
+}
+
+/// Makes a `realpath` call (`None`: the C library has no such function, `ENOSYS`) and holds
+/// the path it wrote into `resolved` to the bounds of the object there.
+fn resolved_within(
+    call: Option<impl FnOnce() -> *mut core::ffi::c_char>,
+    resolved: *mut core::ffi::c_char,
+    op: &'static str,
+) -> *mut core::ffi::c_char {
+    let Some(call) = call else {
         sys::set_errno(libc::ENOSYS);
         return core::ptr::null_mut();
     };
-    // SAFETY: the caller's arguments, as the caller passed them.
-    let r = unsafe { real(path, resolved) };
+    let r = call();
     if !r.is_null() && !resolved.is_null() {
         // SAFETY: the path the call just wrote into the caller's buffer.
         let len = unsafe { libc::strlen(resolved) };
-        bounded(resolved as usize, len + 1, Way::Into, "realpath");
+        bounded(resolved as usize, len + 1, Way::Into, op);
     }
     r
 }

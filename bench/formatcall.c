@@ -4,8 +4,10 @@
  * snprintf of "%ld:%s" (about 12 bytes), or, with "scan", an sscanf of "%d %s" from "12345
  * round", or, with "time", a strftime of "%Y-%m-%d %H:%M:%S" and a swprintf of L"%ld" (into the
  * buffer's first 16 wide characters), into a 64-byte heap object or, with "stack", a 64-byte
- * stack buffer; prints the nanoseconds per round.
- * usage: formatcall [N] [heap|stack] [print|scan|time]   (5000000, heap and print by default) */
+ * stack buffer, or, with "dup", a strdup of a 31-byte string in that buffer and a free of the
+ * copy (copies.rs's duplicates); prints the nanoseconds per round.
+ * usage: formatcall [N] [heap|stack] [print|scan|time|dup]   (5000000, heap and print by
+ * default) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +19,22 @@ int main(int argc, char **argv) {
     char on_stack[64];
     char *b = argc > 2 && !strcmp(argv[2], "stack") ? on_stack : malloc(64);
     int scan = argc > 3 && !strcmp(argv[3], "scan"), times = argc > 3 && !strcmp(argv[3], "time");
+    int dup = argc > 3 && !strcmp(argv[3], "dup");
+    if (dup) {
+        memset(b, 'd', 31);
+        b[31] = 0;
+    }
     struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 5};
     volatile long sum = 0;
     int x = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n; i++) {
-        if (scan) {
+        if (dup) {
+            char *c = strdup(b);
+            sum += c[i % 31];
+            free(c);
+        } else if (scan) {
             sum += sscanf("12345 round", "%d %s", &x, b);
         } else if (times) {
             tm.tm_sec = (int)(i % 60);

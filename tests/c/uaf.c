@@ -33,7 +33,10 @@
  *                        "%ls") and their fortified names, of SIZE + EXTRA bytes rounded up to
  *                        whole characters) writes SIZE + EXTRA bytes (a string's
  *                        with its NUL) into a live object of SIZE bytes with live neighbours;
- *                        "memcpy-out" and "wmemcpy-out" read them out of it: prints "copied"
+ *                        "memcpy-out" and "wmemcpy-out" read them out of it, and the
+ *                        duplicates "strdup-out", "__strdup-out", "strndup-out" (told SIZE +
+ *                        EXTRA) and "wcsdup-out" read a string of that length in it (when
+ *                        EXTRA is 0; else one without a NUL in the object): prints "copied"
  *                        (the library reports a copy that would run past the object, before it
  *                        is made), or "BAD RETURN".
  *   scan CALL CONV SIZE EXTRA  CALL (sscanf, vsscanf, fscanf, vfscanf, scanf, vscanf, and their
@@ -185,6 +188,7 @@ extern wchar_t *__wcsncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern wchar_t *__wcpncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern wchar_t *__wcsncat_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern char *__realpath_chk(const char *, char *, size_t);
+extern char *__strdup(const char *);
 extern int __swprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, ...);
 extern int __vswprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, va_list);
 extern int __sprintf_chk(char *, int, size_t, const char *, ...);
@@ -308,6 +312,41 @@ static int copied_right(const char *call, const char *p, size_t total) {
 /* The copy named `call` of `total` bytes from `src` (a string of total - 1 bytes) into `p`,
  * told the destination holds `dl` where the call is fortified: 1 if it returned what it
  * should, 0 if not, -1 for an unknown name. */
+/* The duplicate named `call` ("strdup-out", "__strdup-out", "strndup-out" told `total`,
+ * "wcsdup-out") of the string in `p`, a live object of `n` bytes: a string of `total` - 1
+ * bytes (for wcsdup, (total + 3) / 4 characters with the NUL) where that fits, else the whole
+ * object without a NUL. 1 if the copy is the string, 0 if not, -1 for an unknown name. */
+static int dup_call(const char *call, char *p, size_t n, size_t total) {
+    if (!strcmp(call, "wcsdup-out")) {
+        wchar_t *w = (wchar_t *)p;
+        size_t k = (total + 3) / 4, room = n / 4;
+        wmemset(w, L'w', k <= room ? k - 1 : room);
+        if (k <= room) w[k - 1] = 0;
+        wchar_t *d = wcsdup(w);
+        int ok = d && wcslen(d) == k - 1;
+        free(d);
+        return ok;
+    }
+    size_t len = total <= n ? total - 1 : n;
+    memset(p, 's', len);
+    if (total <= n) p[len] = 0;
+    char *d;
+    if (!strcmp(call, "strdup-out")) d = strdup(p);
+    else if (!strcmp(call, "__strdup-out")) d = __strdup(p);
+    else if (!strcmp(call, "strndup-out")) d = strndup(p, total);
+    else return -1;
+    int ok = d && strlen(d) == total - 1;
+    free(d);
+    if (ok && !strcmp(call, "strndup-out") && total <= n) {
+        /* A string as long as the object, without a NUL, told that length: read within. */
+        memset(p, 's', n);
+        d = strndup(p, n);
+        ok = d && strlen(d) == n;
+        free(d);
+    }
+    return ok;
+}
+
 static int copy_call(const char *call, char *p, const char *src, size_t total, size_t dl) {
     if (!strcmp(call, "memcpy")) return memcpy(p, src, total) == p;
     if (!strcmp(call, "memmove")) return memmove(p, src, total) == p;
@@ -718,6 +757,7 @@ int main(int argc, char **argv) {
         int ok = copy_call(call, p, src, total, (size_t)-1);
         if (ok == 1 && !copied_right(call, p, total)) ok = 0;
         if (ok < 0 && !strcmp(call, "memcpy-out")) ok = memcpy(out, p, total) == out;
+        if (ok < 0) ok = dup_call(call, p, n, total);
         if (ok < 0) ok = format_string(call, p, total, src) == -2 ? -1 : 1;
         if (ok < 0) return 2;
         printf(ok ? "copied\n" : "BAD RETURN\n");

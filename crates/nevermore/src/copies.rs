@@ -11,8 +11,9 @@
 //! the I/O calls do, `io::bounded_live`) and report a copy that would run past the end of a
 //! live object before a byte is written (`heap-buffer-overflow`). A copy through a dangling
 //! pointer is left to the alias engine: it traps in detect mode, and in prevent mode it reaches
-//! only the dead object's own memory. The conversions `mbstowcs` and `wcstombs` are measured
-//! before they write (see "Conversions" at the end).
+//! only the dead object's own memory. The duplicates (`strdup`, `strndup`, `wcsdup`) are held
+//! to the end of the object they read (see "Duplicates" below); the conversions `mbstowcs` and
+//! `wcstombs` are measured before they write (see "Conversions" at the end).
 //!
 //! Cost. A copy of at most `guard::CANARY` bytes is not looked at: starting inside an object
 //! it can reach no further than the canary after it, which `free` checks. A buffer outside the
@@ -647,6 +648,79 @@ fn strncat_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, 
         d.add(dl0 + read).write_unaligned(C::NUL);
     }
     d
+}
+
+// Duplicates, `strdup`, `strndup` and `wcsdup` (and `__strdup`, the C library's own name
+// for `strdup`): a new object holding a copy of a string, read as `strcpy` reads it, up to
+// its NUL (or `n` characters for `strndup`). Of a string in a live heap object with no NUL
+// before the object's end (a buffer filled by `read` or `recv` without one), the copy takes
+// what follows the object with it, into an object the program goes on to use or send: a read
+// past the end, reported before it is made. The string is measured no further than the
+// object's end (the C library's own measure would run on into what follows, or into the
+// guard page after a page object); the call then goes to the C library's function.
+
+type Dup<C> = unsafe extern "C" fn(*const C) -> *mut C;
+type Ndup = unsafe extern "C" fn(*const c_char, usize) -> *mut c_char;
+
+static STRDUP: AtomicUsize = AtomicUsize::new(0);
+static STRNDUP: AtomicUsize = AtomicUsize::new(0);
+static WCSDUP: AtomicUsize = AtomicUsize::new(0);
+
+entry! {
+    /// `strdup`: see "Duplicates" above.
+    fn strdup(s: *const c_char) -> *mut c_char, "rsi", ret => {
+        let f = next!(STRDUP, c"strdup", Dup<c_char>, or core::ptr::null_mut());
+        read_within(s, ANY, ret, "strdup");
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(s) }
+    }
+}
+entry! {
+    /// `__strdup` (the C library's own name for `strdup`, which older programs import).
+    fn __strdup(s: *const c_char) -> *mut c_char, "rsi", ret => {
+        let f = next!(STRDUP, c"strdup", Dup<c_char>, or core::ptr::null_mut());
+        read_within(s, ANY, ret, "__strdup");
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(s) }
+    }
+}
+entry! {
+    /// `strndup`: see "Duplicates" above.
+    fn strndup(s: *const c_char, n: usize) -> *mut c_char, "rdx", ret => {
+        let f = next!(STRNDUP, c"strndup", Ndup, or core::ptr::null_mut());
+        read_within(s, n, ret, "strndup");
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(s, n) }
+    }
+}
+entry! {
+    /// `wcsdup`: see "Duplicates" above.
+    fn wcsdup(s: *const wchar_t) -> *mut wchar_t, "rsi", ret => {
+        let f = next!(WCSDUP, c"wcsdup", Dup<wchar_t>, or core::ptr::null_mut());
+        read_within(s, ANY, ret, "wcsdup");
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(s) }
+    }
+}
+
+/// Reports a read of the string at `s` (up to its NUL, at most `n` characters) by a call the
+/// program made, when `s` lies in a live heap object and the string runs on past its end.
+#[inline(always)]
+fn read_within<C: Char>(s: *const C, n: usize, ret: usize, op: &'static str) {
+    if !from_program(ret) {
+        return;
+    }
+    let Some(room) = crate::io::room_live(s as usize) else { return };
+    // The whole characters the object holds from `s` on.
+    let chars = room / core::mem::size_of::<C>();
+    if n <= chars {
+        return;
+    }
+    // SAFETY: the caller's string, read no further than its object's end.
+    if unsafe { C::len_within(s, chars) } == chars {
+        // No NUL within the object: the call reads the character after it, at least.
+        bounded(s as usize, bytes::<C>(chars + 1), Way::OutOf, op);
+    }
 }
 
 // Conversions between multibyte and wide strings, `mbstowcs` and `wcstombs`. They write the

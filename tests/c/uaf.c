@@ -52,7 +52,8 @@
  *   conv CALL SIZE N LEN [utf8]  CALL (mbstowcs, wcstombs) of a string of LEN characters ('a', or
  *                        'é' in C.UTF-8) into a live object of SIZE bytes, told it holds N:
  *                        prints "conv R" (the library reports a conversion that would run
- *                        past the object, before it is made).
+ *                        past the object, before it is made); "iconv" converts LEN Latin-1
+ *                        'é' to UTF-8 and prints "conv R ok|ERROR wrote=BYTES".
  *   ntop SIZE LENGTH [4] inet_ntop of an IPv6 address (an IPv4 one with "4") into a live object of
  *                        SIZE bytes, told it holds LENGTH: prints "ntop TEXT" or "ntop NULL
  *                        ERROR" (the library reports a text that would run past the object).
@@ -161,6 +162,7 @@
 #include <wchar.h>
 #include <limits.h>
 #include <locale.h>
+#include <iconv.h>
 #include "pool_probe.h"
 
 
@@ -878,6 +880,30 @@ int main(int argc, char **argv) {
             s[len] = 0;
             r = mbstowcs((wchar_t *)p, s, n);
             free(s);
+        } else if (!strcmp(call, "iconv")) {
+            /* LEN Latin-1 'é' (one byte each) to UTF-8 (two each), told the output holds N:
+             * prints what it returned (or the error), how many bytes it wrote, and "BAD" when
+             * its pointers, lengths or bytes are not what they should be. */
+            iconv_t cd = iconv_open("UTF-8", "LATIN1");
+            if (cd == (iconv_t)-1) return 2;
+            char *s = malloc(len + 1), *in = s, *out = p;
+            memset(s, '\xe9', len);
+            size_t inleft = len, outleft = n;
+            r = iconv(cd, &in, &inleft, &out, &outleft);
+            int e = errno;
+            size_t wrote = (size_t)(out - p);
+            int right = wrote == n - outleft && wrote % 2 == 0 && (size_t)(in - s) == wrote / 2 &&
+                        inleft == len - wrote / 2;
+            for (size_t i = 0; right && i < wrote; i += 2)
+                right = (unsigned char)p[i] == 0xc3 && (unsigned char)p[i + 1] == 0xa9;
+            printf("conv %zd %s wrote=%zu%s\n", (ssize_t)r, r == (size_t)-1 ? strerrorname_np(e) : "ok", wrote,
+                   right ? "" : " BAD");
+            iconv_close(cd);
+            free(s);
+            for (int i = 0; i < 8; i++)
+                free(next[i]);
+            free(p);
+            return 0;
         } else {
             wchar_t *w = malloc((len + 1) * sizeof *w);
             wmemset(w, utf8 ? L'\u00e9' : L'a', len);

@@ -424,9 +424,10 @@ fn addresses_formatted_past_the_end_of_an_object_are_reported() {
     }
 }
 
-/// `mbstowcs` and `wcstombs` given a length past their heap object's end: a conversion that
-/// fits the object is made, one that would run past it is reported before it is made, whether
-/// its NUL fits the length or not (then the characters that fit, never a part of one).
+/// `mbstowcs`, `wcstombs` and `iconv` given a length past their heap object's end: a
+/// conversion that fits the object is made (and `iconv` leaves its pointers and lengths as the
+/// C library's does), one that would run past it is reported before it is made, whether its
+/// NUL fits the length or not (then the characters that fit, never a part of one).
 #[test]
 fn conversions_past_the_end_of_an_object_are_reported() {
     for mode in ["detect", "prevent"] {
@@ -436,6 +437,13 @@ fn conversions_past_the_end_of_an_object_are_reported() {
             (&["wcstombs", "31", "100", "30"], "conv 30"),
             (&["wcstombs", "61", "100", "30", "utf8"], "conv 60"),
             (&["wcstombs", "24", "25", "30", "utf8"], "conv 24"),
+            // `iconv` told its object holds what it holds, and more than it holds (within the
+            // margin and past it), with a text that fits; one whose next character would not
+            // fit the length either (E2BIG, as under glibc).
+            (&["iconv", "100", "100", "40"], "conv 0 ok wrote=80"),
+            (&["iconv", "100", "200", "40"], "conv 0 ok wrote=80"),
+            (&["iconv", "100", "100000", "40"], "conv 0 ok wrote=80"),
+            (&["iconv", "100", "101", "51"], "conv -1 E2BIG wrote=100"),
         ] {
             let o = run(mode, &[&["conv"][..], args].concat());
             assert_ok(&o);
@@ -449,6 +457,10 @@ fn conversions_past_the_end_of_an_object_are_reported() {
             &["wcstombs", "60", "100", "30", "utf8"],
             &["wcstombs", "20", "25", "30", "utf8"],
             &["wcstombs", "300000", "400000", "300000"],
+            &["iconv", "100", "200", "60"],
+            &["iconv", "100", "100000", "40000"],
+            &["iconv", "4096", "8192", "2049"],
+            &["iconv", "300000", "400000", "150001"],
         ] {
             assert_reported_before_writing(mode, "conv", args, args[0], args[1]);
         }

@@ -13,7 +13,8 @@
 //! pointer is left to the alias engine: it traps in detect mode, and in prevent mode it reaches
 //! only the dead object's own memory. The duplicates (`strdup`, `strndup`, `wcsdup`) are held
 //! to the end of the object they read (see "Duplicates" below); the conversions `mbstowcs` and
-//! `wcstombs` are measured before they write (see "Conversions" at the end).
+//! `wcstombs` are measured before they write (see "Conversions"), and `iconv` converts into
+//! memory of its own first when its length runs past its object's end (see the end).
 //!
 //! Cost. A copy of at most `guard::CANARY` bytes is not looked at: starting inside an object
 //! it can reach no further than the canary after it, which `free` checks. A buffer outside the
@@ -781,5 +782,67 @@ entry! {
         }
         // SAFETY: the caller's call, passed on.
         unsafe { f(d, s, n) }
+    }
+}
+
+// `iconv` converts into `*outbuf`, whose length `*outbytesleft` says; a length that runs past
+// the end of the buffer's heap object (the input's length for an output whose characters take
+// more bytes: Latin-1 to UTF-8) lets a conversion write past it. Such a call converts into
+// memory of the library's own instead, with the caller's length (or the room plus a margin no
+// character's bytes reach, for a longer one): what fits the object is copied there and the
+// call returns as the C library's did, with the pointers and lengths it left; one that wrote
+// past the room is reported before a byte of it reaches the object.
+
+type Iconv = unsafe extern "C" fn(*mut c_void, *mut *mut c_char, *mut usize, *mut *mut c_char, *mut usize) -> usize;
+
+static ICONV: AtomicUsize = AtomicUsize::new(0);
+
+/// More bytes than one character's conversion writes (with a shift sequence, or a
+/// transliteration into several characters).
+const CHAR_MARGIN: usize = 4096;
+
+entry! {
+    /// `iconv`: see above.
+    fn iconv(
+        cd: *mut c_void,
+        inbuf: *mut *mut c_char,
+        inleft: *mut usize,
+        outbuf: *mut *mut c_char,
+        outleft: *mut usize
+    ) -> usize, "r9", ret => {
+        let f = next!(ICONV, c"iconv", Iconv, or usize::MAX);
+        let (out, left) = if outbuf.is_null() || outleft.is_null() {
+            (core::ptr::null_mut(), 0)
+        } else {
+            // SAFETY: the caller's output pointer and length (the C contract).
+            unsafe { (*outbuf, *outleft) }
+        };
+        let Some(room) = (if out.is_null() { None } else { room_below(ret, out as usize, left) }) else {
+            // SAFETY: the caller's call, passed on.
+            return unsafe { f(cd, inbuf, inleft, outbuf, outleft) };
+        };
+        let len = left.min(room.saturating_add(CHAR_MARGIN));
+        let scratch = crate::sys::map_meta(len);
+        if scratch.is_null() {
+            // SAFETY: the caller's call, passed on unchecked.
+            return unsafe { f(cd, inbuf, inleft, outbuf, outleft) };
+        }
+        let (mut at, mut free) = (scratch.cast::<c_char>(), len);
+        // SAFETY: the caller's input and state, converted into `len` bytes of the library's own.
+        let r = unsafe { f(cd, inbuf, inleft, &mut at, &mut free) };
+        let e = crate::sys::errno();
+        let wrote = len - free;
+        // A conversion past the room would have written past the object's end: reported here.
+        crate::io::bounded_live(out as usize, wrote, Way::WouldWrite, "iconv");
+        // SAFETY: `wrote` bytes of the scratch, within the room of the caller's object; then
+        // the caller's pointer and length moved as the C library moves them.
+        unsafe {
+            move_bytes(out.cast(), scratch.cast(), wrote);
+            *outbuf = out.add(wrote);
+            *outleft = left - wrote;
+        }
+        crate::sys::unmap(scratch, len);
+        crate::sys::set_errno(e);
+        r
     }
 }

@@ -54,6 +54,10 @@
  *                        prints "conv R" (the library reports a conversion that would run
  *                        past the object, before it is made); "iconv" converts LEN Latin-1
  *                        'é' to UTF-8 and prints "conv R ok|ERROR wrote=BYTES".
+ *   getline CALL SIZE N LEN  CALL (getline, getdelim, __getdelim) of a line of LEN bytes into a
+ *                        live object of SIZE bytes, told it holds N: prints "getline R same N"
+ *                        or "getline R grown" (the library reports a line that would have
+ *                        been written past the object, when the call returns).
  *   ntop SIZE LENGTH [4] inet_ntop of an IPv6 address (an IPv4 one with "4") into a live object of
  *                        SIZE bytes, told it holds LENGTH: prints "ntop TEXT" or "ntop NULL
  *                        ERROR" (the library reports a text that would run past the object).
@@ -191,6 +195,7 @@ extern wchar_t *__wcpncpy_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern wchar_t *__wcsncat_chk(wchar_t *, const wchar_t *, size_t, size_t);
 extern char *__realpath_chk(const char *, char *, size_t);
 extern char *__strdup(const char *);
+extern ssize_t __getdelim(char **, size_t *, int, FILE *);
 extern int __swprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, ...);
 extern int __vswprintf_chk(wchar_t *, size_t, int, size_t, const wchar_t *, va_list);
 extern int __sprintf_chk(char *, int, size_t, const char *, ...);
@@ -912,6 +917,38 @@ int main(int argc, char **argv) {
             free(w);
         }
         printf("conv %zu\n", r);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "getline") && argc > 5) {
+        /* CALL (getline, getdelim, __getdelim) of a line of LEN bytes and its newline from a
+         * file into a live object of SIZE bytes with live neighbours, told it holds N: prints
+         * what it returned, "same" with the size it left when the buffer was kept, or "grown",
+         * and "BAD" when the line read is not the file's. */
+        const char *call = argv[2];
+        size_t size = (size_t)atol(argv[3]), n = (size_t)atol(argv[4]), len = (size_t)atol(argv[5]);
+        FILE *f = tmpfile();
+        if (!f) return 2;
+        for (size_t i = 0; i < len; i++)
+            fputc('g', f);
+        fputs("\nnext\n", f);
+        rewind(f);
+        char *p = malloc(size), *kept = p, *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = malloc(size);
+        ssize_t (*volatile gl)(char **, size_t *, FILE *) = getline;
+        ssize_t (*volatile gd)(char **, size_t *, int, FILE *) = getdelim;
+        ssize_t r = !strcmp(call, "getline")    ? gl(&p, &n, f)
+                    : !strcmp(call, "getdelim") ? gd(&p, &n, '\n', f)
+                                                : __getdelim(&p, &n, '\n', f);
+        int right = r == (ssize_t)len + 1 && p[len] == '\n' && p[len + 1] == 0;
+        for (size_t i = 0; right && i < len; i++)
+            right = p[i] == 'g';
+        if (p == kept) printf("getline %zd same %zu%s\n", r, n, right ? "" : " BAD");
+        else printf("getline %zd grown%s\n", r, right ? "" : " BAD");
+        fclose(f);
         for (int i = 0; i < 8; i++)
             free(next[i]);
         free(p);

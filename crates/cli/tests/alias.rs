@@ -467,6 +467,32 @@ fn conversions_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// `getline`, `getdelim` and `__getdelim` given a size past their heap object's end (a size
+/// kept from a bigger buffer): a line that fits the object is read into it and the caller's
+/// size stays; one longer than the size grows the buffer, as under glibc; one that fits the
+/// size but not the object, which the C library would have written past the object's end, is
+/// reported when the call returns, for small, page and large objects.
+#[test]
+fn lines_read_past_the_end_of_an_object_are_reported() {
+    for mode in ["detect", "prevent"] {
+        for call in ["getline", "getdelim", "__getdelim"] {
+            for (args, out) in [
+                (["100", "100", "50"], "getline 51 same 100"),
+                (["100", "200", "50"], "getline 51 same 200"),
+                (["100", "200", "300"], "getline 301 grown"),
+                (["100", "101", "100"], "getline 101 grown"),
+            ] {
+                let o = run(mode, &[&["getline", call][..], &args].concat());
+                assert_ok(&o);
+                assert_eq!(stdout(&o).trim_end(), out, "{mode} {call} {args:?}");
+            }
+            for args in [["100", "200", "120"], ["4096", "8192", "5000"], ["300000", "400000", "350000"]] {
+                assert_reported_before_writing(mode, "getline", &[&[call][..], &args].concat(), call, args[0]);
+            }
+        }
+    }
+}
+
 /// `uaf CASE ARGS...` ends by a report that `call` was to write past the end of the object
 /// of `size` bytes its buffer starts in, before the case printed anything.
 fn assert_reported_before_writing(mode: &str, case: &str, args: &[&str], call: &str, size: &str) {

@@ -2093,6 +2093,82 @@ macro_rules! line_call_chk {
 line_call_chk!(__fgets_chk);
 line_call_chk!(__fgets_unlocked_chk);
 
+/// A line read by `getdelim` (`getline`, `__getdelim`) into `*line`, whose size the caller
+/// says is `*n`. The C library writes a line that fits `*n` in place and grows the buffer with
+/// `realloc` for a longer one; a `*n` past the end of the heap object `*line` starts (a size
+/// kept from a bigger buffer) lets a long line run past the object's end. Such a call is made
+/// with `*n` cut to the object's size, so that the C library grows the buffer instead; a line
+/// that did not fit the object but fitted the caller's `*n` would have been written past the
+/// object's end: reported when the call returns (the line itself went to the grown buffer,
+/// and nothing past the object was written). When the buffer was not grown, the caller's `*n`
+/// is given back.
+fn line_grown(line: *mut *mut c_char, n: *mut usize, call: impl FnOnce() -> isize, op: &'static str) -> isize {
+    if line.is_null() || n.is_null() {
+        return call();
+    }
+    // SAFETY: the caller's buffer pointer and size (the C contract).
+    let (buf, asked) = unsafe { (*line, *n) };
+    let object = match buf.is_null() || !in_heap(buf as usize) {
+        true => None,
+        false => crate::heap::object_at(buf as usize),
+    };
+    // Only an object the buffer starts (a buffer the C library may `realloc`), with a size
+    // that is not 0 (which would make it allocate a new one).
+    let Some((o, true)) = object.filter(|(o, _)| o.start == buf as usize && o.size > 0 && o.size < asked) else {
+        return call();
+    };
+    // SAFETY: the caller's size, cut to its object's.
+    unsafe { *n = o.size };
+    let r = call();
+    // SAFETY: the caller's buffer pointer and size, as the call left them.
+    unsafe {
+        if *line == buf {
+            *n = asked;
+        }
+    }
+    if r >= 0 && (r as usize) < asked && r as usize >= o.size {
+        let what = "the call was to write past the end of the object its buffer starts in";
+        crate::report::fatal(crate::fault::past_end(o, what, op));
+    }
+    r
+}
+
+type GetdelimFn = unsafe extern "C" fn(*mut *mut c_char, *mut usize, c_int, Stream) -> isize;
+type GetlineFn = unsafe extern "C" fn(*mut *mut c_char, *mut usize, Stream) -> isize;
+
+/// Defines the wrapper of `getdelim` or `__getdelim` (`line_grown`).
+macro_rules! delim_call {
+    ($name:ident) => {
+        /// `getdelim`: see `line_grown`.
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(line: *mut *mut c_char, n: *mut usize, delim: c_int, f: Stream) -> isize {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<GetdelimFn> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return -1 };
+            // SAFETY: the caller's arguments (the size perhaps cut to its object's).
+            line_grown(line, n, || unsafe { g(line, n, delim, f) }, stringify!($name))
+        }
+    };
+}
+delim_call!(getdelim);
+delim_call!(__getdelim);
+
+/// `getline`: see `line_grown`.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn getline(line: *mut *mut c_char, n: *mut usize, f: Stream) -> isize {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<GetlineFn> = unsafe { real_fn!(getline) };
+    let Some(g) = real else { return -1 };
+    // SAFETY: the caller's arguments (the size perhaps cut to its object's).
+    line_grown(line, n, || unsafe { g(line, n, f) }, "getline")
+}
+
 /// Opens a stream (a `FILE`, a `DIR`) on a path through `open`, which returns null on failure:
 /// made again after `EFAULT` when the path's pages were mapped again, as the calls that take
 /// paths above.

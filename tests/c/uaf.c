@@ -22,7 +22,8 @@
  *                        writes to a file, or to a socket for send, sendto, sendmsg and
  *                        sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
- *   copy CALL SIZE EXTRA CALL (memcpy, memmove, mempcpy, __mempcpy, memset, strcpy, stpcpy, strcat,
+ *   copy CALL SIZE EXTRA CALL (memcpy, memmove, mempcpy, __mempcpy, memset, explicit_bzero,
+ *                        strcpy, stpcpy, strcat,
  *                        strncpy, stpncpy, __stpncpy, strncat, their fortified names
  *                        __memcpy_chk, ... called with no size known (-1), the formatting calls
  *                        sprintf, vsprintf, snprintf, vsnprintf, __sprintf_chk, __vsprintf_chk,
@@ -175,6 +176,7 @@ extern void *__memcpy_chk(void *, const void *, size_t, size_t);
 extern void *__memmove_chk(void *, const void *, size_t, size_t);
 extern void *__mempcpy_chk(void *, const void *, size_t, size_t);
 extern void *__memset_chk(void *, int, size_t, size_t);
+extern void __explicit_bzero_chk(void *, size_t, size_t);
 extern char *__strcpy_chk(char *, const char *, size_t);
 extern char *__stpcpy_chk(char *, const char *, size_t);
 extern char *__strcat_chk(char *, const char *, size_t);
@@ -312,13 +314,10 @@ static int copied_right(const char *call, const char *p, size_t total) {
         return 1;
     }
     for (size_t i = 0; i < total; i++)
-        if (p[i] != (strstr(call, "memset") ? 'y' : i + 1 < total ? 's' : 0)) return 0;
+        if (p[i] != (strstr(call, "memset") ? 'y' : strstr(call, "bzero") ? 0 : i + 1 < total ? 's' : 0)) return 0;
     return 1;
 }
 
-/* The copy named `call` of `total` bytes from `src` (a string of total - 1 bytes) into `p`,
- * told the destination holds `dl` where the call is fortified: 1 if it returned what it
- * should, 0 if not, -1 for an unknown name. */
 /* The duplicate named `call` ("strdup-out", "__strdup-out", "strndup-out" told `total`,
  * "wcsdup-out") of the string in `p`, a live object of `n` bytes: a string of `total` - 1
  * bytes (for wcsdup, (total + 3) / 4 characters with the NUL) where that fits, else the whole
@@ -354,12 +353,16 @@ static int dup_call(const char *call, char *p, size_t n, size_t total) {
     return ok;
 }
 
+/* The copy named `call` of `total` bytes from `src` (a string of total - 1 bytes) into `p`,
+ * told the destination holds `dl` where the call is fortified: 1 if it returned what it
+ * should, 0 if not, -1 for an unknown name. */
 static int copy_call(const char *call, char *p, const char *src, size_t total, size_t dl) {
     if (!strcmp(call, "memcpy")) return memcpy(p, src, total) == p;
     if (!strcmp(call, "memmove")) return memmove(p, src, total) == p;
     if (!strcmp(call, "mempcpy")) return mempcpy(p, src, total) == p + total;
     if (!strcmp(call, "__mempcpy")) return __mempcpy(p, src, total) == p + total;
     if (!strcmp(call, "memset")) return memset(p, 'y', total) == p;
+    if (!strcmp(call, "explicit_bzero")) return explicit_bzero(p, total), 1;
     if (!strcmp(call, "strcpy")) return strcpy(p, src) == p;
     if (!strcmp(call, "stpcpy")) return stpcpy(p, src) == p + total - 1;
     if (!strcmp(call, "strcat")) return strcat(p, src) == p;
@@ -369,6 +372,7 @@ static int copy_call(const char *call, char *p, const char *src, size_t total, s
     if (!strcmp(call, "__memmove_chk")) return __memmove_chk(p, src, total, dl) == p;
     if (!strcmp(call, "__mempcpy_chk")) return __mempcpy_chk(p, src, total, dl) == p + total;
     if (!strcmp(call, "__memset_chk")) return __memset_chk(p, 'y', total, dl) == p;
+    if (!strcmp(call, "__explicit_bzero_chk")) return __explicit_bzero_chk(p, total, dl), 1;
     if (!strcmp(call, "__strcpy_chk")) return __strcpy_chk(p, src, dl) == p;
     if (!strcmp(call, "__stpcpy_chk")) return __stpcpy_chk(p, src, dl) == p + total - 1;
     if (!strcmp(call, "__strcat_chk")) return __strcat_chk(p, src, dl) == p;
@@ -761,6 +765,7 @@ int main(int argc, char **argv) {
             memset(next[i], 0x44, n);
         }
         memset(p, 0, n < 8 ? n : 8);
+        if (strstr(call, "bzero")) memset(p, 'q', n);
         int ok = copy_call(call, p, src, total, (size_t)-1);
         if (ok == 1 && !copied_right(call, p, total)) ok = 0;
         if (ok < 0 && !strcmp(call, "memcpy-out")) ok = memcpy(out, p, total) == out;

@@ -264,11 +264,12 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
 /// The copies (and wide formatting calls) a program built with `_FORTIFY_SOURCE` calls where
 /// the compiler knows the size of the destination (the tests call them with none known, and
 /// with a size too small).
-const FORTIFIED_COPIES: [&str; 10] = [
+const FORTIFIED_COPIES: [&str; 11] = [
     "__memcpy_chk",
     "__memmove_chk",
     "__mempcpy_chk",
     "__memset_chk",
+    "__explicit_bzero_chk",
     "__strcpy_chk",
     "__stpcpy_chk",
     "__strcat_chk",
@@ -319,6 +320,7 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
         "mempcpy",
         "__mempcpy",
         "memset",
+        "explicit_bzero",
         "strcpy",
         "stpcpy",
         "strcat",

@@ -210,7 +210,7 @@ const EXPORTS: &str = "
     __wcscat_chk __wcsncpy_chk __wcpncpy_chk __wcsncat_chk swprintf vswprintf __swprintf_chk __vswprintf_chk strftime strftime_l inet_ntop mbstowcs wcstombs
     sscanf vsscanf __isoc99_sscanf __isoc99_vsscanf fscanf vfscanf __isoc99_fscanf __isoc99_vfscanf
     scanf vscanf __isoc99_scanf __isoc99_vscanf realpath __realpath_chk
-    strdup __strdup strndup wcsdup iconv getline getdelim __getdelim
+    strdup __strdup strndup wcsdup iconv getline getdelim __getdelim explicit_bzero __explicit_bzero_chk
     sprintf vsprintf snprintf vsnprintf __sprintf_chk __vsprintf_chk __snprintf_chk __vsnprintf_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
     select pselect waitpid wait wait3 wait4 waitid accept accept4 getsockname getpeername getsockopt
     connect bind setsockopt epoll_ctl pipe pipe2 socketpair __open_2 __open64_2 __openat_2

@@ -4,12 +4,13 @@
 //! len)` into a fixed buffer writes over the live objects after it, which the program may use
 //! (a callback, a length, a key) long before the canary is checked at `free`; and a copy *out*
 //! of a heap object past its end (Heartbleed's `memcpy`) hands out what follows it, which no
-//! canary ever sees. So `memcpy`, `memmove`, `mempcpy`, `memset`, `strcpy`, `stpcpy`, `strcat`,
-//! `strncpy`, `stpncpy` and `strncat`, their wide-character forms (`wmemcpy`, `wcscpy`, ...),
-//! and the fortified names of both (`__memcpy_chk`, `__wmemcpy_chk`, ...: see "The fortified
-//! copies" below), when the program calls them on a heap buffer, look its object up first (as
-//! the I/O calls do, `io::bounded_live`) and report a copy that would run past the end of a
-//! live object before a byte is written (`heap-buffer-overflow`). A copy through a dangling
+//! canary ever sees. So `memcpy`, `memmove`, `mempcpy`, `memset`, `explicit_bzero`, `strcpy`,
+//! `stpcpy`, `strcat`, `strncpy`, `stpncpy` and `strncat`, their wide-character forms
+//! (`wmemcpy`, `wcscpy`, ...), and the fortified names of both (`__memcpy_chk`,
+//! `__wmemcpy_chk`, ...: see "The fortified copies" below), when the program calls them on a
+//! heap buffer, look its object up first (as the I/O calls do, `io::bounded_live`) and report
+//! a copy that would run past the end of a live object before a byte is written
+//! (`heap-buffer-overflow`). A copy through a dangling
 //! pointer is left to the alias engine: it traps in detect mode, and in prevent mode it reaches
 //! only the dead object's own memory. The duplicates (`strdup`, `strndup`, `wcsdup`) are held
 //! to the end of the object they read (see "Duplicates" below); the conversions `mbstowcs` and
@@ -194,6 +195,12 @@ entry! {
     }
 }
 entry! {
+    /// `explicit_bzero` (a key's or a password's buffer cleared): see the module's notes.
+    fn explicit_bzero(d: *mut c_void, n: usize) -> (), "rdx", ret => {
+        fill_of(d, 0, n, ANY, ret, "explicit_bzero");
+    }
+}
+entry! {
     /// `strcpy`: see the module's notes.
     fn strcpy(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
         strcpy_of(d, s, ANY, ret, "strcpy");
@@ -270,6 +277,12 @@ entry! {
     /// `__memset_chk`: see "The fortified copies" in the module.
     fn __memset_chk(d: *mut c_void, c: c_int, n: usize, dl: usize) -> *mut c_void, "r8", ret => {
         fill_of(d, c, n, dl, ret, "__memset_chk")
+    }
+}
+entry! {
+    /// `__explicit_bzero_chk`: see "The fortified copies" in the module.
+    fn __explicit_bzero_chk(d: *mut c_void, n: usize, dl: usize) -> (), "rcx", ret => {
+        fill_of(d, 0, n, dl, ret, "__explicit_bzero_chk");
     }
 }
 entry! {

@@ -5,8 +5,9 @@
  * round", or, with "time", a strftime of "%Y-%m-%d %H:%M:%S" and a swprintf of L"%ld" (into the
  * buffer's first 16 wide characters), into a 64-byte heap object or, with "stack", a 64-byte
  * stack buffer, or, with "dup", a strdup of a 31-byte string in that buffer and a free of the
- * copy (copies.rs's duplicates); prints the nanoseconds per round.
- * usage: formatcall [N] [heap|stack] [print|scan|time|dup]   (5000000, heap and print by
+ * copy (copies.rs's duplicates), or, with "read", a strlen of that string, a strcmp and a
+ * memcmp of its 32 bytes with a copy on the stack (reads.rs); prints the nanoseconds per round.
+ * usage: formatcall [N] [heap|stack] [print|scan|time|dup|read]   (5000000, heap and print by
  * default) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +20,12 @@ int main(int argc, char **argv) {
     char on_stack[64];
     char *b = argc > 2 && !strcmp(argv[2], "stack") ? on_stack : malloc(64);
     int scan = argc > 3 && !strcmp(argv[3], "scan"), times = argc > 3 && !strcmp(argv[3], "time");
-    int dup = argc > 3 && !strcmp(argv[3], "dup");
-    if (dup) {
+    int dup = argc > 3 && !strcmp(argv[3], "dup"), reads = argc > 3 && !strcmp(argv[3], "read");
+    char same[64];
+    if (dup || reads) {
         memset(b, 'd', 31);
         b[31] = 0;
+        memcpy(same, b, 32);
     }
     struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 5};
     volatile long sum = 0;
@@ -30,7 +33,11 @@ int main(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n; i++) {
-        if (dup) {
+        if (reads) {
+            sum += (long)strlen(b);
+            sum += strcmp(b, same);
+            sum += memcmp(b, same, 32);
+        } else if (dup) {
             char *c = strdup(b);
             sum += c[i % 31];
             free(c);

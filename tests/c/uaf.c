@@ -55,6 +55,14 @@
  *                        prints "conv R" (the library reports a conversion that would run
  *                        past the object, before it is made); "iconv" converts LEN Latin-1
  *                        'é' to UTF-8 and prints "conv R ok|ERROR wrote=BYTES".
+ *   strread CALL SIZE EXTRA  CALL (strlen, strnlen, strchr, strchrnul, strrchr, strcmp, strncmp,
+ *                        strcasecmp, strncasecmp, strstr, strspn, strcspn, strpbrk, memchr,
+ *                        memrchr, memcmp, bcmp, memmem, wcslen, wcscmp, wmemcmp) of a live object
+ *                        of SIZE bytes holding a string that ends at its last byte, or (EXTRA >
+ *                        0) none; memory functions told SIZE + EXTRA (wmemcmp: EXTRA more
+ *                        characters than the object holds): prints "read R" (the
+ *                        library reports a read past the object, in detect mode or with
+ *                        check_reads=1).
  *   getline CALL SIZE N LEN  CALL (getline, getdelim, __getdelim) of a line of LEN bytes into a
  *                        live object of SIZE bytes, told it holds N: prints "getline R same N"
  *                        or "getline R grown" (the library reports a line that would have
@@ -925,6 +933,60 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 8; i++)
             free(next[i]);
         free(p);
+        return 0;
+    }
+    if (!strcmp(c, "strread") && argc > 4) {
+        /* CALL (a string or memory read: strlen, memcmp, ...) of a live object of SIZE bytes
+         * full of 'a' (the other string 'A' for the caseless comparisons) whose last byte is a
+         * NUL, or with EXTRA > 0 none, its neighbours zeroed; the memory functions are given
+         * SIZE + EXTRA as their length. Prints "read R" (R: what the call returned, a pointer
+         * as its offset from the object, -1 for null). */
+        const char *call = argv[2];
+        size_t n = (size_t)atol(argv[3]), extra = (size_t)atol(argv[4]), len = n + extra;
+        char *p = malloc(n), *q = malloc(n), *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = calloc(1, n);
+        int caseless = strstr(call, "case") != NULL;
+        memset(p, 'a', n);
+        memset(q, caseless ? 'A' : 'a', n);
+        if (!extra) p[n - 1] = q[n - 1] = 0;
+        wchar_t *w = (wchar_t *)p, *v = (wchar_t *)q;
+        size_t wn = n / sizeof(wchar_t);
+        if (strstr(call, "wcs") || strstr(call, "wmem")) {
+            wmemset(w, L'a', wn);
+            wmemset(v, L'a', wn);
+            if (!extra) w[wn - 1] = v[wn - 1] = 0;
+        }
+        const char *at = NULL;
+        long r = -2;
+        if (!strcmp(call, "strlen")) r = (long)strlen(p);
+        else if (!strcmp(call, "strnlen")) r = (long)strnlen(p, len);
+        else if (!strcmp(call, "strchr")) at = strchr(p, 'z'), r = -1;
+        else if (!strcmp(call, "strchrnul")) at = strchrnul(p, 'z');
+        else if (!strcmp(call, "strrchr")) at = strrchr(p, 'a');
+        else if (!strcmp(call, "strcmp")) r = strcmp(p, q);
+        else if (!strcmp(call, "strncmp")) r = strncmp(p, q, len);
+        else if (!strcmp(call, "strcasecmp")) r = strcasecmp(p, q);
+        else if (!strcmp(call, "strncasecmp")) r = strncasecmp(p, q, len);
+        else if (!strcmp(call, "strstr")) at = strstr(p, "zz"), r = -1;
+        else if (!strcmp(call, "strspn")) r = (long)strspn(p, "a");
+        else if (!strcmp(call, "strcspn")) r = (long)strcspn(p, "z");
+        else if (!strcmp(call, "strpbrk")) at = strpbrk(p, "z"), r = -1;
+        else if (!strcmp(call, "memchr")) at = memchr(p, 'z', len), r = -1;
+        else if (!strcmp(call, "memrchr")) at = memrchr(p, 'z', len), r = -1;
+        else if (!strcmp(call, "memcmp")) r = memcmp(p, q, len) != 0;
+        else if (!strcmp(call, "bcmp")) r = bcmp(p, q, len) != 0;
+        else if (!strcmp(call, "memmem")) at = memmem(p, len, "zz", 2), r = -1;
+        else if (!strcmp(call, "wcslen")) r = (long)wcslen(w);
+        else if (!strcmp(call, "wcscmp")) r = wcscmp(w, v);
+        else if (!strcmp(call, "wmemcmp")) r = wmemcmp(w, v, wn + extra) != 0;
+        else return 2;
+        if (at) r = at - p;
+        printf("read %ld\n", r);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(p);
+        free(q);
         return 0;
     }
     if (!strcmp(c, "getline") && argc > 5) {

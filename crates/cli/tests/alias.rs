@@ -469,6 +469,87 @@ fn conversions_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// The string and memory reads the program calls (`strlen`, `memcmp`, `strchr`, ...), on a
+/// live heap object: one that stays within it returns what glibc's returns; one that runs past
+/// its end (a string without a NUL, a length past the end) is reported in detect mode when it
+/// returns, naming the call, before the program goes on. Reads that stop in the canary after
+/// the object (at a bound, or a difference) are checked on page and large objects too; the
+/// others run on into the guard page after those, which traps. Prevent mode checks them only
+/// with `check_reads=1`, and `check_reads=0` turns detect mode's check off.
+#[test]
+fn reads_past_the_end_of_an_object_are_reported() {
+    let fits = [
+        ("strlen", "99"),
+        ("strnlen", "99"),
+        ("strchr", "-1"),
+        ("strchrnul", "99"),
+        ("strrchr", "98"),
+        ("strcmp", "0"),
+        ("strncmp", "0"),
+        ("strcasecmp", "0"),
+        ("strncasecmp", "0"),
+        ("strstr", "-1"),
+        ("strspn", "99"),
+        ("strcspn", "99"),
+        ("strpbrk", "-1"),
+        ("memchr", "-1"),
+        ("memrchr", "-1"),
+        ("memcmp", "0"),
+        ("bcmp", "0"),
+        ("memmem", "-1"),
+        ("wcslen", "24"),
+        ("wcscmp", "0"),
+        ("wmemcmp", "0"),
+    ];
+    let bounded = [
+        "strnlen",
+        "strcmp",
+        "strncmp",
+        "strcasecmp",
+        "strncasecmp",
+        "memchr",
+        "memrchr",
+        "memcmp",
+        "bcmp",
+        "memmem",
+        "wcscmp",
+        "wmemcmp",
+    ];
+    let reported = |options: &str, call: &str, size: &str| {
+        let o = run(options, &["strread", call, size, "1"]);
+        assert_report(&o, "heap-buffer-overflow");
+        let err = stderr(&o);
+        assert!(err.contains(&format!("{call} of 0x")), "{options} {call} {size}: {err}");
+        assert!(err.contains("the call read past the end of the object"), "{options} {call} {size}: {err}");
+        assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+        assert!(stdout(&o).is_empty(), "{options} {call} {size}: {}", stdout(&o));
+    };
+    let unreported = |options: &str, call: &str| {
+        let o = run(options, &["strread", call, "100", "1"]);
+        assert_ok(&o);
+        assert!(stdout(&o).starts_with("read "), "{options} {call}: {}", stdout(&o));
+    };
+    for mode in ["detect", "prevent"] {
+        for (call, r) in fits {
+            let o = run(mode, &["strread", call, "100", "0"]);
+            assert_ok(&o);
+            assert_eq!(stdout(&o).trim_end(), format!("read {r}"), "{mode} {call}");
+        }
+    }
+    for (call, _) in fits {
+        reported("detect", call, "100");
+        unreported("prevent", call);
+    }
+    for call in bounded {
+        reported("detect", call, "5000");
+        reported("detect", call, "300000");
+    }
+    for call in ["strlen", "strcmp", "memcmp", "strchr", "wcslen"] {
+        reported("prevent:check_reads=1", call, "100");
+        unreported("detect:check_reads=0", call);
+    }
+}
+
 /// `getline`, `getdelim` and `__getdelim` given a size past their heap object's end (a size
 /// kept from a bigger buffer): a line that fits the object is read into it and the caller's
 /// size stays; one longer than the size grows the buffer, as under glibc; one that fits the

@@ -52,6 +52,9 @@ pub struct Options {
     /// The copies the program calls (`memcpy`, `strcpy`, ...) check their heap buffers
     /// against their objects' ends first (`check_copies`).
     pub check_copies: bool,
+    /// The string and memory reads the program calls (`strlen`, `memcmp`, ...) are held to
+    /// their objects' ends when they return (`check_reads`; on in detect mode by default).
+    pub check_reads: bool,
     /// Freed pool pages not reused for this many milliseconds are returned to the system.
     pub dirty_decay_ms: u32,
     /// Prevent mode, single-threaded processes: reuse the dead slots of pinned groups once a
@@ -100,6 +103,7 @@ impl Options {
         detect_leaks: false,
         guard_all: false,
         check_copies: true,
+        check_reads: false,
         alias_space_mib: 32 << 20,
         large_space_mib: 32 << 20,
         dirty_decay_ms: 10_000,
@@ -119,7 +123,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, check_copies, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, check_copies, check_reads, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +155,7 @@ pub const MAX_TEXT: usize = 8192;
 pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
     let mut o = Options::DEFAULT;
     let mut guard_all_value: &'static [u8] = b"";
+    let mut check_reads = None;
     let mut detect_leaks_value: &'static [u8] = b"";
     for item in s.split(|&c| c == b':' || c == b',') {
         if item.is_empty() {
@@ -188,6 +193,7 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 guard_all_value = value;
             }
             b"check_copies" => o.check_copies = parse_bool(key, value)?,
+            b"check_reads" => check_reads = Some(parse_bool(key, value)?),
             b"report_format" => {
                 o.json = match value {
                     b"text" => false,
@@ -270,6 +276,8 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             _ => return Err(ParseError::UnknownKey(key)),
         }
     }
+    // Reads are checked where bugs are looked for, unless said otherwise.
+    o.check_reads = check_reads.unwrap_or(o.mode == Mode::Detect);
     if o.guard_all && o.mode != Mode::Detect {
         // A page of memory per object is a bug-hunting setting; prevent mode would pay it for
         // nothing it promises (and has no guard-page layout for small objects).
@@ -360,6 +368,10 @@ mod tests {
         assert!(!parse(b"guard_all=0").unwrap().guard_all);
         assert!(parse(b"").unwrap().check_copies);
         assert!(!parse(b"check_copies=0").unwrap().check_copies);
+        assert!(!parse(b"").unwrap().check_reads && parse(b"mode=detect").unwrap().check_reads);
+        assert!(
+            parse(b"check_reads=1").unwrap().check_reads && !parse(b"mode=detect:check_reads=0").unwrap().check_reads
+        );
         assert_eq!(
             parse(b"guard_all=1"),
             Err(ParseError::BadValue { key: b"guard_all", value: b"1", expected: "0 unless mode=detect" })

@@ -181,6 +181,8 @@ pub(crate) enum Way {
     OutOf,
     /// The call is to write into it (a copy, checked before it is made).
     WouldWrite,
+    /// The call read out of it (a string function, checked when it returns: `reads`).
+    Read,
 }
 
 /// The bounds of the heap buffers of the calls that move bytes. A call that reads out of a
@@ -265,6 +267,7 @@ fn overrun(buf: usize, done: usize, way: Way, op: &'static str, freed_too: bool)
             Way::Into => "the call wrote past the end of the object its buffer starts in",
             Way::OutOf => "the call was to read past the end of the object its buffer starts in",
             Way::WouldWrite => "the call was to write past the end of the object its buffer starts in",
+            Way::Read => "the call read past the end of the object its buffer starts in",
         };
         crate::report::fatal(crate::fault::past_end(o, what, op));
     }
@@ -279,7 +282,7 @@ fn bounds_iov(iov: usize, cnt: usize, limit: usize, way: Way) {
         let n = len.min(left);
         match way {
             Way::OutOf => sending(base, n),
-            Way::Into | Way::WouldWrite => _ = moved(base, n, n as isize),
+            Way::Into | Way::WouldWrite | Way::Read => _ = moved(base, n, n as isize),
         }
         left -= n;
         if left == 0 {

@@ -23,6 +23,8 @@
 //! - `fork`: giving a forked child its own heap;
 //! - `io`: I/O calls made again when the kernel met a live object's page that lost its
 //!   page-table entry;
+//! - `copies`, `formats`, `reads`: the C library's copies, formatted output and scans, and
+//!   string reads, held to the bounds of heap objects;
 //! - `rlimit`: address-space limits the program sets while it runs;
 //! - `seccomp`: letting the allocator's own calls through filters the program installs later;
 //! - `api`: the exported C and C++ ABI.
@@ -74,6 +76,8 @@ mod copies;
 mod formats;
 #[cfg(not(any(test, feature = "embed")))]
 mod io;
+#[cfg(not(any(test, feature = "embed")))]
+mod reads;
 
 /// The boundaries a program linking the allocator statically (the coverage-guided fuzzer in
 /// `fuzz/`) aims its request sizes at, so that they follow the allocator's own tables.

@@ -516,13 +516,7 @@ fn reads_past_the_end_of_an_object_are_reported() {
         "wmemcmp",
     ];
     let reported = |options: &str, call: &str, size: &str| {
-        let o = run(options, &["strread", call, size, "1"]);
-        assert_report(&o, "heap-buffer-overflow");
-        let err = stderr(&o);
-        assert!(err.contains(&format!("{call} of 0x")), "{options} {call} {size}: {err}");
-        assert!(err.contains("the call read past the end of the object"), "{options} {call} {size}: {err}");
-        assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
-        assert!(stdout(&o).is_empty(), "{options} {call} {size}: {}", stdout(&o));
+        assert_reported_first(options, "strread", &[call, size, "1"], call, size, "read")
     };
     let unreported = |options: &str, call: &str| {
         let o = run(options, &["strread", call, "100", "1"]);
@@ -579,11 +573,17 @@ fn lines_read_past_the_end_of_an_object_are_reported() {
 /// `uaf CASE ARGS...` ends by a report that `call` was to write past the end of the object
 /// of `size` bytes its buffer starts in, before the case printed anything.
 fn assert_reported_before_writing(mode: &str, case: &str, args: &[&str], call: &str, size: &str) {
+    assert_reported_first(mode, case, args, call, size, "was to write");
+}
+
+/// `uaf CASE ARGS...` ends by a report that `call` `did` ("was to write", "read") past the end
+/// of the object of `size` bytes its buffer starts in, before the case printed anything.
+fn assert_reported_first(mode: &str, case: &str, args: &[&str], call: &str, size: &str, did: &str) {
     let o = run(mode, &[&[case][..], args].concat());
     assert_report(&o, "heap-buffer-overflow");
     let err = stderr(&o);
     assert!(err.contains(&format!("{call} of 0x")), "{mode} {case} {args:?}: {err}");
-    assert!(err.contains("the call was to write past the end of the object"), "{mode} {case} {args:?}: {err}");
+    assert!(err.contains(&format!("the call {did} past the end of the object")), "{mode} {case} {args:?}: {err}");
     assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
     assert!(stdout(&o).is_empty(), "{mode} {case} {args:?}: {}", stdout(&o));
 }

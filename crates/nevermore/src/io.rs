@@ -2111,10 +2111,7 @@ fn line_grown(line: *mut *mut c_char, n: *mut usize, call: impl FnOnce() -> isiz
     }
     // SAFETY: the caller's buffer pointer and size (the C contract).
     let (buf, asked) = unsafe { (*line, *n) };
-    let object = match buf.is_null() || !in_heap(buf as usize) {
-        true => None,
-        false => crate::heap::object_at(buf as usize),
-    };
+    let object = if buf.is_null() || !in_heap(buf as usize) { None } else { crate::heap::object_at(buf as usize) };
     // Only an object the buffer starts (a buffer the C library may `realloc`), with a size
     // that is not 0 (which would make it allocate a new one).
     let Some((o, true)) = object.filter(|(o, _)| o.start == buf as usize && o.size > 0 && o.size < asked) else {

@@ -113,6 +113,10 @@ NOINLINE static void write_past(char *p, size_t n) {
     p[n + 64] = 1; /* AT:overflow */
 }
 
+NOINLINE static void write_before(struct record *r) {
+    ((volatile char *)r)[-8] = 'x'; /* AT:underflow */
+}
+
 NOINLINE static void touch_wild(char *p) {
     sink = *(volatile char *)(p + (700UL << 30)); /* AT:wild */
 }
@@ -201,6 +205,15 @@ int main(int argc, char **argv) {
         }
         drop_big(q);
         sink = q[900000]; /* AT:uaf-cut */
+    } else if (!strcmp(c, "underflow")) {
+        /* The program's first record starts an alias page; the page before it was never
+           handed out. */
+        struct record *r = make_record();
+        if ((uintptr_t)r & 4095) {
+            printf("not at a page's start\n");
+            return 2;
+        }
+        write_before(r);
     } else if (!strcmp(c, "wild")) {
         touch_wild((char *)make_record());
     } else if (!strcmp(c, "oom")) {

@@ -158,6 +158,13 @@ const CASES: &[Case] = &[
         free: Some(("drop_big", "drop-big")),
         alloc: Some(("make_big", "make-big")),
     },
+    Case {
+        arg: "underflow",
+        kind: "heap-buffer-overflow",
+        access: ("write_before", "underflow"),
+        free: None,
+        alloc: Some(("make_record", "make")),
+    },
     Case { arg: "wild", kind: "wild-access", access: ("touch_wild", "wild"), free: None, alloc: None },
     Case { arg: "oom", kind: "out-of-memory", access: ("huge_new", "oom"), free: None, alloc: None },
 ];
@@ -231,6 +238,19 @@ fn overflow_past_a_grown_object_names_the_byte_written() {
         "overflow-grown",
         "heap-buffer-overflow",
         &["object 0x", " of 300000 bytes; the address is at offset 300064 "],
+    );
+}
+
+/// A write 8 bytes before an object that starts an alias page (here the program's first, at the
+/// start of the arena's first mirror, whose page below is the library's own) traps, and is
+/// reported as the underflow it is, with the object, in both modes (it was a `wild-access`, and
+/// before the first mirror a bare SIGSEGV, without a report).
+#[test]
+fn a_write_before_an_object_is_reported_with_the_object() {
+    reported_in_both_modes(
+        "underflow",
+        "heap-buffer-overflow",
+        &["WRITE of 0x", "the access is before the start of the object", " of 48 bytes; the address is at offset -8 "],
     );
 }
 

@@ -84,6 +84,11 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
                 return;
             }
         } else {
+            if alias::below_arena(addr) {
+                if let Some(r) = before_object(addr, access(write)) {
+                    report::fatal_at(regs, r);
+                }
+            }
             if let Some(r) = large_fault(addr, access(write)) {
                 report::fatal_at(regs, r);
             }
@@ -261,7 +266,20 @@ fn seen_in_arena(addr: usize, op: &'static str) -> Seen {
     if retired || alias::was_issued(e, page) == Some(true) {
         return Seen::Bad(rep(Kind::HeapUseAfterFree, "the memory at this address was freed", None));
     }
+    if let Some(r) = before_object(addr, op) {
+        return Seen::Bad(r);
+    }
     Seen::Bad(rep(Kind::WildAccess, "the address was never handed out by the allocator", None))
+}
+
+/// A fault in a page never handed out, right before a live object that starts the next page:
+/// an access before the object's start (an index below 0, a pointer stepped back too far), the
+/// underflow it is, reported with its object (at a negative offset).
+fn before_object(addr: usize, op: &'static str) -> Option<Report> {
+    let next = (addr | (PAGE - 1)) + 1;
+    let (o, _) = crate::heap::object_at(next).filter(|&(o, live)| live && o.start == next)?;
+    let what = "the access is before the start of the object";
+    Some(Report { kind: Kind::HeapBufferOverflow, addr, op, what, object: Some(o), claimed: None })
 }
 
 /// The operation of reports on the buffers of system calls.

@@ -281,11 +281,8 @@ pub unsafe fn init() -> bool {
     if let Some(l) = data {
         len = len.min(sys::pow2_floor((l / 16 / 4) << CHUNK_SHIFT).max(MIN_ARENA));
     }
-    // A page more than the chunk-aligned arena needs, so that at least one page of the
-    // reservation lies below its first mirror: an access just before the first object there
-    // traps on memory of the library's own (`below_arena`).
     let arena = loop {
-        let p = sys::reserve(len + CHUNK + PAGE);
+        let p = sys::reserve(len + CHUNK);
         if !p.is_null() {
             break p as usize;
         }
@@ -294,7 +291,7 @@ pub unsafe fn init() -> bool {
         }
         len /= 2;
     };
-    f.arena = sys::round_up(arena + PAGE, CHUNK);
+    f.arena = sys::round_up(arena, CHUNK);
     f.arena_len = len;
     // Every mirror takes at least one chunk of the arena: no more epochs than chunks.
     // The mirror table is a ring indexed by epoch modulo its size: a live mirror spans at least
@@ -461,8 +458,8 @@ pub fn in_arena(addr: usize) -> bool {
     addr.wrapping_sub(f.arena) < f.arena_len
 }
 
-/// Whether `addr` lies in the page of the library's reservation just below the alias arena
-/// (an access just before the first object of the first mirror).
+/// Whether `addr` lies in the page just below the alias arena (an access just before the first
+/// object of the first mirror: where that page is not mapped, it traps there).
 pub fn below_arena(addr: usize) -> bool {
     let f = fixed();
     addr < f.arena && f.arena - addr <= PAGE

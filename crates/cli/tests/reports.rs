@@ -242,9 +242,10 @@ fn overflow_past_a_grown_object_names_the_byte_written() {
 }
 
 /// A write 8 bytes before an object that starts an alias page (here the program's first, at the
-/// start of the arena's first mirror, below which nothing is mapped) traps, and is reported as
-/// the underflow it is, with the object, in both modes (before the first mirror it was a bare
-/// SIGSEGV without a report; elsewhere in the arena a `wild-access` without the object).
+/// start of the arena's first mirror, below which lies memory of the library's own) traps, and
+/// is reported as the underflow it is, with the object, in both modes (before the first mirror
+/// it was a bare SIGSEGV without a report; elsewhere in the arena a `wild-access` without the
+/// object).
 #[test]
 fn a_write_before_an_object_is_reported_with_the_object() {
     reported_in_both_modes(

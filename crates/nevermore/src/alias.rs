@@ -139,6 +139,8 @@ const WINDOW_PAGES: u32 = (CHUNK >> PAGE_SHIFT) as u32;
 struct Fixed {
     arena: usize,
     arena_len: usize,
+    /// Where the arena's reservation starts: up to a chunk below `arena` (its alignment).
+    reserved: usize,
     uffd: i32,
     /// (device, inode) of our userfaultfd, to notice when the program closed or replaced it.
     uffd_id: (u64, u64),
@@ -158,6 +160,7 @@ struct Fixed {
 static FIXED: crate::GlobalCell<Fixed> = crate::GlobalCell::new(Fixed {
     arena: 0,
     arena_len: 0,
+    reserved: 0,
     uffd: -1,
     uffd_id: (0, 0),
     revoke: Revoke::Uffd,
@@ -292,6 +295,7 @@ pub unsafe fn init() -> bool {
         len /= 2;
     };
     f.arena = sys::round_up(arena, CHUNK);
+    f.reserved = arena;
     f.arena_len = len;
     // Every mirror takes at least one chunk of the arena: no more epochs than chunks.
     // The mirror table is a ring indexed by epoch modulo its size: a live mirror spans at least
@@ -458,11 +462,15 @@ pub fn in_arena(addr: usize) -> bool {
     addr.wrapping_sub(f.arena) < f.arena_len
 }
 
-/// Whether `addr` lies in the page just below the alias arena (an access just before the first
-/// object of the first mirror: where that page is not mapped, it traps there).
+/// Whether `addr` lies in the page just below the alias arena and that page is the library's
+/// own: the no-access part of the arena's reservation that its alignment left, or metadata the
+/// kernel placed there (an access just before the first object of the first mirror). Any
+/// other mapping there is the program's, and so is a fault in it.
 pub fn below_arena(addr: usize) -> bool {
     let f = fixed();
-    addr < f.arena && f.arena - addr <= PAGE
+    addr < f.arena
+        && f.arena - addr <= PAGE
+        && (addr >= f.reserved || crate::meta::range_from(addr).is_some_and(|(lo, hi)| lo <= addr && addr < hi))
 }
 
 /// The alias arena: (start, length).

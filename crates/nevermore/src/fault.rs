@@ -84,7 +84,7 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
                 return;
             }
         } else {
-            if alias::below_arena(addr) {
+            if sig == libc::SIGSEGV && alias::below_arena(addr) {
                 if let Some(r) = before_object(addr, access(write)) {
                     report::fatal_at(regs, r);
                 }

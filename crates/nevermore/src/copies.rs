@@ -61,8 +61,14 @@ type Fill = unsafe extern "C" fn(*mut c_void, c_int, usize) -> *mut c_void;
 /// copies are checked (`check_copies`).
 #[inline(always)]
 pub(crate) fn from_program(ret: usize) -> bool {
-    // Unknown before initialisation: then no call is checked.
-    crate::stack::own_text().is_some_and(|(lo, hi)| !(lo..hi).contains(&ret)) && crate::options().check_copies
+    outside_library(ret) && crate::options().check_copies
+}
+
+/// Whether a call returning to `ret` came from outside this library (the program or another
+/// library). Unknown before initialisation: then no call is.
+#[inline(always)]
+pub(crate) fn outside_library(ret: usize) -> bool {
+    crate::stack::own_text().is_some_and(|(lo, hi)| !(lo..hi).contains(&ret))
 }
 
 /// The room a call into `d` may use (a formatting call's text, a conversion), when the program

@@ -263,14 +263,20 @@ fn overrun(buf: usize, done: usize, way: Way, op: &'static str, freed_too: bool)
         _ => return,
     };
     if buf.saturating_add(done) > o.start + o.size {
-        let what = match way {
-            Way::Into => "the call wrote past the end of the object its buffer starts in",
-            Way::OutOf => "the call was to read past the end of the object its buffer starts in",
-            Way::WouldWrite => "the call was to write past the end of the object its buffer starts in",
-            Way::Read => "the call read past the end of the object its buffer starts in",
-        };
-        crate::report::fatal(crate::fault::past_end(o, what, op));
+        past_end_of(o, way, op);
     }
+}
+
+/// Reports a call (`op`) that ran, or was to run, past the end of the object `o` its buffer
+/// starts in, the way `way` says.
+fn past_end_of(o: crate::report::Object, way: Way, op: &'static str) -> ! {
+    let what = match way {
+        Way::Into => "the call wrote past the end of the object its buffer starts in",
+        Way::OutOf => "the call was to read past the end of the object its buffer starts in",
+        Way::WouldWrite => "the call was to write past the end of the object its buffer starts in",
+        Way::Read => "the call read past the end of the object its buffer starts in",
+    };
+    crate::report::fatal(crate::fault::past_end(o, what, op))
 }
 
 /// `sending` or `moved` for the `cnt` buffers of an `iovec` array, in order, with `limit`
@@ -2127,8 +2133,7 @@ fn line_grown(line: *mut *mut c_char, n: *mut usize, call: impl FnOnce() -> isiz
         }
     }
     if r >= 0 && (r as usize) < asked && r as usize >= o.size {
-        let what = "the call was to write past the end of the object its buffer starts in";
-        crate::report::fatal(crate::fault::past_end(o, what, op));
+        past_end_of(o, Way::WouldWrite, op);
     }
     r
 }

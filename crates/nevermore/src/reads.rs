@@ -103,7 +103,7 @@ macro_rules! checked_call {
 /// not by this library, with `check_reads` on.
 #[inline(always)]
 fn reads_checked(ret: usize) -> bool {
-    crate::options().check_reads && crate::stack::own_text().is_some_and(|(lo, hi)| !(lo..hi).contains(&ret))
+    crate::options().check_reads && crate::copies::outside_library(ret)
 }
 
 /// Reports a read of `n` bytes from `p` that ran past the end of the live heap object `p` lies in.

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,6 +122,40 @@ NOINLINE static void touch_wild(char *p) {
     sink = *(volatile char *)(p + (700UL << 30)); /* AT:wild */
 }
 
+/* Calls fn() on the stack whose top is `top`, from a frame whose unwind rules still describe the
+   8 KiB it took on the stack it was called on: code that switches stacks by hand (a coroutine
+   library, an interpreter, a runtime's clone) keeps the rules of the frame it left, and a stack
+   walk that believes them reads 8 KiB past the new stack's top. */
+void on_stack(void *top, void (*fn)(void));
+__asm__(".text\n"
+        ".globl on_stack\n"
+        ".type on_stack,@function\n"
+        "on_stack:\n"
+        ".cfi_startproc\n"
+        "push %rbx\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbx, -16\n"
+        "sub $0x2000, %rsp\n"
+        ".cfi_def_cfa_offset 0x2010\n"
+        "mov %rsp, %rbx\n"
+        "lea -16(%rdi), %rsp\n"
+        "call *%rsi\n"
+        "mov %rbx, %rsp\n"
+        "add $0x2000, %rsp\n"
+        ".cfi_def_cfa_offset 16\n"
+        "pop %rbx\n"
+        ".cfi_def_cfa_offset 8\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size on_stack, .-on_stack\n");
+
+/* The use-after-free of the "uaf" case, every call of it made on a switched stack. */
+NOINLINE static void uaf_on_switched_stack(void) {
+    struct record *r = make_record();
+    drop_record(r);
+    touch_record(r);
+}
+
 NOINLINE static void *huge_new(void) {
     void *(*op_new)(unsigned long) = (void *(*)(unsigned long))dlsym(RTLD_DEFAULT, "_Znwm");
     if (!op_new)
@@ -214,6 +249,15 @@ int main(int argc, char **argv) {
             return 2;
         }
         write_before(r);
+    } else if (!strcmp(c, "switched-stack")) {
+        /* A stack of 64 KiB with 16 KiB that cannot be read above its top. */
+        enum { STACK = 64 << 10, ABOVE = 16 << 10 };
+        char *s = mmap(NULL, STACK + ABOVE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (s == MAP_FAILED || mprotect(s + STACK, ABOVE, PROT_NONE)) {
+            printf("no stack\n");
+            return 2;
+        }
+        on_stack(s + STACK, uaf_on_switched_stack);
     } else if (!strcmp(c, "wild")) {
         touch_wild((char *)make_record());
     } else if (!strcmp(c, "oom")) {

@@ -165,6 +165,16 @@ const CASES: &[Case] = &[
         free: None,
         alloc: Some(("make_record", "make")),
     },
+    // Every stack of this one is walked through a frame whose unwind rules point past the top
+    // of the stack it runs on: the walk ends there (it read past the top, and died of SIGSEGV
+    // in the allocator, before the first report).
+    Case {
+        arg: "switched-stack",
+        kind: "heap-use-after-free",
+        access: ("touch_record", "uaf-access"),
+        free: Some(("drop_record", "drop")),
+        alloc: Some(("make_record", "make")),
+    },
     Case { arg: "wild", kind: "wild-access", access: ("touch_wild", "wild"), free: None, alloc: None },
     Case { arg: "oom", kind: "out-of-memory", access: ("huge_new", "oom"), free: None, alloc: None },
 ];

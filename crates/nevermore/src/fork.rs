@@ -280,23 +280,8 @@ pub mod clone {
         };
         child();
         // SAFETY: the program's function on its own stack, below everything written there so far
-        // (16-byte aligned as the ABI wants it at a call); then the exit system call with its
-        // result, as glibc's `clone` ends its child.
-        unsafe {
-            core::arch::asm!(
-                "mov rsp, rdx",
-                "call rcx",
-                "mov edi, eax",
-                "mov eax, {exit}",
-                "syscall",
-                "ud2",
-                exit = const libc::SYS_exit,
-                in("rdx") program_sp & !15,
-                in("rcx") function,
-                in("rdi") arg,
-                options(noreturn),
-            )
-        }
+        // (16-byte aligned as the ABI wants it at a call), its result ending the process.
+        unsafe { sys::call_and_exit(program_sp & !15, function, arg) }
     }
 }
 

@@ -697,15 +697,47 @@ const MAX_STEP: usize = 1 << 20;
 /// Same for a step taken by frame pointer (no CFI): kept small, the chain may be garbage.
 const MAX_FP_STEP: usize = 1 << 16;
 
-/// Reads the word at `a`.
-///
-/// # Safety
-/// `a` must be readable (the callers only read inside the current stack's live part, bounded
-/// by `MAX_STEP` above a stack pointer).
-#[inline]
-unsafe fn word(a: usize) -> usize {
-    // SAFETY: guaranteed by the caller.
-    unsafe { ptr::read_volatile(a as *const usize) }
+/// The words a walk reads: the stack's frames as their unwind rules describe them, which is
+/// believed only as far as it can be checked. A frame whose rules do not match the stack it
+/// runs on (code that switched stacks, a program's hand-made context, a corrupt frame) can
+/// send the walk past the end of a stack into memory that is not mapped. So every page is
+/// read first through `sys::probe_word`, which a fault cannot crash; the pages found readable
+/// (one run of them, the part of the stack walked so far) are then read directly.
+struct Reader {
+    /// Start and end of the run of pages known to be readable.
+    lo: usize,
+    hi: usize,
+}
+
+impl Reader {
+    fn new() -> Reader {
+        Reader { lo: 0, hi: 0 }
+    }
+
+    /// The word at `a`, or None if it cannot be read (the walk ends there).
+    #[inline]
+    fn word(&mut self, a: usize) -> Option<usize> {
+        if a & 7 != 0 {
+            return None;
+        }
+        if a.wrapping_sub(self.lo) >= self.hi - self.lo {
+            let p = crate::sys::probe_word(a);
+            if p.status == crate::sys::PROBE_FAILED {
+                return None;
+            }
+            let page = a & !(crate::sys::PAGE - 1);
+            if page == self.hi && self.hi != 0 {
+                self.hi += crate::sys::PAGE;
+            } else {
+                (self.lo, self.hi) = (page, page + crate::sys::PAGE);
+            }
+            return Some(p.value);
+        }
+        // SAFETY: `a` is 8-byte aligned inside a page that a probe found readable during this
+        // walk: a page of the stack being walked, which stays mapped while its thread runs the
+        // walk (or, in the fault handler, while that thread is stopped in it).
+        Some(unsafe { ptr::read_volatile(a as *const usize) })
+    }
 }
 
 /// Walks the stack from `r`, writing return addresses (the first one is `r.pc` itself) into
@@ -714,6 +746,7 @@ unsafe fn word(a: usize) -> usize {
 pub fn walk(mut r: Regs, mut exact: bool, out: &mut [usize]) -> usize {
     let (self_lo, self_hi) = (SELF_LO.load(Ordering::Relaxed), SELF_HI.load(Ordering::Relaxed));
     let mut n = 0;
+    let mut mem = Reader::new();
     for _ in 0..64 {
         if n == out.len() || r.pc < 4096 {
             break;
@@ -732,11 +765,10 @@ pub fn walk(mut r: Regs, mut exact: bool, out: &mut [usize]) -> usize {
                 if cfa <= r.sp || cfa - r.sp > MAX_STEP || cfa & 7 != 0 {
                     break;
                 }
-                // SAFETY: cfa lies above the current stack pointer, in the frames being walked.
-                let ra = unsafe { word(cfa.wrapping_add(rule.ra_off() as usize)) };
+                let Some(ra) = mem.word(cfa.wrapping_add(rule.ra_off() as usize)) else { break };
                 let bp = if rule.0 & F_RBP_SAVED != 0 {
-                    // SAFETY: as above.
-                    unsafe { word(cfa.wrapping_add(rule.rbp_off() as usize)) }
+                    let Some(bp) = mem.word(cfa.wrapping_add(rule.rbp_off() as usize)) else { break };
+                    bp
                 } else {
                     r.bp
                 };
@@ -747,8 +779,8 @@ pub fn walk(mut r: Regs, mut exact: bool, out: &mut [usize]) -> usize {
                 if r.bp < r.sp || r.bp - r.sp > MAX_FP_STEP || r.bp & 7 != 0 {
                     break;
                 }
-                // SAFETY: rbp lies in the stack just above the stack pointer.
-                unsafe { (r.bp + 16, word(r.bp + 8), word(r.bp)) }
+                let (Some(ra), Some(bp)) = (mem.word(r.bp + 8), mem.word(r.bp)) else { break };
+                (r.bp + 16, ra, bp)
             }
         };
         r = Regs { pc: ra, sp: cfa, bp };

@@ -118,6 +118,10 @@ NOINLINE static void write_before(struct record *r) {
     ((volatile char *)r)[-8] = 'x'; /* AT:underflow */
 }
 
+NOINLINE static void read_before(struct record *r) {
+    sink = ((volatile char *)r)[-8]; /* AT:underflow-read */
+}
+
 NOINLINE static void touch_wild(char *p) {
     sink = *(volatile char *)(p + (700UL << 30)); /* AT:wild */
 }
@@ -258,6 +262,14 @@ int main(int argc, char **argv) {
             return 2;
         }
         on_stack(s + STACK, uaf_on_switched_stack);
+    } else if (!strcmp(c, "underflow-read")) {
+        /* The same, read. */
+        struct record *r = make_record();
+        if ((uintptr_t)r & 4095) {
+            printf("not at a page's start\n");
+            return 2;
+        }
+        read_before(r);
     } else if (!strcmp(c, "wild")) {
         touch_wild((char *)make_record());
     } else if (!strcmp(c, "oom")) {

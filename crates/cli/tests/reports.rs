@@ -175,6 +175,13 @@ const CASES: &[Case] = &[
         free: Some(("drop_record", "drop")),
         alloc: Some(("make_record", "make")),
     },
+    Case {
+        arg: "underflow-read",
+        kind: "heap-buffer-overflow",
+        access: ("read_before", "underflow-read"),
+        free: None,
+        alloc: Some(("make_record", "make")),
+    },
     Case { arg: "wild", kind: "wild-access", access: ("touch_wild", "wild"), free: None, alloc: None },
     Case { arg: "oom", kind: "out-of-memory", access: ("huge_new", "oom"), free: None, alloc: None },
 ];
@@ -251,18 +258,25 @@ fn overflow_past_a_grown_object_names_the_byte_written() {
     );
 }
 
-/// A write 8 bytes before an object that starts an alias page (here the program's first, at the
-/// start of the arena's first mirror, below which lies memory of the library's own) traps, and
-/// is reported as the underflow it is, with the object, in both modes (before the first mirror
-/// it was a bare SIGSEGV without a report; elsewhere in the arena a `wild-access` without the
-/// object).
+/// A write or a read 8 bytes before an object that starts an alias page (here the program's
+/// first, at the start of the arena's first mirror, below which the arena's reservation keeps a
+/// no-access page) traps, and is reported as the underflow it is, with the object, in both modes
+/// (before the first mirror the write was a bare SIGSEGV without a report, and the read, where
+/// the kernel had put a table of the library's there, read it unseen; elsewhere in the arena
+/// each was a `wild-access` without the object).
 #[test]
-fn a_write_before_an_object_is_reported_with_the_object() {
-    reported_in_both_modes(
-        "underflow",
-        "heap-buffer-overflow",
-        &["WRITE of 0x", "the access is before the start of the object", " of 48 bytes; the address is at offset -8 "],
-    );
+fn an_access_before_an_object_is_reported_with_the_object() {
+    for (case, op) in [("underflow", "WRITE"), ("underflow-read", "READ")] {
+        reported_in_both_modes(
+            case,
+            "heap-buffer-overflow",
+            &[
+                &format!("{op} of 0x"),
+                "the access is before the start of the object",
+                " of 48 bytes; the address is at offset -8 ",
+            ],
+        );
+    }
 }
 
 #[test]

@@ -139,7 +139,8 @@ const WINDOW_PAGES: u32 = (CHUNK >> PAGE_SHIFT) as u32;
 struct Fixed {
     arena: usize,
     arena_len: usize,
-    /// Where the arena's reservation starts: up to a chunk below `arena` (its alignment).
+    /// Where the arena's reservation starts: at least a page and at most a chunk below `arena`
+    /// (the page kept below the first mirror, and the alignment).
     reserved: usize,
     uffd: i32,
     /// (device, inode) of our userfaultfd, to notice when the program closed or replaced it.
@@ -284,8 +285,12 @@ pub unsafe fn init() -> bool {
     if let Some(l) = data {
         len = len.min(sys::pow2_floor((l / 16 / 4) << CHUNK_SHIFT).max(MIN_ARENA));
     }
+    // A page more than the chunk-aligned arena needs, so that at least one page of the
+    // reservation, never mapped, lies below its first mirror: an access just before the first
+    // object there traps on memory of the library's own (`below_arena`), never on whatever
+    // else the kernel would have placed against the arena.
     let arena = loop {
-        let p = sys::reserve(len + CHUNK);
+        let p = sys::reserve(len + CHUNK + PAGE);
         if !p.is_null() {
             break p as usize;
         }
@@ -294,7 +299,7 @@ pub unsafe fn init() -> bool {
         }
         len /= 2;
     };
-    f.arena = sys::round_up(arena, CHUNK);
+    f.arena = sys::round_up(arena + PAGE, CHUNK);
     f.reserved = arena;
     f.arena_len = len;
     // Every mirror takes at least one chunk of the arena: no more epochs than chunks.
@@ -462,15 +467,12 @@ pub fn in_arena(addr: usize) -> bool {
     addr.wrapping_sub(f.arena) < f.arena_len
 }
 
-/// Whether `addr` lies in the page just below the alias arena and that page is the library's
-/// own: the no-access part of the arena's reservation that its alignment left, or metadata the
-/// kernel placed there (an access just before the first object of the first mirror). Any
-/// other mapping there is the program's, and so is a fault in it.
+/// Whether `addr` lies in the page just below the alias arena: the no-access page of the
+/// arena's reservation kept below its first mirror (an access just before the first object
+/// there).
 pub fn below_arena(addr: usize) -> bool {
     let f = fixed();
-    addr < f.arena
-        && f.arena - addr <= PAGE
-        && (addr >= f.reserved || crate::meta::range_from(addr).is_some_and(|(lo, hi)| lo <= addr && addr < hi))
+    addr < f.arena && f.arena - addr <= PAGE && addr >= f.reserved
 }
 
 /// The alias arena: (start, length).

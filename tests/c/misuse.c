@@ -512,6 +512,39 @@ static void ovf_write_aligned_small(void) {
     free((void *)p);
 }
 
+/* Writes before the start of an object, in the bytes of its first page before it: in detect
+ * mode page objects (and with `guard_all=1` every object) lie against the guard page after
+ * them, and those bytes belong to no object. */
+static void underflow_write_5000(void) {
+    volatile unsigned char *p = launder(filled(5000));
+    p[-8] = 1;
+    free((void *)p);
+}
+static void underflow_realloc_5000(void) {
+    volatile unsigned char *p = launder(filled(5000));
+    p[-1] = 0;
+    free(realloc((void *)p, sz(9000)));
+}
+static void underflow_write_small(void) {
+    volatile unsigned char *p = launder(filled(40));
+    p[-100] = 1;
+    free((void *)p);
+}
+/* A copy into (and one out of) the bytes just before an object, reported by the copy. */
+static void underflow_copy_into_5000(void) {
+    unsigned char src[64] = {0};
+    unsigned char *p = launder(filled(5000));
+    memcpy(p - 16, src, sz(32));
+    free(p);
+}
+static void underflow_copy_out_of_small(void) {
+    unsigned char dst[64];
+    unsigned char *p = launder(filled(40));
+    memcpy(dst, p - 16, sz(32));
+    sink_size = dst[0];
+    free(p);
+}
+
 /* C23's sized frees, looked up at run time: this libc's headers may not declare them, and the
  * library under test exports them. */
 static void (*sized_free(void))(void *, size_t) {
@@ -602,6 +635,11 @@ static const struct misuse_case cases[] = {
     {"overflow-memalign", ovf_memalign},
     {"overflow-read-4096", ovf_read_4096},
     {"overflow-write-8192", ovf_write_8192},
+    {"underflow-write-5000", underflow_write_5000},
+    {"underflow-realloc-5000", underflow_realloc_5000},
+    {"underflow-write-small", underflow_write_small},
+    {"underflow-copy-into-5000", underflow_copy_into_5000},
+    {"underflow-copy-out-of-small", underflow_copy_out_of_small},
     {"overflow-read-small", ovf_read_small},
     {"overflow-write-small", ovf_write_small},
     {"overflow-write-aligned-small", ovf_write_aligned_small},

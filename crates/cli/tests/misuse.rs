@@ -119,6 +119,50 @@ fn guard_all_puts_small_objects_against_a_guard_page() {
     }
 }
 
+/// Writes before an object, in its first page, found at `free` or `realloc`: (case, options,
+/// the object and the first byte written over).
+const UNDERFLOW_CASES: &[(&str, &str, &str)] = &[
+    ("underflow-write-5000", "mode=detect", " of 5000 bytes; the address is at offset -8 from its start"),
+    ("underflow-write-5000", "mode=detect:guard_all=1", " of 5000 bytes; the address is at offset -8 from its start"),
+    ("underflow-realloc-5000", "mode=detect", " of 5000 bytes; the address is at offset -1 from its start"),
+    ("underflow-write-small", "mode=detect:guard_all=1", " of 40 bytes; the address is at offset -100 from its start"),
+];
+
+/// Copies into or out of the bytes before an object, 16 bytes before it: (case, options).
+const UNDERFLOW_COPY_CASES: &[(&str, &str)] = &[
+    ("underflow-copy-into-5000", "mode=detect"),
+    ("underflow-copy-into-5000", "mode=detect:guard_all=1"),
+    ("underflow-copy-out-of-small", "mode=detect:guard_all=1"),
+];
+
+/// The bytes before a page object in its first page (detect mode: the object lies against the
+/// guard page after its run), and before every object with `guard_all=1`, hold canary bytes: a
+/// write there is found at `free` or `realloc`, naming the first byte written over, and a copy
+/// into or out of them is reported by the copy, before it is made. (Before, none of these was
+/// seen: with `guard_all=1` a write before an object was never checked.) `none`, run with both
+/// options by the tests above, frees objects of every size with those bytes intact.
+#[test]
+fn writes_before_an_object_in_its_first_page_are_found() {
+    let at_free = "the canary bytes before the object were overwritten (a write before its start)";
+    for (case, options, what) in UNDERFLOW_CASES {
+        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", options)]);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        let op = if case.contains("realloc") { "realloc" } else { "free" };
+        assert!(err.contains(&format!("{op} of 0x")) && err.contains(at_free), "{case}, {options}:\n{err}");
+        assert!(err.contains(what), "{case}, {options}: object not named:\n{err}");
+    }
+    for (case, options) in UNDERFLOW_COPY_CASES {
+        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", options)]);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        let way = if case.contains("into") { "was to write" } else { "was to read" };
+        let call = format!("the call {way} before the start of the object, in its first page");
+        assert!(err.contains("memcpy of 0x") && err.contains(&call), "{case}, {options}:\n{err}");
+        assert!(err.contains("the address is at offset -16 from its start"), "{case}, {options}:\n{err}");
+    }
+}
+
 /// C23 `free_sized`/`free_aligned_sized` with a size other than the object's: (case, call,
 /// object size, size given).
 const SIZED_FREE_CASES: &[(&str, &str, usize, usize)] = &[
@@ -160,6 +204,8 @@ fn every_case_is_tested() {
     tested.push("none");
     tested.extend(GUARD_ALL_CASES.iter().map(|(c, _)| *c));
     tested.extend(SIZED_FREE_CASES.iter().map(|(c, ..)| *c));
+    tested.extend(UNDERFLOW_CASES.iter().map(|(c, ..)| *c));
+    tested.extend(UNDERFLOW_COPY_CASES.iter().map(|(c, _)| *c));
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");
     }

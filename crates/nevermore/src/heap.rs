@@ -617,6 +617,11 @@ fn alloc_pages(size: usize, align: usize, zero: bool) -> *mut u8 {
         // SAFETY: the run holds size + CANARY bytes from `a`.
         unsafe { guard::arm(a, size) };
     }
+    if layout.offset != 0 {
+        // SAFETY: the run's first page is installed, and its bytes before the object belong
+        // to no object (`head_damage`).
+        unsafe { guard::arm_tail(a, base, a) };
+    }
     stats::add(&stats::PAGE_OBJECTS, 1);
     a as *mut u8
 }
@@ -796,7 +801,43 @@ fn checked_other(p: usize, op: &'static str) -> (Obj, usize) {
             }
         }
     }
+    if let Obj::Pages { .. } = obj {
+        if let Some(at) = head_damage(p) {
+            underflowed_at(p, size, at, op);
+        }
+    }
     (obj, size)
+}
+
+/// The first byte written over before the page object `p`, if any. In detect mode a page object
+/// lies against the guard page after its run (`page_layout`), so the bytes before it in its
+/// first page belong to no object: they hold canary bytes keyed with the object's address from
+/// its allocation on (`guard::arm_tail`), and a write before the object's start, into them, is
+/// found here at `free`, as a write past its end is by the canary after it. (An access further
+/// back, in the page before, traps: `fault::before_object`.)
+fn head_damage(p: usize) -> Option<usize> {
+    let from = p & !(PAGE - 1);
+    if from == p {
+        return None;
+    }
+    // As in `check_canary`: an exiting thread reads the bytes where no fault can need the
+    // handler.
+    let c = tls::get();
+    let view = if c.is_null() || c == tls::EXITED { alias::backing(p) } else { p };
+    // SAFETY: the object's first page holds `[from, p)` and is mapped at `view`'s page too,
+    // with the same offset in the page, where `arm_tail` keyed each byte with its address.
+    unsafe { guard::tail_damage(p, view - (p - from), view) }.map(|at| at - view + p)
+}
+
+/// The page object whose first page holds `addr` before the object's start, if it is live: the
+/// bytes that `head_damage` checks, which no pointer of the program's may reach.
+pub fn page_object_after(addr: usize) -> Option<Object> {
+    let (e, page) = alias::decode(addr)?;
+    let (_, s) = POOL.span_at(POOL.page_addr(page))?;
+    if s.kind != pool::PAGES || addr >= s.addr || (s.addr ^ addr) >= PAGE {
+        return None;
+    }
+    live_pages(s, e).map(|size| Object { start: s.addr, size })
 }
 
 /// `checked` for everything but live slab slots: page and large objects, or a report.
@@ -862,6 +903,21 @@ fn overflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
         addr: at,
         op,
         what: "the canary after the object was overwritten (a write past its end)",
+        object: Some(Object { start: p, size }),
+        claimed: None,
+    })
+}
+
+/// Reports a write before the start of the page object `p` of `size` bytes, found at `op`,
+/// naming the first byte written over, at `at`.
+#[cold]
+#[inline(never)]
+fn underflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
+    report::fatal(Report {
+        kind: Kind::HeapBufferOverflow,
+        addr: at,
+        op,
+        what: "the canary bytes before the object were overwritten (a write before its start)",
         object: Some(Object { start: p, size }),
         claimed: None,
     })

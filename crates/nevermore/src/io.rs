@@ -260,7 +260,13 @@ fn overrun(buf: usize, done: usize, way: Way, op: &'static str, freed_too: bool)
     let o = match crate::heap::object_at(buf) {
         Some((o, true)) => o,
         Some((o, false)) if freed_too => crate::report::fatal(crate::fault::in_freed(buf, o, op)),
-        _ => return,
+        Some(_) => return,
+        None => {
+            if let Some(o) = crate::heap::page_object_after(buf) {
+                before_start_of(buf, o, way, op);
+            }
+            return;
+        }
     };
     if buf.saturating_add(done) > o.start + o.size {
         past_end_of(o, way, op);
@@ -277,6 +283,27 @@ fn past_end_of(o: crate::report::Object, way: Way, op: &'static str) -> ! {
         Way::Read => "the call read past the end of the object its buffer starts in",
     };
     crate::report::fatal(crate::fault::past_end(o, what, op))
+}
+
+/// Reports a call's buffer at `buf`, before the start of the live object `o` in the same page
+/// (`heap::page_object_after`).
+#[cold]
+fn before_start_of(buf: usize, o: crate::report::Object, way: Way, op: &'static str) -> ! {
+    let what = match way {
+        Way::Into => "the call wrote before the start of the object, in its first page",
+        Way::OutOf => "the call was to read before the start of the object, in its first page",
+        Way::WouldWrite => "the call was to write before the start of the object, in its first page",
+        Way::Read => "the call read before the start of the object, in its first page",
+    };
+    let r = crate::report::Report {
+        kind: crate::report::Kind::HeapBufferOverflow,
+        addr: buf,
+        op,
+        what,
+        object: Some(o),
+        claimed: None,
+    };
+    crate::report::fatal(r)
 }
 
 /// `sending` or `moved` for the `cnt` buffers of an `iovec` array, in order, with `limit`

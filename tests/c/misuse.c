@@ -525,6 +525,12 @@ static void underflow_realloc_5000(void) {
     p[-1] = 0;
     free(realloc((void *)p, sz(9000)));
 }
+/* A large object lies against the guard page after its view in both modes. */
+static void underflow_write_large(void) {
+    volatile unsigned char *p = launder(filled(300000));
+    p[-8] = 1;
+    free((void *)p);
+}
 static void underflow_write_small(void) {
     volatile unsigned char *p = launder(filled(40));
     p[-100] = 1;
@@ -537,12 +543,80 @@ static void underflow_copy_into_5000(void) {
     memcpy(p - 16, src, sz(32));
     free(p);
 }
+static void underflow_copy_into_large(void) {
+    unsigned char src[64] = {0};
+    unsigned char *p = launder(filled(300000));
+    memcpy(p - 16, src, sz(32));
+    free(p);
+}
 static void underflow_copy_out_of_small(void) {
     unsigned char dst[64];
     unsigned char *p = launder(filled(40));
     memcpy(dst, p - 16, sz(32));
     sink_size = dst[0];
     free(p);
+}
+
+/* Overflows of objects never freed: no free checks their canaries, the check at exit does. */
+static void overflow_leaked_24(void) {
+    volatile unsigned char *p = launder(filled(24));
+    p[24] = 1;
+}
+static void overflow_leaked_5000(void) {
+    volatile unsigned char *p = launder(filled(5000));
+    p[5000] = 1;
+}
+static void underflow_leaked_5000(void) {
+    volatile unsigned char *p = launder(filled(5000));
+    p[-8] = 1;
+}
+static void overflow_leaked_large(void) {
+    volatile unsigned char *p = launder(filled(300000));
+    p[300000] = 1;
+}
+static void underflow_leaked_large(void) {
+    volatile unsigned char *p = launder(filled(300000));
+    p[-8] = 1;
+}
+/* Threads that allocate and free, still running when the process exits. */
+static void *churn(void *arg) {
+    (void)arg;
+    for (unsigned i = 0;; i++) {
+        unsigned char *p = malloc(sz(16 + i % 9000));
+        p[0] = 1;
+        free(realloc(p, sz(16 + (i * 7) % 9000)));
+    }
+    return NULL;
+}
+static void start_churn(int n) {
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, churn, NULL))
+            abort();
+    }
+    usleep(20000);
+}
+static void overflow_leaked_threads(void) {
+    start_churn(4);
+    volatile unsigned char *p = launder(filled(24));
+    p[24] = 1;
+}
+/* Objects of every size live at exit, written up to their last byte, and threads allocating
+ * meanwhile: nothing to report. */
+static void live_at_exit(void) {
+    static const size_t sizes[] = {0, 1, 13, 24, 100, 1000, 2048, 4096, 5000, 40000, 65536, 300000, 1 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        memset(launder(malloc(sz(sizes[i]))), 0x77, sizes[i]);
+        memset(launder(calloc(1, sz(sizes[i]))), 0x66, sizes[i]);
+        void *q = NULL;
+        if (posix_memalign(&q, 64, sz(sizes[i])) != 0)
+            abort();
+        memset(launder(q), 0x55, sizes[i]);
+        memset(launder(realloc(malloc(sz(sizes[i] / 2 + 1)), sz(sizes[i] + 1))), 0x44, sizes[i] + 1);
+    }
+    start_churn(4);
+    printf("OK\n");
+    exit(0);
 }
 
 /* C23's sized frees, looked up at run time: this libc's headers may not declare them, and the
@@ -635,11 +709,20 @@ static const struct misuse_case cases[] = {
     {"overflow-memalign", ovf_memalign},
     {"overflow-read-4096", ovf_read_4096},
     {"overflow-write-8192", ovf_write_8192},
+    {"overflow-leaked-24", overflow_leaked_24},
+    {"overflow-leaked-5000", overflow_leaked_5000},
+    {"underflow-leaked-5000", underflow_leaked_5000},
+    {"overflow-leaked-large", overflow_leaked_large},
+    {"underflow-leaked-large", underflow_leaked_large},
+    {"overflow-leaked-threads", overflow_leaked_threads},
+    {"live-at-exit", live_at_exit},
     {"underflow-write-5000", underflow_write_5000},
     {"underflow-realloc-5000", underflow_realloc_5000},
     {"underflow-write-small", underflow_write_small},
+    {"underflow-write-large", underflow_write_large},
     {"underflow-copy-into-5000", underflow_copy_into_5000},
     {"underflow-copy-out-of-small", underflow_copy_out_of_small},
+    {"underflow-copy-into-large", underflow_copy_into_large},
     {"overflow-read-small", ovf_read_small},
     {"overflow-write-small", ovf_write_small},
     {"overflow-write-aligned-small", ovf_write_aligned_small},

@@ -126,6 +126,8 @@ const UNDERFLOW_CASES: &[(&str, &str, &str)] = &[
     ("underflow-write-5000", "mode=detect:guard_all=1", " of 5000 bytes; the address is at offset -8 from its start"),
     ("underflow-realloc-5000", "mode=detect", " of 5000 bytes; the address is at offset -1 from its start"),
     ("underflow-write-small", "mode=detect:guard_all=1", " of 40 bytes; the address is at offset -100 from its start"),
+    ("underflow-write-large", "mode=detect", " of 300000 bytes; the address is at offset -8 from its start"),
+    ("underflow-write-large", "mode=prevent", " of 300000 bytes; the address is at offset -8 from its start"),
 ];
 
 /// Copies into or out of the bytes before an object, 16 bytes before it: (case, options).
@@ -133,10 +135,12 @@ const UNDERFLOW_COPY_CASES: &[(&str, &str)] = &[
     ("underflow-copy-into-5000", "mode=detect"),
     ("underflow-copy-into-5000", "mode=detect:guard_all=1"),
     ("underflow-copy-out-of-small", "mode=detect:guard_all=1"),
+    ("underflow-copy-into-large", "mode=prevent"),
 ];
 
 /// The bytes before a page object in its first page (detect mode: the object lies against the
-/// guard page after its run), and before every object with `guard_all=1`, hold canary bytes: a
+/// guard page after its run), before a large object (against the guard page after its view,
+/// in both modes), and before every object with `guard_all=1`, hold canary bytes: a
 /// write there is found at `free` or `realloc`, naming the first byte written over, and a copy
 /// into or out of them is reported by the copy, before it is made. (Before, none of these was
 /// seen: with `guard_all=1` a write before an object was never checked.) `none`, run with both
@@ -160,6 +164,50 @@ fn writes_before_an_object_in_its_first_page_are_found() {
         let call = format!("the call {way} before the start of the object, in its first page");
         assert!(err.contains("memcpy of 0x") && err.contains(&call), "{case}, {options}:\n{err}");
         assert!(err.contains("the address is at offset -16 from its start"), "{case}, {options}:\n{err}");
+    }
+}
+
+/// Overflows of objects the program never frees: (case, the object and the byte written over,
+/// whether it lies before the object).
+const AT_EXIT_CASES: &[(&str, &str, bool)] = &[
+    ("overflow-leaked-24", " of 24 bytes; the address is at offset 24 from its start", false),
+    ("overflow-leaked-5000", " of 5000 bytes; the address is at offset 5000 from its start", false),
+    ("underflow-leaked-5000", " of 5000 bytes; the address is at offset -8 from its start", true),
+    ("overflow-leaked-large", " of 300000 bytes; the address is at offset 300000 from its start", false),
+    ("underflow-leaked-large", " of 300000 bytes; the address is at offset -8 from its start", true),
+    ("overflow-leaked-threads", " of 24 bytes; the address is at offset 24 from its start", false),
+];
+
+/// Detect mode checks the canaries of the objects still live at exit (`check_at_exit`, on by
+/// default there), which no `free` checks: an overflow of an object never freed (of a small,
+/// a page or a large object, before or after it, with threads still allocating) is reported
+/// then, with the object and the first byte written over. Before, or with `check_at_exit=0`,
+/// the program ended as if nothing had happened. Objects of every size live at exit, written
+/// up to their last byte, while threads allocate, are not reported.
+#[test]
+fn overflows_of_objects_never_freed_are_found_at_exit() {
+    for (case, what, before) in AT_EXIT_CASES {
+        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect")]);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        let canary =
+            if *before { "the canary bytes before the object were" } else { "the canary after the object was" };
+        assert!(
+            err.contains("exit of 0x")
+                && err.contains(canary)
+                && err.contains("found at exit: the object was never freed")
+                && err.contains(what),
+            "{case}:\n{err}"
+        );
+        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect:check_at_exit=0")]);
+        assert_eq!(o.status.code(), Some(3), "{case} with check_at_exit=0:\n{}", stderr(&o));
+        assert!(!stderr(&o).contains("nevermore:"), "{case} with check_at_exit=0:\n{}", stderr(&o));
+    }
+    for options in ["mode=detect", "mode=detect:guard_all=1"] {
+        let o = run_preloaded(bin(), &["live-at-exit"], &[("NEVERMORE_OPTIONS", options)]);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("OK"), "{options}");
+        assert!(!stderr(&o).contains("nevermore:"), "{options}: false report:\n{}", stderr(&o));
     }
 }
 
@@ -206,6 +254,8 @@ fn every_case_is_tested() {
     tested.extend(SIZED_FREE_CASES.iter().map(|(c, ..)| *c));
     tested.extend(UNDERFLOW_CASES.iter().map(|(c, ..)| *c));
     tested.extend(UNDERFLOW_COPY_CASES.iter().map(|(c, _)| *c));
+    tested.extend(AT_EXIT_CASES.iter().map(|(c, ..)| *c));
+    tested.push("live-at-exit");
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");
     }

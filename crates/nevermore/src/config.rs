@@ -46,6 +46,9 @@ pub struct Options {
     pub alloc_dealloc_mismatch: u8,
     /// Detect mode: at exit, report the live objects no pointer leads to (`detect_leaks`).
     pub detect_leaks: bool,
+    /// Detect mode: at exit, check the canaries of the objects still live, which no `free`
+    /// will check (`check_at_exit`; on in detect mode by default).
+    pub check_at_exit: bool,
     /// Detect mode: every object, small ones too, gets pool pages of its own and lies against
     /// a guard page, so that an access past its end traps where it happens (`guard_all`).
     pub guard_all: bool,
@@ -101,6 +104,7 @@ impl Options {
         stacks: true,
         alloc_dealloc_mismatch: 1,
         detect_leaks: false,
+        check_at_exit: false,
         guard_all: false,
         check_copies: true,
         check_reads: false,
@@ -123,7 +127,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, guard_all, check_copies, check_reads, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, check_at_exit, guard_all, check_copies, check_reads, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +161,7 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
     let mut guard_all_value: &'static [u8] = b"";
     let mut check_reads = None;
     let mut detect_leaks_value: &'static [u8] = b"";
+    let mut check_at_exit = None;
     for item in s.split(|&c| c == b':' || c == b',') {
         if item.is_empty() {
             continue;
@@ -179,6 +184,7 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 o.detect_leaks = parse_bool(key, value)?;
                 detect_leaks_value = value;
             }
+            b"check_at_exit" => check_at_exit = Some((parse_bool(key, value)?, value)),
             b"stacks" => o.stacks = parse_bool(key, value)?,
             b"alloc_dealloc_mismatch" => {
                 o.alloc_dealloc_mismatch = match value {
@@ -287,6 +293,15 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
             expected: "0 unless mode=detect",
         });
     }
+    match check_at_exit {
+        Some((true, value)) if o.mode != Mode::Detect => {
+            // Prevent mode holds no stacks to report with, and its sweeps use the slots'
+            // size entries the check reads.
+            return Err(ParseError::BadValue { key: b"check_at_exit", value, expected: "0 unless mode=detect" });
+        }
+        Some((on, _)) => o.check_at_exit = on,
+        None => o.check_at_exit = o.mode == Mode::Detect,
+    }
     if o.detect_leaks && o.mode != Mode::Detect {
         // The leak check reads the whole process at exit and reports with allocation stacks,
         // which prevent mode does not record.
@@ -368,6 +383,13 @@ mod tests {
         assert!(!parse(b"guard_all=0").unwrap().guard_all);
         assert!(parse(b"").unwrap().check_copies);
         assert!(!parse(b"check_copies=0").unwrap().check_copies);
+        assert!(!parse(b"").unwrap().check_at_exit && parse(b"mode=detect").unwrap().check_at_exit);
+        assert!(!parse(b"mode=detect:check_at_exit=0").unwrap().check_at_exit);
+        assert!(parse(b"check_at_exit=0").is_ok());
+        assert_eq!(
+            parse(b"check_at_exit=1"),
+            Err(ParseError::BadValue { key: b"check_at_exit", value: b"1", expected: "0 unless mode=detect" })
+        );
         assert!(!parse(b"").unwrap().check_reads && parse(b"mode=detect").unwrap().check_reads);
         assert!(
             parse(b"check_reads=1").unwrap().check_reads && !parse(b"mode=detect:check_reads=0").unwrap().check_reads

@@ -801,7 +801,7 @@ fn checked_other(p: usize, op: &'static str) -> (Obj, usize) {
             }
         }
     }
-    if let Obj::Pages { .. } = obj {
+    if let Obj::Pages { .. } | Obj::Large { .. } = obj {
         if let Some(at) = head_damage(p) {
             underflowed_at(p, size, at, op);
         }
@@ -809,8 +809,9 @@ fn checked_other(p: usize, op: &'static str) -> (Obj, usize) {
     (obj, size)
 }
 
-/// The first byte written over before the page object `p`, if any. In detect mode a page object
-/// lies against the guard page after its run (`page_layout`), so the bytes before it in its
+/// The first byte written over before the page or large object `p`, if any. In detect mode a
+/// page object lies against the guard page after its run (`page_layout`), and a large object
+/// against the one after its view in both modes (`large::alloc`), so the bytes before it in its
 /// first page belong to no object: they hold canary bytes keyed with the object's address from
 /// its allocation on (`guard::arm_tail`), and a write before the object's start, into them, is
 /// found here at `free`, as a write past its end is by the canary after it. (An access further
@@ -829,15 +830,48 @@ fn head_damage(p: usize) -> Option<usize> {
     unsafe { guard::tail_damage(p, view - (p - from), view) }.map(|at| at - view + p)
 }
 
-/// The page object whose first page holds `addr` before the object's start, if it is live: the
-/// bytes that `head_damage` checks, which no pointer of the program's may reach.
-pub fn page_object_after(addr: usize) -> Option<Object> {
-    let (e, page) = alias::decode(addr)?;
-    let (_, s) = POOL.span_at(POOL.page_addr(page))?;
-    if s.kind != pool::PAGES || addr >= s.addr || (s.addr ^ addr) >= PAGE {
-        return None;
+/// The first canary byte written over of the live object `p` of `size` bytes, and whether it
+/// lies before the object (`head_damage`) rather than after it, for a check made without a
+/// `free` (`leak::check_at_exit`). `span`: the descriptor of a page or large object; None for a
+/// slab slot. The caller holds every other thread still, outside the allocator.
+pub fn damage(p: usize, size: usize, span: Option<u32>) -> Option<(usize, bool)> {
+    let s = span.map(|idx| POOL.span(idx));
+    let canary = s.is_none_or(|s| s.kind != pool::PAGES || s.class & pool::NO_CANARY == 0);
+    // SAFETY: a live object of `size` bytes at `p` followed by its canary (where `canary`), its
+    // pages installed or mapped again by the fault handler when read.
+    if canary && !unsafe { guard::intact_via(p, size, p) } {
+        return Some((p + size, false));
     }
-    live_pages(s, e).map(|size| Object { start: s.addr, size })
+    let s = s?;
+    if s.kind == pool::LARGE {
+        if let Some(at) = large::tail_damage(s, p, size) {
+            return Some((at, false));
+        }
+    }
+    head_damage(p).map(|at| (at, true))
+}
+
+/// The live page or large object whose first page holds `addr` before the object's start, if
+/// any: the bytes that `head_damage` checks, which no pointer of the program's may reach.
+pub fn object_after(addr: usize) -> Option<Object> {
+    let (s, size) = if alias::in_arena(addr) {
+        let (e, page) = alias::decode(addr)?;
+        let (_, s) = POOL.span_at(POOL.page_addr(page))?;
+        if s.kind != pool::PAGES {
+            return None;
+        }
+        (s, live_pages(s, e)?)
+    } else {
+        match large::lookup(addr) {
+            0 => return None,
+            v if v & large::TOMB_BIT != 0 => return None,
+            idx => {
+                let s = POOL.span(idx);
+                (s, live_large(s)?)
+            }
+        }
+    };
+    (addr < s.addr && (s.addr ^ addr) < PAGE).then_some(Object { start: s.addr, size })
 }
 
 /// `checked` for everything but live slab slots: page and large objects, or a report.

@@ -262,7 +262,7 @@ fn overrun(buf: usize, done: usize, way: Way, op: &'static str, freed_too: bool)
         Some((o, false)) if freed_too => crate::report::fatal(crate::fault::in_freed(buf, o, op)),
         Some(_) => return,
         None => {
-            if let Some(o) = crate::heap::page_object_after(buf) {
+            if let Some(o) = crate::heap::object_after(buf) {
                 before_start_of(buf, o, way, op);
             }
             return;
@@ -286,7 +286,7 @@ fn past_end_of(o: crate::report::Object, way: Way, op: &'static str) -> ! {
 }
 
 /// Reports a call's buffer at `buf`, before the start of the live object `o` in the same page
-/// (`heap::page_object_after`).
+/// (`heap::object_after`).
 #[cold]
 fn before_start_of(buf: usize, o: crate::report::Object, way: Way, op: &'static str) -> ! {
     let what = match way {

@@ -551,6 +551,11 @@ pub fn alloc(size: usize, align: usize, zero: bool, room: bool) -> *mut u8 {
         s.trace.set_alloc(crate::stack::record(), crate::heap::my_tid(), 0);
     }
     arm(s, start, size);
+    if start != view {
+        // SAFETY: `[view, start)` lies in the view just mapped, before the object, and belongs
+        // to no object (`heap::head_damage` checks it; the object never moves in its view).
+        unsafe { guard::arm_tail(start, view, start) };
+    }
     if let Some(e) = entry {
         e.store(idx, Ordering::Release);
     }
@@ -640,7 +645,8 @@ pub fn shrink(idx: u32, start: usize, size: usize) -> bool {
 /// Writes the canary after the live large object at `start`, of `size` bytes, and fills the
 /// rest of its view with canary bytes too: that gap (alignment; up to a page after `realloc`
 /// resized the object where it is) is mapped, so an overflow into it faults nowhere, and
-/// `tail_damage` finds it at `free`.
+/// `tail_damage` finds it at `free`. (The bytes before the object, from its view's start, are
+/// filled once, by `alloc`.)
 pub fn arm(s: &pool::Span, start: usize, size: usize) {
     // SAFETY: the object lies in its view with room for the canary before the view's end; the
     // tail after the canary belongs to no object.

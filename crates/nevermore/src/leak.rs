@@ -88,10 +88,11 @@ pub fn out_fd() -> i32 {
     copy
 }
 
-/// Runs the check if it is asked for (detect mode, `detect_leaks=1`); reports and ends the
-/// process if something leaked.
+/// Runs the checks at exit that are asked for (detect mode: `check_at_exit`, `detect_leaks=1`);
+/// reports and ends the process on an overwritten canary or on leaks.
 pub fn check_at_exit() {
-    if !crate::detect() || !crate::options().detect_leaks {
+    let o = crate::options();
+    if !crate::detect() || !(o.check_at_exit || o.detect_leaks) {
         return;
     }
     let old = sweep::block_signals();
@@ -101,18 +102,30 @@ pub fn check_at_exit() {
     sweep::restore_signals(old);
 }
 
+/// Says that a check at exit was not done, and why: always for the leak check, which the user
+/// asked for; for the canaries' check alone (on by default) only with `verbose=1`.
+fn not_done(why: core::fmt::Arguments) {
+    let o = crate::options();
+    if o.detect_leaks {
+        report::say(format_args!("leak check not done: {why}"));
+    } else if o.verbose {
+        report::say(format_args!("canary check at exit not done: {why}"));
+    }
+}
+
 #[inline(never)]
 fn check(floor: usize) {
     // Other threads still running at exit are held still (they could move a pointer from
-    // memory not yet read to memory already read).
+    // memory not yet read to memory already read, or be setting up an object whose canary is
+    // not written yet).
     let threads = {
         let mut buf = [0u8; 2048];
         sys::read_file(c"/proc/self/status", &mut buf).and_then(|n| crate::stats::status_field(&buf[..n], b"Threads"))
     };
     let Some(threads) = threads else {
         // A root directory without /proc, changed other than by `chroot` (which keeps it).
-        report::say(format_args!(
-            "leak check not done: /proc/self/status cannot be read (errno {}; a root directory without /proc?)",
+        not_done(format_args!(
+            "/proc/self/status cannot be read (errno {}; a root directory without /proc?)",
             sys::errno()
         ));
         return;
@@ -123,13 +136,22 @@ fn check(floor: usize) {
         match stop::others(sweep::LEAK_HOLDER_SCAN) {
             Ok(h) => Some(h),
             Err(_) => {
-                report::say(format_args!(
-                    "leak check not done: the process's other threads could not be held still (ptrace refused, /proc of another PID namespace, or a thread stayed inside the allocator)"
+                not_done(format_args!(
+                    "the process's other threads could not be held still (ptrace refused, /proc of another PID namespace, or a thread stayed inside the allocator)"
                 ));
                 return;
             }
         }
     };
+    if crate::options().check_at_exit {
+        if let Some(r) = overwritten() {
+            drop(held);
+            report::fatal(r);
+        }
+    }
+    if !crate::options().detect_leaks {
+        return;
+    }
     let mut count = 0usize;
     for_each_live(|_| count += 1);
     let list_bytes = sys::round_up((count + 1) * core::mem::size_of::<Item>(), PAGE);
@@ -166,6 +188,34 @@ fn check(floor: usize) {
         report::leaks(&groups[..n], total);
     }
     own_unmap(table, table_bytes);
+}
+
+/// The first live object whose canary (after it, or before it in its first page) was written
+/// over, as a report: a `free` would have found it, but the object was never freed.
+fn overwritten() -> Option<report::Report> {
+    let mut found = None;
+    for_each_live(|it| {
+        if found.is_some() {
+            return;
+        }
+        let pages = it.entry.is_null().then_some(it.span);
+        if let Some((at, before)) = crate::heap::damage(it.start, it.len, pages) {
+            let what = if before {
+                "the canary bytes before the object were overwritten (a write before its start), found at exit: the object was never freed"
+            } else {
+                "the canary after the object was overwritten (a write past its end), found at exit: the object was never freed"
+            };
+            found = Some(report::Report {
+                kind: report::Kind::HeapBufferOverflow,
+                addr: at,
+                op: "exit",
+                what,
+                object: Some(report::Object { start: it.start, size: it.len }),
+                claimed: None,
+            });
+        }
+    });
+    found
 }
 
 /// Metadata memory that the scan is sure to skip (remembered by `meta`), or null.

@@ -314,8 +314,8 @@ extern "C" fn at_exit() {
             stats::print();
         }
     }
-    if is_ready() && options().detect_leaks && !seccomp::filtered() {
-        // Last: a leak report ends the process.
+    if is_ready() && (options().detect_leaks || options().check_at_exit) && !seccomp::filtered() {
+        // Last: a report ends the process.
         leak::check_at_exit();
     }
 }

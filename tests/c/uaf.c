@@ -56,8 +56,9 @@
  *                        past the object, before it is made); "iconv" converts LEN Latin-1
  *                        'é' to UTF-8 and prints "conv R ok|ERROR wrote=BYTES".
  *   strread CALL SIZE EXTRA  CALL (strlen, strnlen, strchr, strchrnul, strrchr, strcmp, strncmp,
- *                        strcasecmp, strncasecmp, strstr, strspn, strcspn, strpbrk, memchr,
- *                        memrchr, memcmp, bcmp, memmem, wcslen, wcscmp, wmemcmp) of a live object
+ *                        strcasecmp, strncasecmp, strstr, strcasestr, strspn, strcspn, strpbrk,
+ *                        memchr, rawmemchr, memrchr, memcmp, bcmp, memmem, wcslen, wcsnlen,
+ *                        wcschr, wcsrchr, wmemchr, wcscmp, wcsncmp, wmemcmp) of a live object
  *                        of SIZE bytes holding a string that ends at its last byte, or (EXTRA >
  *                        0) none; memory functions told SIZE + EXTRA (wmemcmp: EXTRA more
  *                        characters than the object holds): prints "read R" (the
@@ -952,7 +953,7 @@ int main(int argc, char **argv) {
         if (!extra) p[n - 1] = q[n - 1] = 0;
         wchar_t *w = (wchar_t *)p, *v = (wchar_t *)q;
         size_t wn = n / sizeof(wchar_t);
-        if (strstr(call, "wcs") || strstr(call, "wmem")) {
+        if (!strncmp(call, "wcs", 3) || !strncmp(call, "wmem", 4)) {
             wmemset(w, L'a', wn);
             wmemset(v, L'a', wn);
             if (!extra) w[wn - 1] = v[wn - 1] = 0;
@@ -977,6 +978,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "memcmp")) r = memcmp(p, q, len) != 0;
         else if (!strcmp(call, "bcmp")) r = bcmp(p, q, len) != 0;
         else if (!strcmp(call, "memmem")) at = memmem(p, len, "zz", 2), r = -1;
+        else if (!strcmp(call, "strcasestr")) at = strcasestr(p, "zz"), r = -1;
+        else if (!strcmp(call, "rawmemchr")) at = rawmemchr(p, 0);
+        else if (!strcmp(call, "wcsnlen")) r = (long)wcsnlen(w, wn + extra);
+        else if (!strcmp(call, "wcschr")) at = (const char *)wcschr(w, L'z'), r = -1;
+        else if (!strcmp(call, "wcsrchr")) at = (const char *)wcsrchr(w, L'a');
+        else if (!strcmp(call, "wmemchr")) at = (const char *)wmemchr(w, L'z', wn + extra), r = -1;
+        else if (!strcmp(call, "wcsncmp")) r = wcsncmp(w, v, wn + extra);
         else if (!strcmp(call, "wcslen")) r = (long)wcslen(w);
         else if (!strcmp(call, "wcscmp")) r = wcscmp(w, v);
         else if (!strcmp(call, "wmemcmp")) r = wmemcmp(w, v, wn + extra) != 0;

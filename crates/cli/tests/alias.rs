@@ -500,6 +500,13 @@ fn reads_past_the_end_of_an_object_are_reported() {
         ("wcslen", "24"),
         ("wcscmp", "0"),
         ("wmemcmp", "0"),
+        ("strcasestr", "-1"),
+        ("rawmemchr", "99"),
+        ("wcsnlen", "24"),
+        ("wcschr", "-1"),
+        ("wcsrchr", "92"),
+        ("wmemchr", "-1"),
+        ("wcsncmp", "0"),
     ];
     let bounded = [
         "strnlen",
@@ -514,6 +521,9 @@ fn reads_past_the_end_of_an_object_are_reported() {
         "memmem",
         "wcscmp",
         "wmemcmp",
+        "wcsnlen",
+        "wmemchr",
+        "wcsncmp",
     ];
     let reported = |options: &str, call: &str, size: &str| {
         assert_reported_first(options, "strread", &[call, size, "1"], call, size, "read")

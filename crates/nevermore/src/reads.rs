@@ -32,9 +32,9 @@ use crate::copies::entry;
 use crate::io::Way;
 
 /// The functions, in the order of `NAMES`, found when the library is loaded.
-static REAL: [AtomicUsize; 21] = [const { AtomicUsize::new(0) }; 21];
+static REAL: [AtomicUsize; 28] = [const { AtomicUsize::new(0) }; 28];
 
-const NAMES: [&core::ffi::CStr; 21] = [
+const NAMES: [&core::ffi::CStr; 28] = [
     c"strlen",
     c"strnlen",
     c"strchr",
@@ -56,6 +56,13 @@ const NAMES: [&core::ffi::CStr; 21] = [
     c"wcslen",
     c"wcscmp",
     c"wmemcmp",
+    c"rawmemchr",
+    c"strcasestr",
+    c"wcschr",
+    c"wcsrchr",
+    c"wmemchr",
+    c"wcsncmp",
+    c"wcsnlen",
 ];
 
 #[used]
@@ -403,6 +410,86 @@ entry! {
     }
 }
 
+entry! {
+    /// `rawmemchr` (GNU): see the module's notes (it reads up to the character, unbounded).
+    fn rawmemchr(s: *const c_void, c: c_int) -> *mut c_void, "rdx", ret => {
+        type F = unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void;
+        checked_call!(ret, 21, F, |f| f(s, c), fallback::rawchr(s, c), |r| {
+            read(s, r as usize - s as usize + 1, "rawmemchr");
+        })
+    }
+}
+entry! {
+    /// `strcasestr` (GNU): see the module's notes.
+    fn strcasestr(h: *const c_char, needle: *const c_char) -> *mut c_char, "rdx", ret => {
+        type F = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut c_char;
+        checked_call!(ret, 22, F, |f| f(h, needle), fallback::casefind(h, needle), |r| {
+            let nl = string_bytes(needle);
+            read(needle.cast(), nl, "strcasestr");
+            read(h.cast(), searched(h, r, nl - 1, || string_bytes(h)), "strcasestr");
+        })
+    }
+}
+
+/// The bytes of the wide string `p` up to its NUL, and the NUL (the C library's `wcslen`, or a
+/// loop).
+#[inline(always)]
+fn wide_string_bytes(p: *const wchar_t) -> usize {
+    type F = unsafe extern "C" fn(*const wchar_t) -> usize;
+    (call!(18, F, |f| f(p), fallback::wlen(p)) + 1).saturating_mul(4)
+}
+
+entry! {
+    /// `wcschr`: see the module's notes.
+    fn wcschr(s: *const wchar_t, c: wchar_t) -> *mut wchar_t, "rdx", ret => {
+        type F = unsafe extern "C" fn(*const wchar_t, wchar_t) -> *mut wchar_t;
+        checked_call!(ret, 23, F, |f| f(s, c), fallback::wchr(s, c), |r| {
+            read(s.cast(), searched(s.cast(), r.cast(), 4, || wide_string_bytes(s)), "wcschr");
+        })
+    }
+}
+entry! {
+    /// `wcsrchr`: see the module's notes (it reads the whole string).
+    fn wcsrchr(s: *const wchar_t, c: wchar_t) -> *mut wchar_t, "rdx", ret => {
+        type F = unsafe extern "C" fn(*const wchar_t, wchar_t) -> *mut wchar_t;
+        checked_call!(ret, 24, F, |f| f(s, c), fallback::wrchr(s, c), |r| {
+            read(s.cast(), wide_string_bytes(s), "wcsrchr");
+        })
+    }
+}
+entry! {
+    /// `wmemchr`: see the module's notes.
+    fn wmemchr(s: *const wchar_t, c: wchar_t, n: usize) -> *mut wchar_t, "rcx", ret => {
+        type F = unsafe extern "C" fn(*const wchar_t, wchar_t, usize) -> *mut wchar_t;
+        checked_call!(ret, 25, F, |f| f(s, c, n), fallback::wmchr(s, c, n), |r| {
+            read(s.cast(), searched(s.cast(), r.cast(), 4, || n.saturating_mul(4)), "wmemchr");
+        })
+    }
+}
+entry! {
+    /// `wcsncmp`: see the module's notes.
+    fn wcsncmp(a: *const wchar_t, b: *const wchar_t, n: usize) -> c_int, "rcx", ret => {
+        type F = unsafe extern "C" fn(*const wchar_t, *const wchar_t, usize) -> c_int;
+        checked_call!(ret, 26, F, |f| f(a, b, n), fallback::wncmp(a, b, n), |r| {
+            if n > 0 && (crate::io::in_heap(a as usize) || crate::io::in_heap(b as usize)) {
+                // SAFETY: the comparison just read both that far.
+                let k = unsafe { compared(a, b, n, |x, y| x == y) }.saturating_mul(4);
+                read(a.cast(), k, "wcsncmp");
+                read(b.cast(), k, "wcsncmp");
+            }
+        })
+    }
+}
+entry! {
+    /// `wcsnlen`: see the module's notes.
+    fn wcsnlen(s: *const wchar_t, n: usize) -> usize, "rdx", ret => {
+        type F = unsafe extern "C" fn(*const wchar_t, usize) -> usize;
+        checked_call!(ret, 27, F, |f| f(s, n), fallback::wnlen(s, n), |r| {
+            read(s.cast(), (r + 1).min(n).saturating_mul(4), "wcsnlen");
+        })
+    }
+}
+
 /// Plain loops of the library's own, for the moments before the C library's functions are
 /// known (the library's first steps, when only its own calls come here). Reads are volatile so
 /// that the compiler does not make them calls of the functions they stand in for.
@@ -572,6 +659,89 @@ mod fallback {
         let mut i = 0;
         // SAFETY: the caller's string, up to its NUL.
         while unsafe { at(s.add(i)) } != 0 {
+            i += 1;
+        }
+        i
+    }
+
+    /// # Safety
+    /// `s` holds `c` at or after it.
+    pub(super) unsafe fn rawchr(s: *const c_void, c: c_int) -> *mut c_void {
+        let mut p = s.cast::<u8>();
+        // SAFETY: the caller's bytes, read up to `c`, which is there.
+        while unsafe { at(p) } != c as u8 {
+            // SAFETY: as above.
+            p = unsafe { p.add(1) };
+        }
+        p as *mut c_void
+    }
+
+    /// `strcasestr` in the C locale.
+    ///
+    /// # Safety
+    /// `h` and `needle` strings.
+    pub(super) unsafe fn casefind(h: *const c_char, needle: *const c_char) -> *mut c_char {
+        // SAFETY: the caller's strings.
+        let (hl, nl) = unsafe { (len(h), len(needle)) };
+        if nl > hl {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: within both strings.
+        (0..=hl - nl)
+            .find(|&i| unsafe { cmp(h.add(i), needle, nl, true) } == 0)
+            .map_or(core::ptr::null_mut(), |i| h.wrapping_add(i).cast_mut())
+    }
+
+    /// # Safety
+    /// `s` a wide string.
+    pub(super) unsafe fn wchr(s: *const wchar_t, c: wchar_t) -> *mut wchar_t {
+        let mut p = s;
+        loop {
+            // SAFETY: the caller's string, read up to its NUL.
+            let x = unsafe { at(p) };
+            if x == c {
+                return p.cast_mut();
+            }
+            if x == 0 {
+                return core::ptr::null_mut();
+            }
+            // SAFETY: within the string.
+            p = unsafe { p.add(1) };
+        }
+    }
+
+    /// # Safety
+    /// `s` a wide string.
+    pub(super) unsafe fn wrchr(s: *const wchar_t, c: wchar_t) -> *mut wchar_t {
+        // SAFETY: the caller's string, with its NUL.
+        let n = unsafe { wlen(s) } + 1;
+        // SAFETY: as above, searched from its end.
+        (0..n)
+            .rev()
+            .find(|&i| unsafe { at(s.add(i)) } == c)
+            .map_or(core::ptr::null_mut(), |i| s.wrapping_add(i).cast_mut())
+    }
+
+    /// # Safety
+    /// `s` valid for `n` wide characters.
+    pub(super) unsafe fn wmchr(s: *const wchar_t, c: wchar_t, n: usize) -> *mut wchar_t {
+        // SAFETY: the caller's `n` characters.
+        (0..n).find(|&i| unsafe { at(s.add(i)) } == c).map_or(core::ptr::null_mut(), |i| s.wrapping_add(i).cast_mut())
+    }
+
+    /// # Safety
+    /// `a` and `b` wide strings, or valid for `n` characters.
+    pub(super) unsafe fn wncmp(a: *const wchar_t, b: *const wchar_t, n: usize) -> c_int {
+        // SAFETY: the caller's strings.
+        unsafe { wmcmp_to(a, b, n, true) }
+    }
+
+    /// # Safety
+    /// `s` a wide string, or valid for `n` characters.
+    pub(super) unsafe fn wnlen(s: *const wchar_t, n: usize) -> usize {
+        let mut i = 0;
+        // SAFETY: the caller's string, up to its NUL or `n` characters.
+        while i < n && unsafe { at(s.add(i)) } != 0 {
             i += 1;
         }
         i

@@ -37,7 +37,8 @@
  *                        "memcpy-out" and "wmemcpy-out" read them out of it, and the
  *                        duplicates "strdup-out", "__strdup-out", "strndup-out" (told SIZE +
  *                        EXTRA) and "wcsdup-out" read a string of that length in it (when
- *                        EXTRA is 0; else one without a NUL in the object): prints "copied"
+ *                        EXTRA is 0; else one without a NUL in the object), and "qsort" and
+ *                        "qsort_r" sort SIZE + EXTRA elements of one byte in it: prints "copied"
  *                        (the library reports a copy that would run past the object, before it
  *                        is made), or "BAD RETURN".
  *   scan CALL CONV SIZE EXTRA  CALL (sscanf, vsscanf, fscanf, vfscanf, scanf, vscanf, and their
@@ -325,6 +326,27 @@ static int copied_right(const char *call, const char *p, size_t total) {
     for (size_t i = 0; i < total; i++)
         if (p[i] != (strstr(call, "memset") ? 'y' : strstr(call, "bzero") ? 0 : i + 1 < total ? 's' : 0)) return 0;
     return 1;
+}
+
+/* qsort or qsort_r (`call`) of `total` bytes at `p`, a live object of `n` bytes whose first
+ * ones (as many as it holds) are the string in `src`, as elements of one byte, largest first:
+ * the string's bytes, then its NUL, as copied_right wants them. 1 if it sorted them so, 0 if
+ * not, -1 for another name. */
+static int descending(const void *a, const void *b) {
+    return *(const unsigned char *)b - *(const unsigned char *)a;
+}
+static int descending_r(const void *a, const void *b, void *arg) {
+    ++*(int *)arg;
+    return descending(a, b);
+}
+static int sort_call(const char *call, char *p, const char *src, size_t n, size_t total) {
+    int calls = 0;
+    if (strcmp(call, "qsort") && strcmp(call, "qsort_r")) return -1;
+    for (size_t i = 0; i < n && i < total; i++)
+        p[i] = src[i];
+    if (!strcmp(call, "qsort")) qsort(p, total, 1, descending);
+    else qsort_r(p, total, 1, descending_r, &calls);
+    return copied_right(call, p, total) && (!strcmp(call, "qsort") || calls > 0);
 }
 
 /* The duplicate named `call` ("strdup-out", "__strdup-out", "strndup-out" told `total`,
@@ -775,7 +797,8 @@ int main(int argc, char **argv) {
         }
         memset(p, 0, n < 8 ? n : 8);
         if (strstr(call, "bzero")) memset(p, 'q', n);
-        int ok = copy_call(call, p, src, total, (size_t)-1);
+        int ok = sort_call(call, p, src, n, total);
+        if (ok < 0) ok = copy_call(call, p, src, total, (size_t)-1);
         if (ok == 1 && !copied_right(call, p, total)) ok = 0;
         if (ok < 0 && !strcmp(call, "memcpy-out")) ok = memcpy(out, p, total) == out;
         if (ok < 0) ok = dup_call(call, p, n, total);

@@ -310,8 +310,9 @@ const FORMAT_CALLS: [&str; 8] = [
 /// The C library's copies (`memcpy`, `strcpy`, ...) and formatting calls (`sprintf`, ...) into
 /// a heap object that would run past its end are reported before a byte past it is written,
 /// and so is a `memcpy` out of one past its end (Heartbleed's over-read), or a `strdup` of a
-/// string with no NUL before its end: the neighbours are never overwritten or read. Copies that fit are left alone; `check_copies=0` leaves the
-/// overflow to the canary.
+/// string with no NUL before its end, or a sort (`qsort`, `qsort_r`) of more elements than
+/// the object holds: the neighbours are never overwritten or read. Copies that fit are left
+/// alone; `check_copies=0` leaves the overflow to the canary.
 #[test]
 fn copies_running_past_the_end_of_an_object_are_reported() {
     let copies = [
@@ -334,6 +335,8 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
         "strndup-out",
         "strftime",
         "strftime_l",
+        "qsort",
+        "qsort_r",
     ];
     let calls: Vec<&str> = copies.iter().chain(FORTIFIED_COPIES.iter()).chain(FORMAT_CALLS.iter()).copied().collect();
     assert_copies_past_the_end_reported(&calls, ["memcpy", "sprintf"]);

@@ -15,7 +15,8 @@
 //! only the dead object's own memory. The duplicates (`strdup`, `strndup`, `wcsdup`) are held
 //! to the end of the object they read (see "Duplicates" below); the conversions `mbstowcs` and
 //! `wcstombs` are measured before they write (see "Conversions"), and `iconv` converts into
-//! memory of its own first when its length runs past its object's end (see the end).
+//! memory of its own first when its length runs past its object's end (see `iconv` below),
+//! and the sorts (`qsort`, `qsort_r`) hold their arrays to their objects' ends (see "Sorting").
 //!
 //! Cost. A copy of at most `guard::CANARY` bytes is not looked at: starting inside an object
 //! it can reach no further than the canary after it, which `free` checks. A buffer outside the
@@ -863,5 +864,56 @@ entry! {
         crate::sys::unmap(scratch, len);
         crate::sys::set_errno(e);
         r
+    }
+}
+
+// ---- Sorting ----
+//
+// `qsort` and `qsort_r` move the elements of their array about in place: an element count or
+// size past the array's heap object (a count of another array's, a size of the wrong type)
+// makes the C library read the bytes after the object as elements and write them back, in
+// another order, over the neighbours. The array's bytes are held to its object's end before a
+// byte moves, as a copy's are.
+
+static QSORT: AtomicUsize = AtomicUsize::new(0);
+static QSORT_R: AtomicUsize = AtomicUsize::new(0);
+
+type Compare = unsafe extern "C" fn(*const c_void, *const c_void) -> c_int;
+type CompareWith = unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void) -> c_int;
+
+/// A sort cannot be passed on (the C library's function was not found): there is no error to
+/// return, and returning would leave the array unsorted unseen.
+#[cold]
+fn lost(name: &str) -> ! {
+    crate::report::say(format_args!("{name}: the C library's function cannot be found; aborting"));
+    crate::sys::die()
+}
+
+/// Checks a sort of `n` elements of `size` bytes at `base`, made by the program.
+#[inline(always)]
+fn sort_of(ret: usize, base: *mut c_void, n: usize, size: usize, op: &'static str) {
+    if n > 1 && from_program(ret) {
+        bounded(base as usize, n.saturating_mul(size), Way::WouldWrite, op);
+    }
+}
+
+entry! {
+    /// `qsort`: see "Sorting" above.
+    fn qsort(base: *mut c_void, n: usize, size: usize, compare: Compare) -> (), "r8", ret => {
+        sort_of(ret, base, n, size, "qsort");
+        type F = unsafe extern "C" fn(*mut c_void, usize, usize, Compare);
+        let f = crate::sys::next_symbol(&QSORT, c"qsort").unwrap_or_else(|| lost("qsort"));
+        // SAFETY: the C library's `qsort`, of this type; the caller's call, passed on.
+        unsafe { core::mem::transmute::<usize, F>(f)(base, n, size, compare) }
+    }
+}
+entry! {
+    /// `qsort_r` (GNU): see "Sorting" above.
+    fn qsort_r(base: *mut c_void, n: usize, size: usize, compare: CompareWith, arg: *mut c_void) -> (), "r9", ret => {
+        sort_of(ret, base, n, size, "qsort_r");
+        type F = unsafe extern "C" fn(*mut c_void, usize, usize, CompareWith, *mut c_void);
+        let f = crate::sys::next_symbol(&QSORT_R, c"qsort_r").unwrap_or_else(|| lost("qsort_r"));
+        // SAFETY: the C library's `qsort_r`, of this type; the caller's call, passed on.
+        unsafe { core::mem::transmute::<usize, F>(f)(base, n, size, compare, arg) }
     }
 }

@@ -6,14 +6,21 @@
  * buffer's first 16 wide characters), into a 64-byte heap object or, with "stack", a 64-byte
  * stack buffer, or, with "dup", a strdup of a 31-byte string in that buffer and a free of the
  * copy (copies.rs's duplicates), or, with "read", a strlen of that string, a strcmp and a
- * memcmp of its 32 bytes with a copy on the stack (reads.rs); prints the nanoseconds per round.
- * usage: formatcall [N] [heap|stack] [print|scan|time|dup|read]   (5000000, heap and print by
- * default) */
+ * memcmp of its 32 bytes with a copy on the stack (reads.rs), or, with "sort", a qsort of the
+ * 16 ints the buffer holds, put back in descending order first (copies.rs's sorts); prints the
+ * nanoseconds per round.
+ * usage: formatcall [N] [heap|stack] [print|scan|time|dup|read|sort]   (5000000, heap and print
+ * by default) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <wchar.h>
+
+static int ascending(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
 
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 5000000;
@@ -21,6 +28,7 @@ int main(int argc, char **argv) {
     char *b = argc > 2 && !strcmp(argv[2], "stack") ? on_stack : malloc(64);
     int scan = argc > 3 && !strcmp(argv[3], "scan"), times = argc > 3 && !strcmp(argv[3], "time");
     int dup = argc > 3 && !strcmp(argv[3], "dup"), reads = argc > 3 && !strcmp(argv[3], "read");
+    int sorts = argc > 3 && !strcmp(argv[3], "sort");
     char same[64];
     if (dup || reads) {
         memset(b, 'd', 31);
@@ -33,7 +41,13 @@ int main(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n; i++) {
-        if (reads) {
+        if (sorts) {
+            int *v = (int *)b;
+            for (int k = 0; k < 16; k++)
+                v[k] = 16 - k;
+            qsort(v, 16, sizeof *v, ascending);
+            sum += v[(int)(i & 15)];
+        } else if (reads) {
             sum += (long)strlen(b);
             sum += strcmp(b, same);
             sum += memcmp(b, same, 32);

@@ -65,6 +65,10 @@
  *                        characters than the object holds): prints "read R" (the
  *                        library reports a read past the object, in detect mode or with
  *                        check_reads=1).
+ *   lookup CALL SIZE LEN CALL (getpwnam_r, getpwuid_r of root, getgrnam_r, getgrgid_r of the root
+ *                        group) into a live object of SIZE bytes, told it holds LEN: prints
+ *                        "lookup R NAME" or "lookup R" (the library reports an entry that
+ *                        would have been written past the object).
  *   getline CALL SIZE N LEN  CALL (getline, getdelim, __getdelim) of a line of LEN bytes into a
  *                        live object of SIZE bytes, told it holds N: prints "getline R same N"
  *                        or "getline R grown" (the library reports a line that would have
@@ -178,6 +182,8 @@
 #include <limits.h>
 #include <locale.h>
 #include <iconv.h>
+#include <grp.h>
+#include <pwd.h>
 #include "pool_probe.h"
 
 
@@ -1018,6 +1024,33 @@ int main(int argc, char **argv) {
             free(next[i]);
         free(p);
         free(q);
+        return 0;
+    }
+    if (!strcmp(c, "lookup") && argc > 4) {
+        /* CALL (getpwnam_r, getpwuid_r: root's entry; getgrnam_r, getgrgid_r: the root group's)
+         * into a buffer that is a live object of SIZE bytes with live neighbours, told it holds
+         * LEN: prints "lookup R NAME" (R the call's result, NAME the entry's name) or "lookup
+         * R" for none. */
+        const char *call = argv[2];
+        size_t n = (size_t)atol(argv[3]), len = (size_t)atol(argv[4]);
+        char *buf = malloc(n), *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = malloc(n);
+        struct passwd pw, *pr = NULL;
+        struct group gr, *gres = NULL;
+        const char *name = NULL;
+        int r;
+        if (!strcmp(call, "getpwnam_r")) r = getpwnam_r("root", &pw, buf, len, &pr);
+        else if (!strcmp(call, "getpwuid_r")) r = getpwuid_r(0, &pw, buf, len, &pr);
+        else if (!strcmp(call, "getgrnam_r")) r = getgrnam_r("root", &gr, buf, len, &gres);
+        else if (!strcmp(call, "getgrgid_r")) r = getgrgid_r(0, &gr, buf, len, &gres);
+        else return 2;
+        if (pr) name = pr->pw_name;
+        if (gres) name = gres->gr_name;
+        printf(name ? "lookup %d %s\n" : "lookup %d\n", r, name);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(buf);
         return 0;
     }
     if (!strcmp(c, "getline") && argc > 5) {

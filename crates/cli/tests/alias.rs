@@ -557,6 +557,33 @@ fn reads_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// The user and group database look-ups (`getpwnam_r`, `getpwuid_r`, `getgrnam_r`,
+/// `getgrgid_r`) told a length past their buffer's heap object: the C library is told only the
+/// room the object has, so an entry that fits it is found (under glibc alone, which reads each
+/// line of `/etc/passwd` into the whole length, a buffer of 100 bytes told 1000 was written
+/// past, and a 4 KiB one told 100 000 ran into addresses never handed out); one that fits the
+/// caller's length but not the object is reported before the program goes on; one too long for
+/// the caller's length too gets `ERANGE`, as under glibc.
+#[test]
+fn database_entries_past_the_end_of_an_object_are_reported() {
+    for mode in ["detect", "prevent"] {
+        for call in ["getpwnam_r", "getpwuid_r", "getgrnam_r", "getgrgid_r"] {
+            for (args, out) in [
+                (["1024", "1024"], "lookup 0 root"),
+                (["100", "1000"], "lookup 0 root"),
+                (["4096", "100000"], "lookup 0 root"),
+                (["300000", "400000"], "lookup 0 root"),
+                (["8", "8"], "lookup 34"),
+            ] {
+                let o = run(mode, &["lookup", call, args[0], args[1]]);
+                assert_ok(&o);
+                assert_eq!(stdout(&o).trim_end(), out, "{mode} {call} {args:?}: {}", stderr(&o));
+            }
+            assert_reported_first(mode, "lookup", &[call, "8", "1024"], call, "8", "was to write");
+        }
+    }
+}
+
 /// `getline`, `getdelim` and `__getdelim` given a size past their heap object's end (a size
 /// kept from a bigger buffer): a line that fits the object is read into it and the caller's
 /// size stays; one longer than the size grows the buffer, as under glibc; one that fits the

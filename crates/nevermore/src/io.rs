@@ -1364,6 +1364,100 @@ fn resolved_within(
     r
 }
 
+// ---- the user and group databases ----
+//
+// `getpwnam_r`, `getpwuid_r`, `getgrnam_r` and `getgrgid_r` write the entry's strings (and a
+// group's member list) into the caller's buffer, as far as the length they are told: a length
+// past the buffer's heap object (the size of another buffer, a `sysconf` value with a smaller
+// allocation) lets a long entry run over the neighbours. Told no more than the room left in the
+// object, the C library answers `ERANGE` instead, as for any buffer too small; only then is the
+// entry looked up again, into memory of the library's own of the caller's length, and if it
+// fits there, the C library would have written it past the object's end: reported. Otherwise
+// the caller gets `ERANGE`, as the C library would have answered. The entry's record itself
+// (`struct passwd`, `struct group`) is held to its object's bounds before the call.
+
+/// The longest scratch buffer a look-up is made again into: a length past it that the entry
+/// does not fit is left unreported.
+const LOOKUP_SCRATCH: usize = 1 << 20;
+
+/// A database look-up (`lookup`: the C library's call with the entry, buffer, length and result
+/// it is given) into the caller's `ent`, `buf` of `len` bytes and `result`, held to the bounds of
+/// their heap objects (see above).
+fn looked_up<E>(
+    lookup: impl Fn(*mut E, *mut core::ffi::c_char, usize, *mut *mut E) -> c_int,
+    ent: *mut E,
+    buf: *mut core::ffi::c_char,
+    len: usize,
+    result: *mut *mut E,
+    op: &'static str,
+) -> c_int {
+    bounded(ent as usize, core::mem::size_of::<E>(), Way::WouldWrite, op);
+    let room = room_live(buf as usize).filter(|&room| room < len);
+    let Some(room) = room else { return lookup(ent, buf, len, result) };
+    let r = lookup(ent, buf, room, result);
+    if r != libc::ERANGE {
+        return r;
+    }
+    let e = sys::errno();
+    let scratch_len = len.min(LOOKUP_SCRATCH);
+    let scratch = sys::map_meta(scratch_len);
+    if !scratch.is_null() {
+        let mut entry = core::mem::MaybeUninit::<E>::uninit();
+        let mut found: *mut E = core::ptr::null_mut();
+        let again = lookup(entry.as_mut_ptr(), scratch.cast(), scratch_len, &mut found);
+        sys::unmap(scratch, scratch_len);
+        if again == 0 && !found.is_null() {
+            // It fits the caller's length, not the object: the C library would have written
+            // past the object's end.
+            bounded_live(buf as usize, len, Way::WouldWrite, op);
+        }
+    }
+    sys::set_errno(e);
+    r
+}
+
+macro_rules! database_lookup {
+    ($(#[$doc:meta])* fn $name:ident($key:ident: $kty:ty) -> $ent:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            $key: $kty,
+            ent: *mut $ent,
+            buf: *mut core::ffi::c_char,
+            len: usize,
+            result: *mut *mut $ent,
+        ) -> c_int {
+            type F = unsafe extern "C" fn($kty, *mut $ent, *mut core::ffi::c_char, usize, *mut *mut $ent) -> c_int;
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<F> = unsafe { real_fn!($name) };
+            let Some(f) = real else { return libc::ENOSYS };
+            // SAFETY: the caller's key, and the caller's entry, buffer (as long as it holds, or
+            // the library's own) and result.
+            looked_up(|e, b, n, r| unsafe { f($key, e, b, n, r) }, ent, buf, len, result, stringify!($name))
+        }
+    };
+}
+
+database_lookup! {
+    /// `getpwnam_r(3)`: see "the user and group databases".
+    fn getpwnam_r(name: *const core::ffi::c_char) -> libc::passwd
+}
+database_lookup! {
+    /// `getpwuid_r(3)`: see "the user and group databases".
+    fn getpwuid_r(uid: libc::uid_t) -> libc::passwd
+}
+database_lookup! {
+    /// `getgrnam_r(3)`: see "the user and group databases".
+    fn getgrnam_r(name: *const core::ffi::c_char) -> libc::group
+}
+database_lookup! {
+    /// `getgrgid_r(3)`: see "the user and group databases".
+    fn getgrgid_r(gid: libc::gid_t) -> libc::group
+}
+
 /// `getcwd(3)`: the kernel copies the path out into the caller's buffer; after `EFAULT` its
 /// pages are mapped again and the call made again. Given no buffer, the C library allocates
 /// one and the kernel writes it at once: a fresh object, whose pages are mapped.

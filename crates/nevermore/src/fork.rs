@@ -279,9 +279,24 @@ pub mod clone {
             (s.function, s.arg, sp)
         };
         child();
+        let mut start = (function, arg);
         // SAFETY: the program's function on its own stack, below everything written there so far
-        // (16-byte aligned as the ABI wants it at a call), its result ending the process.
-        unsafe { sys::call_and_exit(program_sp & !15, function, arg) }
+        // (16-byte aligned as the ABI wants it at a call), from the stack's outermost frame;
+        // `start` stays on this stack, which is never unmapped.
+        unsafe { sys::run_on_stack(program_sp & !15, run_program, &mut start as *mut _ as *mut core::ffi::c_void) }
+    }
+
+    /// The program's function of a fork-like `clone` (`start`: the function and its argument),
+    /// then the exit system call with its result, as glibc's `clone` ends its child.
+    extern "C" fn run_program(start: *mut core::ffi::c_void) -> ! {
+        // SAFETY: `clone_child_on_own_stack`'s record, on the handler's stack.
+        let (function, arg) = unsafe { *(start as *const (CloneFn, *mut core::ffi::c_void)) };
+        // SAFETY: the program's function and argument, as it gave them to `clone`.
+        let status = unsafe { function(arg) };
+        loop {
+            // SAFETY: ends the calling thread (the child's only one) with that status.
+            unsafe { sys::raw_syscall(libc::SYS_exit, [status as usize, 0, 0, 0, 0, 0]) };
+        }
     }
 }
 

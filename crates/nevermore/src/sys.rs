@@ -94,14 +94,15 @@ pub fn new_stack(len: usize) -> usize {
     p as usize + PAGE + len
 }
 
-/// Calls `f(arg)` with the stack pointer at `top` (16-byte aligned, from `new_stack`); `f`
-/// does not return, and nothing returns to the caller's frames. The frame is the new stack's
+/// Calls `f(arg)` with the stack pointer at `top` (16-byte aligned: the top of a stack from
+/// `new_stack`, or a point of the program's own below what is still needed there); `f` does
+/// not return, and nothing returns to the caller's frames. The frame is the new stack's
 /// outermost: its unwind rules say that it has no return address (and the frame-pointer
 /// chain ends), so a walk of the stack (the library's own, a debugger's) ends there instead
 /// of reading past the stack's top with the rules of a frame that is not there.
 ///
 /// # Safety
-/// `top` is the top of a mapped stack that nothing else uses.
+/// `top` lies in a mapped stack that nothing else uses, above nothing still needed.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 pub unsafe extern "C" fn run_on_stack(top: usize, f: extern "C" fn(*mut c_void) -> !, arg: *mut c_void) -> ! {
@@ -114,36 +115,6 @@ pub unsafe extern "C" fn run_on_stack(top: usize, f: extern "C" fn(*mut c_void) 
         "call rsi",
         "ud2",
         ".cfi_endproc",
-    )
-}
-
-/// Calls the program's `f(arg)` with the stack pointer at `sp` (16-byte aligned), then ends
-/// the calling thread with `f`'s result as its exit status (the `exit` system call), as the C
-/// library's `clone` ends its child. Its frame is the stack's outermost, as `run_on_stack`'s.
-///
-/// # Safety
-/// `sp` lies in a mapped stack that the calling thread alone uses, below everything there
-/// that is still needed; `f` is a function of the program's.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-pub unsafe extern "C" fn call_and_exit(
-    sp: usize,
-    f: unsafe extern "C" fn(*mut c_void) -> core::ffi::c_int,
-    arg: *mut c_void,
-) -> ! {
-    core::arch::naked_asm!(
-        ".cfi_startproc",
-        ".cfi_undefined rip",
-        "mov rsp, rdi",
-        "xor ebp, ebp",
-        "mov rdi, rdx",
-        "call rsi",
-        "mov edi, eax",
-        "mov eax, {exit}",
-        "syscall",
-        "ud2",
-        ".cfi_endproc",
-        exit = const libc::SYS_exit,
     )
 }
 

@@ -118,6 +118,10 @@ NOINLINE static void write_before(struct record *r) {
     ((volatile char *)r)[-8] = 'x'; /* AT:underflow */
 }
 
+NOINLINE static void write_just_past(struct record *r) {
+    ((volatile char *)r)[sizeof *r] = 'x'; /* AT:overflow-kept */
+}
+
 NOINLINE static void read_before(struct record *r) {
     sink = ((volatile char *)r)[-8]; /* AT:underflow-read */
 }
@@ -262,6 +266,10 @@ int main(int argc, char **argv) {
             return 2;
         }
         on_stack(s + STACK, uaf_on_switched_stack);
+    } else if (!strcmp(c, "overflow-kept")) {
+        /* A record written one byte past its end and never freed: the check at exit finds it. */
+        write_just_past(make_record());
+        return 0;
     } else if (!strcmp(c, "underflow-read")) {
         /* The same, read. */
         struct record *r = make_record();

@@ -397,6 +397,47 @@ fn resolve(s: &Value) -> &Value {
     }
 }
 
+/// An overflow of an object the program never frees is found by detect mode's check at exit:
+/// the report's operation is `exit`, its object the record (its allocation stack names the
+/// function and line that made it), and it follows the JSON schema too. The program itself
+/// ends normally (status 0 without the library).
+#[test]
+fn an_overflow_of_an_object_never_freed_is_reported_at_exit() {
+    for bin in bins() {
+        let o = run_detect(bin, &["overflow-kept"], &[]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(23), "{err}");
+        let first = err.lines().find(|l| l.contains("nevermore:")).unwrap_or_default();
+        assert!(first.contains("nevermore: ERROR: heap-buffer-overflow on address 0x"), "{first}");
+        assert!(err.contains("exit of 0x") && err.contains("found at exit: the object was never freed"), "{err}");
+        assert!(err.contains(" of 48 bytes; the address is at offset 48 from its start"), "{err}");
+        let (_, _, alloc) = sections(&err);
+        assert_frame(&alloc, "make_record", "make", "allocation stack", &err);
+        let o = run_detect(bin, &["overflow-kept"], &["--json"]);
+        let reports = json_reports(&stderr(&o));
+        assert_eq!(reports.len(), 1, "{}", stderr(&o));
+        let r = &reports[0];
+        check_schema(r, schema(), "report");
+        assert_eq!(r["kind"], "heap-buffer-overflow");
+        assert_eq!(r["operation"], "exit", "{r:#}");
+        assert_eq!(r["object"]["size"], 48, "{r:#}");
+        assert_eq!(r["allocated"]["stack"][0]["function"], "make_record", "{r:#}");
+        let o = nevermore(&[
+            "run",
+            "--mode",
+            "detect",
+            "--option",
+            "check_at_exit=0",
+            "--",
+            bin.to_str().unwrap(),
+            "overflow-kept",
+        ])
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
 #[test]
 fn json_reports_parse_and_follow_the_schema() {
     for (case, kind, func) in [

@@ -793,20 +793,15 @@ fn checked(p: usize, op: &'static str) -> (Obj, usize) {
 /// `checked` for a pointer that is not a live slab slot (`lookup` found none).
 fn checked_other(p: usize, op: &'static str) -> (Obj, usize) {
     let (obj, size) = resolve_or_die(p, op);
-    if has_canary(obj) {
-        check_canary(p, size, op);
-        if let Obj::Large { idx } = obj {
-            if let Some(at) = large::tail_damage(POOL.span(idx), p, size) {
-                overflowed_at(p, size, at, op);
-            }
-        }
+    let span = match obj {
+        Obj::Pages { idx } | Obj::Large { idx } => Some(idx),
+        Obj::Small { .. } => None,
+    };
+    match damage(p, size, span) {
+        Some((at, true)) => underflowed_at(p, size, at, op),
+        Some((at, false)) => overflowed_at(p, size, at, op),
+        None => (obj, size),
     }
-    if let Obj::Pages { .. } | Obj::Large { .. } = obj {
-        if let Some(at) = head_damage(p) {
-            underflowed_at(p, size, at, op);
-        }
-    }
-    (obj, size)
 }
 
 /// The first byte written over before the page or large object `p`, if any. In detect mode a
@@ -821,25 +816,24 @@ fn head_damage(p: usize) -> Option<usize> {
     if from == p {
         return None;
     }
-    // As in `check_canary`: an exiting thread reads the bytes where no fault can need the
-    // handler.
-    let c = tls::get();
-    let view = if c.is_null() || c == tls::EXITED { alias::backing(p) } else { p };
+    let view = canary_view(p);
     // SAFETY: the object's first page holds `[from, p)` and is mapped at `view`'s page too,
     // with the same offset in the page, where `arm_tail` keyed each byte with its address.
     unsafe { guard::tail_damage(p, view - (p - from), view) }.map(|at| at - view + p)
 }
 
 /// The first canary byte written over of the live object `p` of `size` bytes, and whether it
-/// lies before the object (`head_damage`) rather than after it, for a check made without a
-/// `free` (`leak::check_at_exit`). `span`: the descriptor of a page or large object; None for a
-/// slab slot. The caller holds every other thread still, outside the allocator.
+/// lies before the object (`head_damage`) rather than after it: the canary after it, a large
+/// object's tail (`large::tail_damage`), the bytes before a page or large object. For `free` and
+/// `realloc` of all but slab slots (`checked_other`), and for a check made without a `free`
+/// (`leak::check_at_exit`, which holds every other thread still). `span`: the descriptor of a
+/// page or large object; None for a slab slot.
 pub fn damage(p: usize, size: usize, span: Option<u32>) -> Option<(usize, bool)> {
     let s = span.map(|idx| POOL.span(idx));
     let canary = s.is_none_or(|s| s.kind != pool::PAGES || s.class & pool::NO_CANARY == 0);
-    // SAFETY: a live object of `size` bytes at `p` followed by its canary (where `canary`), its
-    // pages installed or mapped again by the fault handler when read.
-    if canary && !unsafe { guard::intact_via(p, size, p) } {
+    // SAFETY: a live object of `size` bytes at `p` followed by its canary (where `canary`), which
+    // `canary_view` maps too.
+    if canary && !unsafe { guard::intact_via(p, size, canary_view(p)) } {
         return Some((p + size, false));
     }
     let s = s?;
@@ -884,16 +878,25 @@ fn resolve_or_die(p: usize, op: &'static str) -> (Obj, usize) {
 /// bytes was overwritten.
 #[inline(always)]
 pub fn check_canary(p: usize, size: usize, op: &'static str) {
-    // A thread without a cache is exiting (or has not allocated yet): the C library frees
-    // memory in an exiting thread's last steps, with every signal blocked, where a fault on an
-    // alias page that lost its entry would kill the process; so the canary is read where no
-    // fault can need the handler (`alias::backing`).
-    let c = tls::get();
-    let view = if c.is_null() || c == tls::EXITED { alias::backing(p) } else { p };
-    // SAFETY: callers pass a live object of `size` bytes followed by its canary, which `view`
-    // maps too.
-    if !unsafe { guard::intact_via(p, size, view) } {
+    // SAFETY: callers pass a live object of `size` bytes followed by its canary, which
+    // `canary_view` maps too.
+    if !unsafe { guard::intact_via(p, size, canary_view(p)) } {
         overflowed(p, size, op);
+    }
+}
+
+/// Where the canary bytes of the live object `p` are read. A thread without a cache is exiting
+/// (or has not allocated yet): the C library frees memory in an exiting thread's last steps,
+/// with every signal blocked, where a fault on an alias page that lost its entry would kill
+/// the process; so it reads them where no fault can need the handler (`alias::backing`, the
+/// same offset in the page). Every other thread reads them at `p`.
+#[inline(always)]
+fn canary_view(p: usize) -> usize {
+    let c = tls::get();
+    if c.is_null() || c == tls::EXITED {
+        alias::backing(p)
+    } else {
+        p
     }
 }
 

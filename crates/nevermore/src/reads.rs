@@ -302,15 +302,26 @@ entry! {
 /// The check of a string comparison (`caseless`: by `tolower`): both strings as far as it read.
 #[inline(always)]
 fn str_compared(a: *const c_char, b: *const c_char, n: usize, caseless: bool, op: &'static str) {
+    both_compared(a, b, n, op, |x, y| {
+        x == y || (caseless && fallback::lower(c_int::from(x as u8)) == fallback::lower(c_int::from(y as u8)))
+    });
+}
+
+/// The check of a comparison of two strings of `T` (`same`: whether two characters compare
+/// equal): both as far as it read, up to `n` characters.
+#[inline(always)]
+fn both_compared<T: Copy + PartialEq + Default>(
+    a: *const T,
+    b: *const T,
+    n: usize,
+    op: &'static str,
+    same: impl Fn(T, T) -> bool,
+) {
     if n == 0 || !(crate::io::in_heap(a as usize) || crate::io::in_heap(b as usize)) {
         return;
     }
     // SAFETY: the comparison just read both that far.
-    let k = unsafe {
-        compared(a, b, n, |x, y| {
-            x == y || (caseless && fallback::lower(c_int::from(x as u8)) == fallback::lower(c_int::from(y as u8)))
-        })
-    };
+    let k = unsafe { compared(a, b, n, same) }.saturating_mul(core::mem::size_of::<T>());
     read(a.cast(), k, op);
     read(b.cast(), k, op);
 }
@@ -387,12 +398,7 @@ entry! {
     fn wcscmp(a: *const wchar_t, b: *const wchar_t) -> c_int, "rdx", ret => {
         type F = unsafe extern "C" fn(*const wchar_t, *const wchar_t) -> c_int;
         checked_call!(ret, 19, F, |f| f(a, b), fallback::wcmp(a, b), |r| {
-            if crate::io::in_heap(a as usize) || crate::io::in_heap(b as usize) {
-                // SAFETY: the comparison just read both that far.
-                let k = unsafe { compared(a, b, usize::MAX, |x, y| x == y) }.saturating_mul(4);
-                read(a.cast(), k, "wcscmp");
-                read(b.cast(), k, "wcscmp");
-            }
+            both_compared(a, b, usize::MAX, "wcscmp", |x, y| x == y);
         })
     }
 }
@@ -471,12 +477,7 @@ entry! {
     fn wcsncmp(a: *const wchar_t, b: *const wchar_t, n: usize) -> c_int, "rcx", ret => {
         type F = unsafe extern "C" fn(*const wchar_t, *const wchar_t, usize) -> c_int;
         checked_call!(ret, 26, F, |f| f(a, b, n), fallback::wncmp(a, b, n), |r| {
-            if n > 0 && (crate::io::in_heap(a as usize) || crate::io::in_heap(b as usize)) {
-                // SAFETY: the comparison just read both that far.
-                let k = unsafe { compared(a, b, n, |x, y| x == y) }.saturating_mul(4);
-                read(a.cast(), k, "wcsncmp");
-                read(b.cast(), k, "wcsncmp");
-            }
+            both_compared(a, b, n, "wcsncmp", |x, y| x == y);
         })
     }
 }

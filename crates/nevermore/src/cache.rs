@@ -676,6 +676,9 @@ pub unsafe fn fork_child(mine: *mut Cache) {
             }
         }
     }
+    if !orphans.is_null() {
+        crate::leak::forked_beside_threads();
+    }
     let mut o = orphans;
     while !o.is_null() {
         // SAFETY: orphan caches are ours alone now.

@@ -20,7 +20,7 @@
 //! where no sweep runs); a page or large object's span gets `MARK` in its size. Both are
 //! cleared before the check returns (it returns when nothing leaked).
 
-use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 
 use crate::pool::{self, POOL};
 use crate::report::{self, LeakGroup};
@@ -102,6 +102,17 @@ pub fn check_at_exit() {
     sweep::restore_signals(old);
 }
 
+/// Set in the child of a fork made while other threads of the parent had allocated: one of
+/// them may have been making an object when the fork came (its size published, its canaries
+/// not yet written), and in the child no thread will ever finish it. Kept by the child's own
+/// children, which inherit such objects.
+static FORKED_BESIDE_THREADS: AtomicBool = AtomicBool::new(false);
+
+/// The fork child handler found caches of other threads of the parent (`cache::fork_child`).
+pub fn forked_beside_threads() {
+    FORKED_BESIDE_THREADS.store(true, Ordering::Relaxed);
+}
+
 /// Says that a check at exit was not done, and why: always for the leak check, which the user
 /// asked for; for the canaries' check alone (on by default) only with `verbose=1`.
 fn not_done(why: core::fmt::Arguments) {
@@ -143,7 +154,13 @@ fn check(floor: usize) {
             }
         }
     };
-    if crate::options().check_at_exit {
+    if crate::options().check_at_exit && FORKED_BESIDE_THREADS.load(Ordering::Relaxed) {
+        if crate::options().verbose {
+            report::say(format_args!(
+                "canary check at exit not done: this process was forked while other threads allocated, and objects they were making may be half made"
+            ));
+        }
+    } else if crate::options().check_at_exit {
         if let Some(r) = overwritten() {
             drop(held);
             report::fatal(r);

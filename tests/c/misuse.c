@@ -578,6 +578,44 @@ static void underflow_leaked_large(void) {
     volatile unsigned char *p = launder(filled(300000));
     p[-8] = 1;
 }
+/* Detect mode: writes that skip the canary into the slot's bytes after it (a 1000-byte
+ * object's slot holds 1024: canary at 1000..1008, then 16 bytes of no object). */
+static void overflow_past_canary(void) {
+    volatile unsigned char *p = launder(filled(1000));
+    p[1015] = (unsigned char)~p[1015];
+    free((void *)p);
+}
+/* The same after a realloc that shrank the object in place (a 200-byte object's slot holds
+ * 224 bytes; cut to 120, its bytes from 128 on belong to no object). */
+static void overflow_past_canary_realloc(void) {
+    unsigned char *p = filled(200);
+    volatile unsigned char *q = launder(realloc(p, sz(120)));
+    if (q != (volatile unsigned char *)launder(p)) {
+        fprintf(stderr, "FAIL: realloc to 120 bytes moved the object\n");
+        exit(1);
+    }
+    q[140] = (unsigned char)~q[140];
+    free((void *)q);
+}
+/* The same into the tail of a page after its last slot: a page of 320-byte slots holds 12
+ * (3 840 bytes) and 256 bytes of no slot. Objects are allocated until one takes a page's last
+ * slot (each has an alias page of its own, at its slot's offset in the pool page). */
+static void overflow_into_page_tail(void) {
+    for (int i = 0; i < 100000; i++) {
+        volatile unsigned char *p = launder(filled(300));
+        if (((uintptr_t)p & 4095) == 11 * 320) {
+            p[500] = (unsigned char)~p[500];
+            free((void *)p);
+            return;
+        }
+    }
+    fprintf(stderr, "FAIL: no object took a page's last 320-byte slot\n");
+    exit(1);
+}
+static void overflow_past_canary_leaked(void) {
+    volatile unsigned char *p = launder(filled(1000));
+    p[1015] = (unsigned char)~p[1015];
+}
 /* Threads that allocate and free, still running when the process exits. */
 static void *churn(void *arg) {
     (void)arg;
@@ -716,6 +754,10 @@ static const struct misuse_case cases[] = {
     {"underflow-leaked-large", underflow_leaked_large},
     {"overflow-leaked-threads", overflow_leaked_threads},
     {"live-at-exit", live_at_exit},
+    {"overflow-past-canary", overflow_past_canary},
+    {"overflow-past-canary-realloc", overflow_past_canary_realloc},
+    {"overflow-into-page-tail", overflow_into_page_tail},
+    {"overflow-past-canary-leaked", overflow_past_canary_leaked},
     {"underflow-write-5000", underflow_write_5000},
     {"underflow-realloc-5000", underflow_realloc_5000},
     {"underflow-write-small", underflow_write_small},

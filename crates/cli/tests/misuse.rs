@@ -167,6 +167,33 @@ fn writes_before_an_object_in_its_first_page_are_found() {
     }
 }
 
+/// Writes past a small object that skip its canary: (case, call that finds it, the object and
+/// the byte written over).
+const PAST_CANARY_CASES: &[(&str, &str, &str)] = &[
+    ("overflow-past-canary", "free", " of 1000 bytes; the address is at offset 1015 from its start"),
+    ("overflow-past-canary-realloc", "free", " of 120 bytes; the address is at offset 140 from its start"),
+    ("overflow-into-page-tail", "free", " of 300 bytes; the address is at offset 500 from its start"),
+];
+
+/// In detect mode the bytes of a small object's slot after its canary (and the page's tail
+/// after its last slot) hold canary bytes too, so a write that skips the canary into them is
+/// found at `free`, naming the byte; also after a `realloc` that shrank the object in place.
+/// Before, it was never seen: each small object has an alias page of its own there, but its
+/// pool page holds other slots, so nothing traps. (At exit: `AT_EXIT_CASES`.)
+#[test]
+fn writes_past_a_small_objects_canary_are_found_in_detect_mode() {
+    for (case, op, what) in PAST_CANARY_CASES {
+        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect")]);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(
+            err.contains(&format!("{op} of 0x")) && err.contains("the canary after the object was overwritten"),
+            "{case}:\n{err}"
+        );
+        assert!(err.contains(what), "{case}: object or byte not named:\n{err}");
+    }
+}
+
 /// Overflows of objects the program never frees: (case, the object and the byte written over,
 /// whether it lies before the object).
 const AT_EXIT_CASES: &[(&str, &str, bool)] = &[
@@ -176,6 +203,7 @@ const AT_EXIT_CASES: &[(&str, &str, bool)] = &[
     ("overflow-leaked-large", " of 300000 bytes; the address is at offset 300000 from its start", false),
     ("underflow-leaked-large", " of 300000 bytes; the address is at offset -8 from its start", true),
     ("overflow-leaked-threads", " of 24 bytes; the address is at offset 24 from its start", false),
+    ("overflow-past-canary-leaked", " of 1000 bytes; the address is at offset 1015 from its start", false),
 ];
 
 /// Detect mode checks the canaries of the objects still live at exit (`check_at_exit`, on by
@@ -255,6 +283,7 @@ fn every_case_is_tested() {
     tested.extend(UNDERFLOW_CASES.iter().map(|(c, ..)| *c));
     tested.extend(UNDERFLOW_COPY_CASES.iter().map(|(c, _)| *c));
     tested.extend(AT_EXIT_CASES.iter().map(|(c, ..)| *c));
+    tested.extend(PAST_CANARY_CASES.iter().map(|(c, ..)| *c));
     tested.push("live-at-exit");
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");

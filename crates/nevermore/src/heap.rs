@@ -300,10 +300,52 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
     }
     // SAFETY: the slot holds size + CANARY bytes.
     unsafe { guard::arm(p, size) };
+    if crate::detect() {
+        arm_slack(p, size, CLASSES[ci].size);
+    }
     if stack::enabled() {
         note_alloc(p);
     }
     p as *mut u8
+}
+
+/// Detect mode: the end of the bytes after the slot at `p` (of a class of `slot` bytes) that
+/// no object of its page can hold: the slot's end, or its page's for the page's last slot,
+/// whose page tail (`PAGE % slot` bytes) belongs to no slot.
+#[inline]
+fn slack_end(p: usize, slot: u32) -> usize {
+    let slot = slot as usize;
+    if (p & (PAGE - 1)) + 2 * slot > PAGE {
+        (p | (PAGE - 1)) + 1
+    } else {
+        p + slot
+    }
+}
+
+/// Detect mode: fills the slack of the small object `p` of `size` bytes (the bytes after its
+/// canary up to `slack_end`) with canary bytes keyed with `p`, checked with the canary
+/// (`slack_damage`). In detect mode each small object has an alias page of its own but shares
+/// its pool page, through which a write past its canary reaches its slot's slack or the slots
+/// after it: 0–15 bytes of slack up to the 160-byte class, up to 687 in the 2 048-byte one,
+/// plus a page tail of up to 256 bytes (the 320-byte class) after a page's last slot. So a
+/// write that skips the canary (`p[size + 8 + k]`), or one just before the next slot's object
+/// (`q[-1]` where the slack lies there), is found at this object's `free` instead of going
+/// unseen. Prevent mode, whose cost is the point, keeps the canary alone.
+#[inline(never)]
+fn arm_slack(p: usize, size: usize, slot: u32) {
+    // SAFETY: the slot (and, for a page's last slot, the page tail after it) is ours up to
+    // `slack_end`; nothing of any object lies after the canary.
+    unsafe { guard::arm_tail(p, p + size + CANARY, slack_end(p, slot)) };
+}
+
+/// Detect mode: the first byte of the slack of the live small object `p` of `size` bytes (see
+/// `arm_slack`) that was written over, reading it where `canary_view` maps it.
+fn slack_damage(p: usize, size: usize, slot: u32) -> Option<usize> {
+    let view = canary_view(p);
+    let (from, to) = (p + size + CANARY, slack_end(p, slot));
+    // SAFETY: the slack lies in the object's own page (slots never cross pages), which `view`
+    // maps at the same offset; `arm_slack` keyed each byte with `p`.
+    unsafe { guard::tail_damage(p, view + (from - p), view + (to - p)) }.map(|at| at - view + p)
 }
 
 /// `alloc_small` got no slot: a page object instead under `guard_all`, else out of memory.
@@ -783,7 +825,7 @@ fn live_large(s: &pool::Span) -> Option<usize> {
 fn checked(p: usize, op: &'static str) -> (Obj, usize) {
     match lookup(p) {
         Some((obj, size)) => {
-            check_canary(p, size, op);
+            check_slot(p, size, obj, op);
             (obj, size)
         }
         None => checked_other(p, op),
@@ -824,10 +866,11 @@ fn head_damage(p: usize) -> Option<usize> {
 
 /// The first canary byte written over of the live object `p` of `size` bytes, and whether it
 /// lies before the object (`head_damage`) rather than after it: the canary after it, a large
-/// object's tail (`large::tail_damage`), the bytes before a page or large object. For `free` and
-/// `realloc` of all but slab slots (`checked_other`), and for a check made without a `free`
-/// (`leak::check_at_exit`, which holds every other thread still). `span`: the descriptor of a
-/// page or large object; None for a slab slot.
+/// object's tail (`large::tail_damage`), the bytes before a page or large object, a slab slot's
+/// slack in detect mode (`arm_slack`). For `free` and `realloc` of all but slab slots
+/// (`checked_other`), and for a check made without a `free` (`leak::check_at_exit`, which holds
+/// every other thread still). `span`: the descriptor of a page or large object; None for a
+/// slab slot.
 pub fn damage(p: usize, size: usize, span: Option<u32>) -> Option<(usize, bool)> {
     let s = span.map(|idx| POOL.span(idx));
     let canary = s.is_none_or(|s| s.kind != pool::PAGES || s.class & pool::NO_CANARY == 0);
@@ -836,7 +879,15 @@ pub fn damage(p: usize, size: usize, span: Option<u32>) -> Option<(usize, bool)>
     if canary && !unsafe { guard::intact_via(p, size, canary_view(p)) } {
         return Some((p + size, false));
     }
-    let s = s?;
+    let Some(s) = s else {
+        let slot = crate::detect().then(|| lookup(p)).flatten().map(|(obj, _)| obj);
+        return match slot {
+            Some(Obj::Small { idx, .. }) => {
+                slack_damage(p, size, CLASSES[POOL.span(idx).class as usize].size).map(|at| (at, false))
+            }
+            _ => None,
+        };
+    };
     if s.kind == pool::LARGE {
         if let Some(at) = large::tail_damage(s, p, size) {
             return Some((at, false));
@@ -882,6 +933,25 @@ pub fn check_canary(p: usize, size: usize, op: &'static str) {
     // `canary_view` maps too.
     if !unsafe { guard::intact_via(p, size, canary_view(p)) } {
         overflowed(p, size, op);
+    }
+}
+
+/// `check_canary` for the live slab slot `obj` at `p`, and in detect mode its slack too
+/// (`arm_slack`).
+#[inline(always)]
+fn check_slot(p: usize, size: usize, obj: Obj, op: &'static str) {
+    check_canary(p, size, op);
+    if crate::detect() {
+        if let Obj::Small { idx, .. } = obj {
+            check_slack(p, size, idx, op);
+        }
+    }
+}
+
+#[inline(never)]
+fn check_slack(p: usize, size: usize, idx: u32, op: &'static str) {
+    if let Some(at) = slack_damage(p, size, CLASSES[POOL.span(idx).class as usize].size) {
+        overflowed_at(p, size, at, op);
     }
 }
 
@@ -1038,7 +1108,7 @@ fn free_in_claiming(p: usize, claimed: Option<usize>, op: &'static str) {
     // stores just made, which stalls (about a fifth of `free` in an alloc/free loop).
     match lookup(p) {
         Some((obj, size)) => {
-            check_canary(p, size, op);
+            check_slot(p, size, obj, op);
             check_claim(p, size, claimed, op);
             kill_checked(obj, p, size, op);
             finish_free(p, obj, size);
@@ -1077,7 +1147,7 @@ fn free_begin(p: usize, claimed: Option<usize>, op: &'static str) -> Option<(Obj
     }
     match lookup(p) {
         Some((obj, size)) => {
-            check_canary(p, size, op);
+            check_slot(p, size, obj, op);
             check_claim(p, size, claimed, op);
             kill_checked(obj, p, size, op);
             Some((obj, size))
@@ -1445,7 +1515,14 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
     if in_place {
         match obj {
             Obj::Large { idx } => large::arm(POOL.span(idx), a, size),
-            // SAFETY: the slot/run holds size + CANARY bytes from `a`.
+            Obj::Small { idx, .. } => {
+                // SAFETY: the slot holds size + CANARY bytes from `a`.
+                unsafe { guard::arm(a, size) };
+                if crate::detect() {
+                    arm_slack(a, size, CLASSES[POOL.span(idx).class as usize].size);
+                }
+            }
+            // SAFETY: the run holds size + CANARY bytes from `a`.
             _ if has_canary(obj) => unsafe { guard::arm(a, size) },
             _ => {}
         }

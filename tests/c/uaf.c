@@ -69,6 +69,15 @@
  *                        group) into a live object of SIZE bytes, told it holds LEN: prints
  *                        "lookup R NAME" or "lookup R" (the library reports an entry that
  *                        would have been written past the object).
+ *   named CALL SIZE LEN   CALL (gethostname, ttyname_r and ptsname_r of a new pseudo-terminal,
+ *                        confstr of _CS_PATH, strerror_r of an unknown error, __xpg_strerror_r of
+ *                        ENOENT, getnameinfo-host and getnameinfo-serv of 127.0.0.1:8080 as
+ *                        numbers, told LEN; if_indextoname of 1, asctime_r of time 0, ctime_r,
+ *                        which take no length; getentropy of LEN bytes) into a live object of
+ *                        SIZE bytes with live neighbours: prints "named R same" when its result
+ *                        R and text are what the C library gives a buffer of its own told LEN,
+ *                        else "named R DIFF" (the library reports a call that would have written
+ *                        past the object).
  *   getline CALL SIZE N LEN  CALL (getline, getdelim, __getdelim) of a line of LEN bytes into a
  *                        live object of SIZE bytes, told it holds N: prints "getline R same N"
  *                        or "getline R grown" (the library reports a line that would have
@@ -184,7 +193,62 @@
 #include <iconv.h>
 #include <grp.h>
 #include <pwd.h>
+#include <netdb.h>
+#include <net/if.h>
 #include "pool_probe.h"
+
+/* The XSI strerror_r, by the name the C library exports it under. */
+extern int __xpg_strerror_r(int errnum, char *buf, size_t len);
+
+/* A pseudo-terminal for "named": its master and slave descriptors. */
+static int named_master = -1, named_slave = -1;
+static void named_pty(void) {
+    if (named_master >= 0)
+        return;
+    char name[128];
+    named_master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (named_master < 0 || grantpt(named_master) || unlockpt(named_master) ||
+        ptsname_r(named_master, name, sizeof name)) {
+        perror("pseudo-terminal");
+        exit(2);
+    }
+    named_slave = open(name, O_RDWR | O_NOCTTY);
+    if (named_slave < 0) {
+        perror("open pseudo-terminal");
+        exit(2);
+    }
+}
+
+/* CALL of "named" into BUF told LEN: its result as a number, its text in *TEXT. */
+static long named_call(const char *call, char *buf, size_t len, const char **text) {
+    *text = buf;
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(8080)};
+    sin.sin_addr.s_addr = htonl(0x7f000001);
+    struct tm tm;
+    time_t t0 = 0;
+    if (!strcmp(call, "gethostname")) return gethostname(buf, len);
+    if (!strcmp(call, "ttyname_r")) return named_pty(), ttyname_r(named_slave, buf, len);
+    if (!strcmp(call, "ptsname_r")) return named_pty(), ptsname_r(named_master, buf, len);
+    if (!strcmp(call, "confstr")) return (long)confstr(_CS_PATH, buf, len);
+    if (!strcmp(call, "__xpg_strerror_r")) return __xpg_strerror_r(ENOENT, buf, len);
+    if (!strcmp(call, "strerror_r")) {
+        *text = strerror_r(12345, buf, len);
+        return *text == buf;
+    }
+    if (!strcmp(call, "getnameinfo-host"))
+        return getnameinfo((struct sockaddr *)&sin, sizeof sin, buf, len, NULL, 0, NI_NUMERICHOST);
+    if (!strcmp(call, "getnameinfo-serv"))
+        return getnameinfo((struct sockaddr *)&sin, sizeof sin, NULL, 0, buf, len, NI_NUMERICSERV);
+    if (!strcmp(call, "if_indextoname")) return if_indextoname(1, buf) != NULL;
+    if (!strcmp(call, "asctime_r")) return asctime_r(gmtime_r(&t0, &tm), buf) != NULL;
+    if (!strcmp(call, "ctime_r")) return ctime_r(&t0, buf) != NULL;
+    if (!strcmp(call, "getentropy")) {
+        *text = "";
+        return getentropy(buf, len);
+    }
+    fprintf(stderr, "unknown call %s\n", call);
+    exit(2);
+}
 
 
 /* The fortified functions, called as a program built with _FORTIFY_SOURCE calls them. */
@@ -1048,6 +1112,23 @@ int main(int argc, char **argv) {
         if (pr) name = pr->pw_name;
         if (gres) name = gres->gr_name;
         printf(name ? "lookup %d %s\n" : "lookup %d\n", r, name);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(buf);
+        return 0;
+    }
+    if (!strcmp(c, "named") && argc > 4) {
+        const char *call = argv[2], *text, *want;
+        size_t n = (size_t)atol(argv[3]), len = (size_t)atol(argv[4]);
+        static char own[4096];
+        if (len > sizeof own) return 2;
+        long r0 = named_call(call, own, len, &want);
+        char *buf = malloc(n), *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = malloc(n);
+        long r = named_call(call, buf, len, &text);
+        size_t k = strnlen(text, n), k0 = strnlen(want, len);
+        printf("named %ld %s\n", r, r == r0 && k == k0 && !memcmp(text, want, k) ? "same" : "DIFF");
         for (int i = 0; i < 8; i++)
             free(next[i]);
         free(buf);

@@ -584,6 +584,52 @@ fn database_entries_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// Names and messages the C library writes into a buffer told its length (`gethostname`,
+/// `ttyname_r`, `ptsname_r`, `confstr`, both `strerror_r`s, `getnameinfo`'s host and service):
+/// told more than the buffer's heap object holds, a name that fits the object gives what the C
+/// library gives (its result and text); one that does not fit the length either gives the C
+/// library's answer to a buffer too small; one that fits the length but not the object, which
+/// the C library would have written past the object's end, is reported before the program goes
+/// on (under glibc alone, `__xpg_strerror_r` into a 1-byte object told 200 ends in "free():
+/// invalid size"). The calls that take no length (`if_indextoname`, `asctime_r`, `ctime_r`)
+/// are reported when the object is smaller than what they write, and `getentropy` when it is
+/// smaller than the length asked for.
+#[test]
+fn names_and_messages_past_the_end_of_an_object_are_reported() {
+    // (case's call, the name of the call reported, result when it fits, result for 1 byte)
+    let told = [
+        ("gethostname", "gethostname", "0", "-1"),
+        ("ttyname_r", "ttyname_r", "0", "34"),
+        ("ptsname_r", "ptsname_r", "0", "34"),
+        ("confstr", "confstr", "14", "14"),
+        ("strerror_r", "strerror_r", "1", "1"),
+        ("__xpg_strerror_r", "__xpg_strerror_r", "0", "34"),
+        ("getnameinfo-host", "getnameinfo", "0", "-12"),
+        ("getnameinfo-serv", "getnameinfo", "0", "-12"),
+    ];
+    for mode in ["detect", "prevent"] {
+        for (call, op, fits, short) in told {
+            for (args, r) in [(["200", "200"], fits), (["200", "4000"], fits), (["1", "1"], short)] {
+                let o = run(mode, &["named", call, args[0], args[1]]);
+                assert_ok(&o);
+                assert_eq!(stdout(&o).trim_end(), format!("named {r} same"), "{mode} {call} {args:?}: {}", stderr(&o));
+            }
+            assert_reported_first(mode, "named", &[call, "1", "200"], op, "1", "was to write");
+        }
+        for (call, fits, short) in [("if_indextoname", "16", "15"), ("asctime_r", "26", "25"), ("ctime_r", "26", "25")]
+        {
+            let o = run(mode, &["named", call, fits, "100"]);
+            assert_ok(&o);
+            assert_eq!(stdout(&o).trim_end(), "named 1 same", "{mode} {call}: {}", stderr(&o));
+            assert_reported_first(mode, "named", &[call, short, "100"], call, short, "was to write");
+        }
+        let o = run(mode, &["named", "getentropy", "16", "16"]);
+        assert_ok(&o);
+        assert_eq!(stdout(&o).trim_end(), "named 0 same", "{mode}: {}", stderr(&o));
+        assert_reported_first(mode, "named", &["getentropy", "16", "17"], "getentropy", "16", "was to write");
+    }
+}
+
 /// `getline`, `getdelim` and `__getdelim` given a size past their heap object's end (a size
 /// kept from a bigger buffer): a line that fits the object is read into it and the caller's
 /// size stays; one longer than the size grows the buffer, as under glibc; one that fits the

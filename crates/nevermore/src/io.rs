@@ -63,8 +63,10 @@
 //! streams the C library opens for itself, and reads with its own `readdir` (inside
 //! `scandir`, `glob`, `nftw`, `ftw`, `fts_read`), are views (`streams`). `posix_spawn`,
 //! `posix_spawnp`, `system` and `popen` read first what their child and its `execve` will
-//! read (`spawn_call`). Not reached: the other calls the C library makes inside its own
-//! functions (`realpath`'s, whose result only is held to its buffer's bounds), calls made
+//! read (`spawn_call`). The calls that write a name or a message of the C library's into the
+//! caller's buffer (`gethostname`, `strerror_r`, `getnameinfo`, `ctime_r`, ...) are held to
+//! its heap object's bounds (`fills`). Not reached: the other calls the C library makes inside
+//! its own functions (`realpath`'s, whose result only is held to its buffer's bounds), calls made
 //! through `syscall()` or a `syscall` instruction, the other calls that take buffers or paths
 //! (`io_uring`, `ioctl`, `mount`, ...); those still fail as described above.
 //! `ioctl` is left on purpose: its argument's size is the driver's to know, and some requests
@@ -3152,5 +3154,6 @@ pub unsafe extern "C" fn popen(command: Path, mode: Path) -> Stream {
     unsafe { g(command, mode) }
 }
 
+mod fills;
 mod process;
 mod waits;

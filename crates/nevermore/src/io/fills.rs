@@ -1,0 +1,350 @@
+//! Names, messages and times the C library writes into the caller's buffer, held to the bounds
+//! of the buffer's heap object.
+//!
+//! Told a length (`gethostname`, `ttyname_r`, `ptsname_r`, `confstr`, `strerror_r` and the
+//! XSI `__xpg_strerror_r`, `getnameinfo`'s two buffers), the C library writes as far as the
+//! name needs, up to that length: a length past the buffer's object (the size of another
+//! buffer, a constant such as `NI_MAXHOST` with a smaller allocation) lets a long name run over
+//! the neighbours, and `ttyname_r` reads the link into the whole length it is told. Told no
+//! more than the room left in the object, the C library answers as for any buffer too small
+//! (an error, or a cut string); only then is the call made again, into memory of the library's
+//! own of the caller's length, to see how far it would have written: past the object's end,
+//! the call is reported (before the program goes on); otherwise the caller gets the answer for
+//! a buffer too small, as the C library would have given it.
+//!
+//! Told no length, the C library writes what the standard says the buffer holds:
+//! `if_indextoname` `IF_NAMESIZE` bytes (the name, then NULs: `strncpy`), `ctime_r` and
+//! `asctime_r` the time's text (26 bytes with the NUL, as the standard requires). They are made
+//! into a local buffer, and what they wrote is held to the heap object before it is copied
+//! out: a buffer too small is reported before a byte is written past it. `getentropy` writes
+//! all the bytes asked for: a length past the object is reported before the call, and after
+//! `EFAULT` (a page that lost its entry) the call is made again with the pages mapped.
+//!
+//! Buffers outside the heap go to the C library's functions untouched.
+
+use core::ffi::{c_char, c_int};
+use core::sync::atomic::AtomicUsize;
+use core::{ptr, slice};
+
+use super::{again, bounded, bounded_live, in_heap, real, room_live, Way};
+use crate::{alias, sys};
+
+/// The longest memory of the library's own a call is made again into: a length past it is
+/// held to this much (a name longer than it that runs past the object is left unreported).
+const SCRATCH: usize = 1 << 20;
+
+/// How far a call writes into a buffer of `len` bytes (`call(buf, len)`), or None if that
+/// cannot be found: it is made into memory of the library's own filled with one byte, then
+/// with another, and the last byte changed either time ends what it wrote (a byte the call
+/// writes may equal one filling, not both).
+fn reach(len: usize, call: impl Fn(*mut c_char, usize)) -> Option<usize> {
+    let n = len.min(SCRATCH);
+    let scratch = sys::map_meta(n.max(1));
+    if scratch.is_null() {
+        return None;
+    }
+    let mut most = 0;
+    for fill in [0xa5u8, 0x5a] {
+        // SAFETY: `scratch` holds `n` bytes of the library's own, written by no one else.
+        let bytes = unsafe {
+            ptr::write_bytes(scratch, fill, n);
+            call(scratch.cast(), n);
+            slice::from_raw_parts(scratch, n)
+        };
+        if let Some(i) = bytes.iter().rposition(|&b| b != fill) {
+            most = most.max(i + 1);
+        }
+    }
+    sys::unmap(scratch, n.max(1));
+    Some(most)
+}
+
+/// A call told that `buf` holds `len` bytes (`call(b, n)` makes it into `b` told `n`), held to
+/// the bounds of `buf`'s heap object: see the module's documentation. `whole(r, b, n)`: whether
+/// the call's answer `r`, made into `b` told `n`, is complete (the name fitted).
+fn told<R>(
+    buf: *mut c_char,
+    len: usize,
+    op: &'static str,
+    call: impl Fn(*mut c_char, usize) -> R,
+    whole: impl Fn(&R, *mut c_char, usize) -> bool,
+) -> R {
+    let Some(room) = room_live(buf as usize).filter(|&room| room < len) else { return call(buf, len) };
+    let r = call(buf, room);
+    if whole(&r, buf, room) {
+        return r;
+    }
+    let e = sys::errno();
+    if let Some(wrote) = reach(len, |b, n| drop(call(b, n))).filter(|&w| w > room) {
+        // The C library would have written past the object's end.
+        bounded_live(buf as usize, wrote, Way::WouldWrite, op);
+    }
+    sys::set_errno(e);
+    r
+}
+
+/// Whether the `n` bytes at `b` hold a string that ends before their last byte (a string that
+/// fills them may have been cut).
+fn ends_before(b: *const c_char, n: usize) -> bool {
+    // SAFETY: the call just wrote its string into the `n` bytes at `b`, which are readable.
+    n > 0 && unsafe { slice::from_raw_parts(b.cast::<u8>(), n) }.iter().position(|&c| c == 0).is_some_and(|i| i + 1 < n)
+}
+
+/// `gethostname(3)`: see the module's documentation. (The C library copies what fits and
+/// fails with `ENAMETOOLONG` when the name does not.)
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn gethostname(name: *mut c_char, len: usize) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(*mut c_char, usize) -> c_int> = unsafe { real_fn!(gethostname) };
+    let Some(g) = real else { return enosys() };
+    // SAFETY: the caller's buffer, told no more than it holds, or the library's own.
+    told(name, len, "gethostname", |b, n| unsafe { g(b, n) }, |&r, _, _| r == 0)
+}
+
+/// Defines the wrapper of a call that answers `ERANGE` when its buffer is too small.
+macro_rules! told_erange {
+    ($(#[$doc:meta])* fn $name:ident($key:ident: $kty:ty)) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($key: $kty, buf: *mut c_char, len: usize) -> c_int {
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<unsafe extern "C" fn($kty, *mut c_char, usize) -> c_int> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return libc::ENOSYS };
+            // SAFETY: the caller's buffer, told no more than it holds, or the library's own.
+            told(buf, len, stringify!($name), |b, n| unsafe { g($key, b, n) }, |&r, _, _| r != libc::ERANGE)
+        }
+    };
+}
+
+told_erange! {
+    /// `ttyname_r(3)`: see the module's documentation. (The C library reads the terminal's
+    /// link into the whole length it is told.)
+    fn ttyname_r(fd: c_int)
+}
+told_erange! {
+    /// `ptsname_r(3)`: see the module's documentation.
+    fn ptsname_r(fd: c_int)
+}
+told_erange! {
+    /// `__xpg_strerror_r`, the XSI `strerror_r` (what the headers name it without
+    /// `_GNU_SOURCE`): see the module's documentation. (The C library copies what fits and
+    /// answers `ERANGE` when the message does not.)
+    fn __xpg_strerror_r(errnum: c_int)
+}
+
+/// `strerror_r(3)`, the GNU one, which returns the message: a static one for a known error,
+/// else one written into the caller's buffer ("Unknown error N"), cut to the length told. See
+/// the module's documentation.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn strerror_r(errnum: c_int, buf: *mut c_char, len: usize) -> *mut c_char {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(c_int, *mut c_char, usize) -> *mut c_char> = unsafe { real_fn!(strerror_r) };
+    let Some(g) = real else { return ptr::null_mut() };
+    // SAFETY: the caller's buffer, told no more than it holds, or the library's own.
+    let call = |b: *mut c_char, n: usize| unsafe { g(errnum, b, n) };
+    told(buf, len, "strerror_r", call, |&r, b, n| r != b || ends_before(b, n))
+}
+
+/// `confstr(3)`: see the module's documentation. (The C library copies what fits, cut, and
+/// answers the length the whole value needs.)
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn confstr(name: c_int, buf: *mut c_char, len: usize) -> usize {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(c_int, *mut c_char, usize) -> usize> = unsafe { real_fn!(confstr) };
+    let Some(g) = real else {
+        sys::set_errno(libc::ENOSYS);
+        return 0;
+    };
+    if buf.is_null() {
+        // SAFETY: no buffer: the C library answers the length alone.
+        return unsafe { g(name, buf, len) };
+    }
+    // SAFETY: the caller's buffer, told no more than it holds, or the library's own.
+    told(buf, len, "confstr", |b, n| unsafe { g(name, b, n) }, |&r, _, n| r <= n)
+}
+
+/// `getnameinfo(3)`: its host and service buffers each held to its heap object's bounds, as
+/// the module's documentation says. (The C library answers `EAI_OVERFLOW` when either name
+/// does not fit.)
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn getnameinfo(
+    sa: *const libc::sockaddr,
+    salen: libc::socklen_t,
+    host: *mut c_char,
+    hostlen: libc::socklen_t,
+    serv: *mut c_char,
+    servlen: libc::socklen_t,
+    flags: c_int,
+) -> c_int {
+    type F = unsafe extern "C" fn(
+        *const libc::sockaddr,
+        libc::socklen_t,
+        *mut c_char,
+        libc::socklen_t,
+        *mut c_char,
+        libc::socklen_t,
+        c_int,
+    ) -> c_int;
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<F> = unsafe { real_fn!(getnameinfo) };
+    let Some(g) = real else { return libc::EAI_SYSTEM };
+    // SAFETY: the caller's address and buffers, told no more than they hold, or the library's own.
+    let call = |h: *mut c_char, hl: libc::socklen_t, s: *mut c_char, sl: libc::socklen_t| unsafe {
+        g(sa, salen, h, hl, s, sl, flags)
+    };
+    let cut = |b: *mut c_char, len: libc::socklen_t| match room_live(b as usize) {
+        Some(room) if !b.is_null() && room < len as usize => room as libc::socklen_t,
+        _ => len,
+    };
+    let (host_room, serv_room) = (cut(host, hostlen), cut(serv, servlen));
+    let r = call(host, host_room, serv, serv_room);
+    if r != libc::EAI_OVERFLOW || (host_room == hostlen && serv_room == servlen) {
+        return r;
+    }
+    // Each name alone, at the caller's length, into memory of the library's own.
+    let e = sys::errno();
+    let len = |n: usize| n.min(libc::socklen_t::MAX as usize) as libc::socklen_t;
+    if host_room < hostlen {
+        if let Some(w) = reach(hostlen as usize, |b, n| {
+            call(b, len(n), ptr::null_mut(), 0);
+        }) {
+            if w > host_room as usize {
+                bounded_live(host as usize, w, Way::WouldWrite, "getnameinfo");
+            }
+        }
+    }
+    if serv_room < servlen {
+        if let Some(w) = reach(servlen as usize, |b, n| {
+            call(ptr::null_mut(), 0, b, len(n));
+        }) {
+            if w > serv_room as usize {
+                bounded_live(serv as usize, w, Way::WouldWrite, "getnameinfo");
+            }
+        }
+    }
+    sys::set_errno(e);
+    r
+}
+
+/// A call that writes at most `N` bytes into `buf` (`call(b)` makes it into `b`, answering `b`
+/// or null), made into a local buffer when `buf` is in the heap; `wrote(local)` is how many of
+/// the local's bytes it wrote. Those are held to `buf`'s heap object, then copied out.
+fn through_local<const N: usize>(
+    buf: *mut c_char,
+    op: &'static str,
+    call: impl Fn(*mut c_char) -> *mut c_char,
+    wrote: impl Fn(&[u8; N]) -> usize,
+) -> *mut c_char {
+    if buf.is_null() || !in_heap(buf as usize) {
+        return call(buf);
+    }
+    let mut local = [0u8; N];
+    if call(local.as_mut_ptr().cast()).is_null() {
+        return ptr::null_mut();
+    }
+    let n = wrote(&local).min(N);
+    bounded(buf as usize, n, Way::WouldWrite, op);
+    // SAFETY: `buf`'s heap object holds `n` bytes from `buf` (just checked: a report of a
+    // buffer too small does not return).
+    unsafe { ptr::copy_nonoverlapping(local.as_ptr(), buf.cast::<u8>(), n) };
+    buf
+}
+
+/// The bytes of the string in `b`, with its NUL.
+fn string_bytes<const N: usize>(b: &[u8; N]) -> usize {
+    b.iter().position(|&c| c == 0).map_or(N, |i| i + 1)
+}
+
+/// Bytes `if_indextoname` writes: a whole `IF_NAMESIZE` (`strncpy`).
+const IF_NAMESIZE: usize = 16;
+
+/// `if_indextoname(3)`: see the module's documentation.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn if_indextoname(index: libc::c_uint, name: *mut c_char) -> *mut c_char {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(libc::c_uint, *mut c_char) -> *mut c_char> =
+        unsafe { real_fn!(if_indextoname) };
+    let Some(g) = real else { return enosys_null() };
+    // SAFETY: the caller's buffer, or a local of `IF_NAMESIZE` bytes.
+    through_local::<IF_NAMESIZE>(name, "if_indextoname", |b| unsafe { g(index, b) }, |_| IF_NAMESIZE)
+}
+
+/// Bytes of the buffer `ctime_r` and `asctime_r` are given, by the standard.
+const TIME_TEXT: usize = 26;
+
+/// `asctime_r(3)`: see the module's documentation.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn asctime_r(tm: *const libc::tm, buf: *mut c_char) -> *mut c_char {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(*const libc::tm, *mut c_char) -> *mut c_char> =
+        unsafe { real_fn!(asctime_r) };
+    let Some(g) = real else { return enosys_null() };
+    // SAFETY: the caller's time, and its buffer or a local of `TIME_TEXT` bytes.
+    through_local::<TIME_TEXT>(buf, "asctime_r", |b| unsafe { g(tm, b) }, string_bytes)
+}
+
+/// `ctime_r(3)`: see the module's documentation.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn ctime_r(t: *const libc::time_t, buf: *mut c_char) -> *mut c_char {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(*const libc::time_t, *mut c_char) -> *mut c_char> =
+        unsafe { real_fn!(ctime_r) };
+    let Some(g) = real else { return enosys_null() };
+    // SAFETY: the caller's time, and its buffer or a local of `TIME_TEXT` bytes.
+    through_local::<TIME_TEXT>(buf, "ctime_r", |b| unsafe { g(t, b) }, string_bytes)
+}
+
+/// Most bytes `getentropy` gives in one call (more: `EIO`).
+const ENTROPY_MAX: usize = 256;
+
+/// `getentropy(3)`: see the module's documentation.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn getentropy(buf: *mut core::ffi::c_void, len: usize) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(*mut core::ffi::c_void, usize) -> c_int> = unsafe { real_fn!(getentropy) };
+    let Some(g) = real else { return enosys() };
+    if len <= ENTROPY_MAX {
+        bounded(buf as usize, len, Way::WouldWrite, "getentropy");
+    }
+    // SAFETY: the caller's arguments, as the caller passed them.
+    again(|| unsafe { g(buf, len) } as isize, || alias::map_again(buf as usize, len.min(ENTROPY_MAX))) as c_int
+}
+
+/// -1 with `ENOSYS`: the C library has no such function.
+fn enosys() -> c_int {
+    sys::set_errno(libc::ENOSYS);
+    -1
+}
+
+/// Null with `ENOSYS`: the C library has no such function.
+fn enosys_null() -> *mut c_char {
+    sys::set_errno(libc::ENOSYS);
+    ptr::null_mut()
+}

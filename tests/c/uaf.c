@@ -66,9 +66,15 @@
  *                        library reports a read past the object, in detect mode or with
  *                        check_reads=1).
  *   lookup CALL SIZE LEN CALL (getpwnam_r, getpwuid_r of root, getgrnam_r, getgrgid_r of the root
- *                        group) into a live object of SIZE bytes, told it holds LEN: prints
+ *                        group, gethostbyname_r, gethostbyname2_r of localhost, gethostbyaddr_r
+ *                        of 127.0.0.1, getservbyname_r, getservbyport_r of http,
+ *                        getprotobyname_r, getprotobynumber_r of tcp) into a live object of
+ *                        SIZE bytes, told it holds LEN: prints
  *                        "lookup R NAME" or "lookup R" (the library reports an entry that
  *                        would have been written past the object).
+ *   groups SIZE COUNT    getgrouplist of root into a live object of SIZE bytes, told it holds
+ *                        COUNT groups: prints "groups R N same" or "groups R N DIFF" (see
+ *                        named).
  *   named CALL SIZE LEN   CALL (gethostname, ttyname_r and ptsname_r of a new pseudo-terminal,
  *                        confstr of _CS_PATH, strerror_r of an unknown error, __xpg_strerror_r of
  *                        ENOENT, getnameinfo-host and getnameinfo-serv of 127.0.0.1:8080 as
@@ -1104,17 +1110,54 @@ int main(int argc, char **argv) {
         struct group gr, *gres = NULL;
         const char *name = NULL;
         int r;
+        struct hostent he, *hr = NULL;
+        struct servent se, *sr = NULL;
+        struct protoent pe, *per = NULL;
+        struct in_addr lo = {htonl(0x7f000001)};
+        int herr = 0;
         if (!strcmp(call, "getpwnam_r")) r = getpwnam_r("root", &pw, buf, len, &pr);
         else if (!strcmp(call, "getpwuid_r")) r = getpwuid_r(0, &pw, buf, len, &pr);
         else if (!strcmp(call, "getgrnam_r")) r = getgrnam_r("root", &gr, buf, len, &gres);
         else if (!strcmp(call, "getgrgid_r")) r = getgrgid_r(0, &gr, buf, len, &gres);
+        else if (!strcmp(call, "gethostbyname_r")) r = gethostbyname_r("localhost", &he, buf, len, &hr, &herr);
+        else if (!strcmp(call, "gethostbyname2_r"))
+            r = gethostbyname2_r("localhost", AF_INET, &he, buf, len, &hr, &herr);
+        else if (!strcmp(call, "gethostbyaddr_r"))
+            r = gethostbyaddr_r(&lo, sizeof lo, AF_INET, &he, buf, len, &hr, &herr);
+        else if (!strcmp(call, "getservbyname_r")) r = getservbyname_r("http", "tcp", &se, buf, len, &sr);
+        else if (!strcmp(call, "getservbyport_r")) r = getservbyport_r(htons(80), "tcp", &se, buf, len, &sr);
+        else if (!strcmp(call, "getprotobyname_r")) r = getprotobyname_r("tcp", &pe, buf, len, &per);
+        else if (!strcmp(call, "getprotobynumber_r")) r = getprotobynumber_r(6, &pe, buf, len, &per);
         else return 2;
         if (pr) name = pr->pw_name;
         if (gres) name = gres->gr_name;
+        if (hr) name = hr->h_name;
+        if (sr) name = sr->s_name;
+        if (per) name = per->p_name;
         printf(name ? "lookup %d %s\n" : "lookup %d\n", r, name);
         for (int i = 0; i < 8; i++)
             free(next[i]);
         free(buf);
+        return 0;
+    }
+    if (!strcmp(c, "groups") && argc > 3) {
+        /* getgrouplist of root and group 0 into a live object of SIZE bytes with live
+         * neighbours, told it holds COUNT groups: prints "groups R N same" (R its result, N the
+         * count it left) when both and the groups are what it gives a list of its own. */
+        size_t n = (size_t)atol(argv[2]);
+        int count = atoi(argv[3]), count0 = count;
+        static gid_t own[1024];
+        if (count > 1024) return 2;
+        int r0 = getgrouplist("root", 0, own, &count0);
+        gid_t *list = malloc(n), *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = malloc(n);
+        int r = getgrouplist("root", 0, list, &count);
+        int same = r == r0 && count == count0 && (r < 0 || !memcmp(list, own, (size_t)r * sizeof(gid_t)));
+        printf("groups %d %d %s\n", r, count, same ? "same" : "DIFF");
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(list);
         return 0;
     }
     if (!strcmp(c, "named") && argc > 4) {

@@ -564,15 +564,38 @@ fn reads_past_the_end_of_an_object_are_reported() {
 /// past, and a 4 KiB one told 100 000 ran into addresses never handed out); one that fits the
 /// caller's length but not the object is reported before the program goes on; one too long for
 /// the caller's length too gets `ERANGE`, as under glibc.
+///
+/// The same for the host, service and protocol databases (under glibc alone,
+/// `getservbyname_r` into a 100-byte object told 1 000 ended in SIGSEGV: the look-up reads
+/// every line before the entry into the buffer, and the first line of /etc/services here is
+/// 104 bytes long), and for `getgrouplist` told more groups than its list's object holds.
 #[test]
 fn database_entries_past_the_end_of_an_object_are_reported() {
+    let calls = [
+        ("getpwnam_r", "root"),
+        ("getpwuid_r", "root"),
+        ("getgrnam_r", "root"),
+        ("getgrgid_r", "root"),
+        ("gethostbyname_r", "localhost"),
+        ("gethostbyname2_r", "localhost"),
+        ("gethostbyaddr_r", "localhost"),
+        ("getservbyname_r", "http"),
+        ("getservbyport_r", "http"),
+        ("getprotobyname_r", "tcp"),
+        ("getprotobynumber_r", "tcp"),
+    ];
     for mode in ["detect", "prevent"] {
-        for call in ["getpwnam_r", "getpwuid_r", "getgrnam_r", "getgrgid_r"] {
+        for (call, name) in calls {
+            let found = format!("lookup 0 {name}");
+            // A buffer of 100 bytes holds every line of /etc/passwd and /etc/group here; the
+            // other files may have longer lines (a comment of 104 bytes opens /etc/services),
+            // and a line that does not fit makes the look-up answer ERANGE.
+            let short = if call.starts_with("getpw") || call.starts_with("getgr") { "100" } else { "512" };
             for (args, out) in [
-                (["1024", "1024"], "lookup 0 root"),
-                (["100", "1000"], "lookup 0 root"),
-                (["4096", "100000"], "lookup 0 root"),
-                (["300000", "400000"], "lookup 0 root"),
+                (["1024", "1024"], found.as_str()),
+                ([short, "4000"], &found),
+                (["4096", "100000"], &found),
+                (["300000", "400000"], &found),
                 (["8", "8"], "lookup 34"),
             ] {
                 let o = run(mode, &["lookup", call, args[0], args[1]]);
@@ -581,6 +604,16 @@ fn database_entries_past_the_end_of_an_object_are_reported() {
             }
             assert_reported_first(mode, "lookup", &[call, "8", "1024"], call, "8", "was to write");
         }
+        // root's groups (one, here), into lists of room for 16, for 2 told 1000, for none told
+        // none (-1, and the count needed).
+        for (args, out) in
+            [(["64", "16"], "groups 1 1 same"), (["8", "1000"], "groups 1 1 same"), (["2", "0"], "groups -1 1 same")]
+        {
+            let o = run(mode, &["groups", args[0], args[1]]);
+            assert_ok(&o);
+            assert_eq!(stdout(&o).trim_end(), out, "{mode} groups {args:?}: {}", stderr(&o));
+        }
+        assert_reported_first(mode, "groups", &["2", "16"], "getgrouplist", "2", "was to write");
     }
 }
 

@@ -2,15 +2,22 @@
 //! of the buffer's heap object.
 //!
 //! Told a length (`gethostname`, `ttyname_r`, `ptsname_r`, `confstr`, `strerror_r` and the
-//! XSI `__xpg_strerror_r`, `getnameinfo`'s two buffers), the C library writes as far as the
-//! name needs, up to that length: a length past the buffer's object (the size of another
-//! buffer, a constant such as `NI_MAXHOST` with a smaller allocation) lets a long name run over
-//! the neighbours, and `ttyname_r` reads the link into the whole length it is told. Told no
-//! more than the room left in the object, the C library answers as for any buffer too small
-//! (an error, or a cut string); only then is the call made again, into memory of the library's
-//! own of the caller's length, to see how far it would have written: past the object's end,
-//! the call is reported (before the program goes on); otherwise the caller gets the answer for
-//! a buffer too small, as the C library would have given it.
+//! XSI `__xpg_strerror_r`, `getnameinfo`'s two buffers; the database look-ups, which write an
+//! entry's strings into the buffer: `getpwnam_r`, `getpwuid_r`, `getgrnam_r`, `getgrgid_r`,
+//! `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r`, `getservbyname_r`,
+//! `getservbyport_r`, `getprotobyname_r`, `getprotobynumber_r`; `getgrouplist`, told a count of
+//! groups), the C library writes as far as the name needs, up to that length: a length past
+//! the buffer's object (the size of another buffer, a constant such as `NI_MAXHOST` or a
+//! `sysconf` value with a smaller allocation) lets a long name run over the neighbours, and
+//! some calls write the whole length whatever the name: `ttyname_r` reads the link into it, and
+//! the look-ups in files read each line of the file into it (a buffer of 100 bytes told 1 000
+//! was written past even for root's short entry of `/etc/passwd`). Told no more than the room
+//! left in the object, the C library answers as for any buffer too small (an error, or a cut
+//! string); only then is the call made again, into memory of the library's own of the
+//! caller's length, to see how far it would have written: past the object's end, the call is
+//! reported (before the program goes on); otherwise the caller gets the answer for a buffer
+//! too small, as the C library would have given it. A look-up's entry record (`struct passwd`,
+//! `struct hostent`, ...) is held to its object's bounds before the call.
 //!
 //! Told no length, the C library writes what the standard says the buffer holds:
 //! `if_indextoname` `IF_NAMESIZE` bytes (the name, then NULs: `strncpy`), `ctime_r` and
@@ -239,6 +246,148 @@ pub unsafe extern "C" fn getnameinfo(
     }
     sys::set_errno(e);
     r
+}
+
+/// A database look-up into the caller's entry record `ent`, buffer `buf` of `len` bytes and
+/// `result` (`call(ent, buf, len, result)`: the C library's call with its other arguments), held
+/// to the bounds of their heap objects: see the module's documentation. Made again into memory
+/// of the library's own, it is given an entry record and a result of the library's too.
+fn looked_up<E>(
+    ent: *mut E,
+    buf: *mut c_char,
+    len: usize,
+    result: *mut *mut E,
+    op: &'static str,
+    call: impl Fn(*mut E, *mut c_char, usize, *mut *mut E) -> c_int,
+) -> c_int {
+    bounded(ent as usize, core::mem::size_of::<E>(), Way::WouldWrite, op);
+    let mut own = core::mem::MaybeUninit::<E>::uninit();
+    let mut own_result: *mut E = ptr::null_mut();
+    let (own, own_result) = (own.as_mut_ptr(), &mut own_result as *mut *mut E);
+    let to = |b: *mut c_char, n: usize| if b == buf { call(ent, b, n, result) } else { call(own, b, n, own_result) };
+    told(buf, len, op, to, |&r, _, _| r != libc::ERANGE)
+}
+
+/// Defines the wrapper of a database look-up (`looked_up`): `$key`s are its arguments before
+/// the entry record, `$herr` its `h_errno` pointer after the result, if it has one (the
+/// library's own look-ups get one of the library's).
+macro_rules! database_lookup {
+    ($(#[$doc:meta])* fn $name:ident($($key:ident: $kty:ty),*) -> $ent:ty $(; $herr:ident)?) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            $($key: $kty,)*
+            ent: *mut $ent,
+            buf: *mut c_char,
+            len: usize,
+            result: *mut *mut $ent
+            $(, $herr: *mut c_int)?
+        ) -> c_int {
+            type F = unsafe extern "C" fn(
+                $($kty,)* *mut $ent, *mut c_char, usize, *mut *mut $ent $(, database_lookup!(@int $herr))?
+            ) -> c_int;
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<F> = unsafe { real_fn!($name) };
+            let Some(f) = real else { return libc::ENOSYS };
+            $(let mut own_herr: c_int = 0;
+            // The caller's `h_errno` pointer, and one of the library's own.
+            let (own_herr, $herr): (*mut c_int, *mut c_int) = (&mut own_herr, $herr);)?
+            looked_up(ent, buf, len, result, stringify!($name), |e, b, n, r| {
+                // SAFETY: the caller's key, and the caller's entry, buffer (told no more than
+                // it holds) and result, or the library's own.
+                unsafe { f($($key,)* e, b, n, r $(, if b == buf { $herr } else { own_herr })?) }
+            })
+        }
+    };
+    (@int $herr:ident) => { *mut c_int };
+}
+
+database_lookup! {
+    /// `getpwnam_r(3)`: see the module's documentation.
+    fn getpwnam_r(name: *const c_char) -> libc::passwd
+}
+database_lookup! {
+    /// `getpwuid_r(3)`: see the module's documentation.
+    fn getpwuid_r(uid: libc::uid_t) -> libc::passwd
+}
+database_lookup! {
+    /// `getgrnam_r(3)`: see the module's documentation.
+    fn getgrnam_r(name: *const c_char) -> libc::group
+}
+database_lookup! {
+    /// `getgrgid_r(3)`: see the module's documentation.
+    fn getgrgid_r(gid: libc::gid_t) -> libc::group
+}
+database_lookup! {
+    /// `gethostbyname_r(3)`: see the module's documentation.
+    fn gethostbyname_r(name: *const c_char) -> libc::hostent; h_errnop
+}
+database_lookup! {
+    /// `gethostbyname2_r(3)`: see the module's documentation.
+    fn gethostbyname2_r(name: *const c_char, af: c_int) -> libc::hostent; h_errnop
+}
+database_lookup! {
+    /// `gethostbyaddr_r(3)`: see the module's documentation.
+    fn gethostbyaddr_r(addr: *const core::ffi::c_void, addr_len: libc::socklen_t, kind: c_int) -> libc::hostent; h_errnop
+}
+database_lookup! {
+    /// `getservbyname_r(3)`: see the module's documentation.
+    fn getservbyname_r(name: *const c_char, proto: *const c_char) -> libc::servent
+}
+database_lookup! {
+    /// `getservbyport_r(3)`: see the module's documentation.
+    fn getservbyport_r(port: c_int, proto: *const c_char) -> libc::servent
+}
+database_lookup! {
+    /// `getprotobyname_r(3)`: see the module's documentation.
+    fn getprotobyname_r(name: *const c_char) -> libc::protoent
+}
+database_lookup! {
+    /// `getprotobynumber_r(3)`: see the module's documentation.
+    fn getprotobynumber_r(proto: c_int) -> libc::protoent
+}
+
+/// `getgrouplist(3)`: `*ngroups` is the count of groups the list holds, cut to the room left
+/// in its heap object as a buffer's length is (see the module's documentation). The C library
+/// writes the groups that fit, and answers -1 with the count needed in `*ngroups` when they do
+/// not all fit.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn getgrouplist(
+    user: *const c_char,
+    group: libc::gid_t,
+    groups: *mut libc::gid_t,
+    ngroups: *mut c_int,
+) -> c_int {
+    type F = unsafe extern "C" fn(*const c_char, libc::gid_t, *mut libc::gid_t, *mut c_int) -> c_int;
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<F> = unsafe { real_fn!(getgrouplist) };
+    let Some(f) = real else { return enosys() };
+    const GID: usize = core::mem::size_of::<libc::gid_t>();
+    bounded(ngroups as usize, core::mem::size_of::<c_int>(), Way::WouldWrite, "getgrouplist");
+    // SAFETY: the caller's count, which the C library reads too.
+    let Ok(count) = usize::try_from(unsafe { *ngroups }) else {
+        // SAFETY: the caller's arguments, as the caller passed them.
+        return unsafe { f(user, group, groups, ngroups) };
+    };
+    let mut own_count: c_int = 0;
+    let own_count: *mut c_int = &mut own_count;
+    // The list as a buffer of `n` bytes: as many whole groups as it holds.
+    let call = |b: *mut c_char, n: usize| {
+        let at = if b == groups.cast() { ngroups } else { own_count };
+        // SAFETY: the caller's count, or the library's own for a list of the library's, set to
+        // the groups the list holds; then the caller's user and group, and that list.
+        unsafe {
+            *at = (n / GID).min(c_int::MAX as usize) as c_int;
+            f(user, group, b.cast(), at)
+        }
+    };
+    told(groups.cast(), count.saturating_mul(GID), "getgrouplist", call, |&r, _, _| r >= 0)
 }
 
 /// A call that writes at most `N` bytes into `buf` (`call(b)` makes it into `b`, answering `b`

@@ -51,7 +51,8 @@
  *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
  *                        arguments past the registers, a positional format) into heap objects
  *                        that fit: prints what was scanned.
- *   conv CALL SIZE N LEN [utf8]  CALL (mbstowcs, wcstombs) of a string of LEN characters ('a', or
+ *   conv CALL SIZE N LEN [utf8]  CALL (mbstowcs, mbsrtowcs, mbsnrtowcs, wcstombs, wcsrtombs,
+ *                        wcsnrtombs) of a string of LEN characters ('a', or
  *                        'é' in C.UTF-8) into a live object of SIZE bytes, told it holds N:
  *                        prints "conv R" (the library reports a conversion that would run
  *                        past the object, before it is made); "iconv" converts LEN Latin-1
@@ -992,11 +993,16 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 8; i++)
             next[i] = malloc(size);
         size_t r;
-        if (!strcmp(call, "mbstowcs")) {
+        if (!strcmp(call, "mbstowcs") || !strcmp(call, "mbsrtowcs") || !strcmp(call, "mbsnrtowcs")) {
             char *s = malloc(len + 1);
+            const char *from = s;
+            mbstate_t st;
+            memset(&st, 0, sizeof st);
             memset(s, 'a', len);
             s[len] = 0;
-            r = mbstowcs((wchar_t *)p, s, n);
+            if (!strcmp(call, "mbsrtowcs")) r = mbsrtowcs((wchar_t *)p, &from, n, &st);
+            else if (!strcmp(call, "mbsnrtowcs")) r = mbsnrtowcs((wchar_t *)p, &from, len + 1, n, NULL);
+            else r = mbstowcs((wchar_t *)p, s, n);
             free(s);
         } else if (!strcmp(call, "iconv")) {
             /* LEN Latin-1 'é' (one byte each) to UTF-8 (two each), told the output holds N:
@@ -1024,9 +1030,14 @@ int main(int argc, char **argv) {
             return 0;
         } else {
             wchar_t *w = malloc((len + 1) * sizeof *w);
+            const wchar_t *from = w;
+            mbstate_t st;
+            memset(&st, 0, sizeof st);
             wmemset(w, utf8 ? L'\u00e9' : L'a', len);
             w[len] = 0;
-            r = wcstombs(p, w, n);
+            if (!strcmp(call, "wcsrtombs")) r = wcsrtombs(p, &from, n, &st);
+            else if (!strcmp(call, "wcsnrtombs")) r = wcsnrtombs(p, &from, len + 1, n, NULL);
+            else r = wcstombs(p, w, n);
             free(w);
         }
         printf("conv %zu\n", r);

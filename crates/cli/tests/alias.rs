@@ -432,10 +432,48 @@ fn addresses_formatted_past_the_end_of_an_object_are_reported() {
 /// `mbstowcs`, `wcstombs` and `iconv` given a length past their heap object's end: a
 /// conversion that fits the object is made (and `iconv` leaves its pointers and lengths as the
 /// C library's does), one that would run past it is reported before it is made, whether its
-/// NUL fits the length or not (then the characters that fit, never a part of one).
+/// NUL fits the length or not (then the characters that fit, never a part of one). The same
+/// for the restartable conversions `mbsrtowcs`, `mbsnrtowcs`, `wcsrtombs` and `wcsnrtombs`,
+/// each case of `mbstowcs` and `wcstombs` made with them too.
 #[test]
 fn conversions_past_the_end_of_an_object_are_reported() {
+    // Each case of `mbstowcs` or `wcstombs` with each of its kin.
+    let kin = |call: &str| -> Vec<&'static str> {
+        match call {
+            "mbstowcs" => vec!["mbstowcs", "mbsrtowcs", "mbsnrtowcs"],
+            "wcstombs" => vec!["wcstombs", "wcsrtombs", "wcsnrtombs"],
+            _ => vec![],
+        }
+    };
     for mode in ["detect", "prevent"] {
+        for (args, out) in [
+            (&["mbstowcs", "124", "100", "30"][..], "conv 30"),
+            (&["mbstowcs", "40", "10", "30"], "conv 10"),
+            (&["wcstombs", "31", "100", "30"], "conv 30"),
+            (&["wcstombs", "61", "100", "30", "utf8"], "conv 60"),
+            (&["wcstombs", "24", "25", "30", "utf8"], "conv 24"),
+        ] {
+            for call in kin(args[0]).into_iter().skip(1) {
+                let args = [&[call][..], &args[1..]].concat();
+                let o = run(mode, &[&["conv"][..], &args].concat());
+                assert_ok(&o);
+                assert_eq!(stdout(&o).trim_end(), out, "{mode} {args:?}");
+            }
+        }
+        for args in [
+            &["mbstowcs", "120", "100", "30"][..],
+            &["mbstowcs", "4096", "2000", "1024"],
+            &["mbstowcs", "300000", "100000", "75000"],
+            &["wcstombs", "30", "100", "30"],
+            &["wcstombs", "60", "100", "30", "utf8"],
+            &["wcstombs", "20", "25", "30", "utf8"],
+            &["wcstombs", "300000", "400000", "300000"],
+        ] {
+            for call in kin(args[0]).into_iter().skip(1) {
+                let args = [&[call][..], &args[1..]].concat();
+                assert_reported_before_writing(mode, "conv", &args, call, args[1]);
+            }
+        }
         for (args, out) in [
             (&["mbstowcs", "124", "100", "30"][..], "conv 30"),
             (&["mbstowcs", "40", "10", "30"], "conv 10"),

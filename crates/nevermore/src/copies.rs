@@ -805,6 +805,109 @@ entry! {
     }
 }
 
+// The restartable conversions, `mbsrtowcs`, `mbsnrtowcs`, `wcsrtombs` and `wcsnrtombs`, write
+// as `mbstowcs` and `wcstombs` do, from `*src` (which they move on) with a conversion state
+// (`ps`, or one of the C library's own when null). Into a live heap object with less room than
+// their length, the conversion is made first into memory of the library's own, from copies of
+// `*src` and of the state, told the room plus `RESTART_MARGIN` units (a character's bytes are
+// never cut, so what fits the room is written whole and anything past it shows); one that
+// would write past the room is reported before it is made. With a null `ps` the copy starts
+// from the initial state (the C library's own is there after every complete conversion).
+
+type Mbsrtowcs = unsafe extern "C" fn(*mut wchar_t, *mut *const c_char, usize, *mut libc::mbstate_t) -> usize;
+type Mbsnrtowcs = unsafe extern "C" fn(*mut wchar_t, *mut *const c_char, usize, usize, *mut libc::mbstate_t) -> usize;
+type Wcsrtombs = unsafe extern "C" fn(*mut c_char, *mut *const wchar_t, usize, *mut libc::mbstate_t) -> usize;
+type Wcsnrtombs = unsafe extern "C" fn(*mut c_char, *mut *const wchar_t, usize, usize, *mut libc::mbstate_t) -> usize;
+
+static MBSRTOWCS: AtomicUsize = AtomicUsize::new(0);
+static MBSNRTOWCS: AtomicUsize = AtomicUsize::new(0);
+static WCSRTOMBS: AtomicUsize = AtomicUsize::new(0);
+static WCSNRTOMBS: AtomicUsize = AtomicUsize::new(0);
+
+/// Units past the room a restartable conversion is measured with: more than one character's
+/// bytes (`MB_LEN_MAX`).
+const RESTART_MARGIN: usize = 16;
+
+/// Checks a restartable conversion `call(d, src, n, ps)` the program makes into `d` (units of
+/// `D`) from `*src` (units of `S`): see above.
+fn restartable<D, S>(
+    ret: usize,
+    d: *mut D,
+    src: *mut *const S,
+    n: usize,
+    ps: *mut libc::mbstate_t,
+    op: &'static str,
+    call: impl Fn(*mut D, *mut *const S, usize, *mut libc::mbstate_t) -> usize,
+) {
+    if d.is_null() || src.is_null() {
+        return;
+    }
+    let Some(room) = room_below(ret, d as usize, bytes::<D>(n)) else { return };
+    let probe = n.min(room / core::mem::size_of::<D>() + RESTART_MARGIN);
+    let len = bytes::<D>(probe).max(1);
+    let scratch = crate::sys::map_meta(len);
+    if scratch.is_null() {
+        return;
+    }
+    // SAFETY: the caller's source pointer, and its state when given (an all-zero state is the
+    // initial one).
+    let (mut from, mut state) = unsafe { (*src, if ps.is_null() { core::mem::zeroed() } else { core::ptr::read(ps) }) };
+    // The caller's string, converted from copies of its pointer and state into `probe` units
+    // of the library's own.
+    let r = call(scratch.cast(), &mut from, probe, &mut state);
+    crate::sys::unmap(scratch, len);
+    if r != usize::MAX {
+        // The units converted, and the NUL when the conversion reached it (the source pointer
+        // is then null).
+        let wrote = r + usize::from(from.is_null());
+        bounded(d as usize, bytes::<D>(wrote), Way::WouldWrite, op);
+    }
+}
+
+entry! {
+    /// `mbsrtowcs`: see "The restartable conversions" above.
+    fn mbsrtowcs(d: *mut wchar_t, s: *mut *const c_char, n: usize, ps: *mut libc::mbstate_t) -> usize, "r8", ret => {
+        let f = next!(MBSRTOWCS, c"mbsrtowcs", Mbsrtowcs, or usize::MAX);
+        // SAFETY: the caller's source, into memory of the library's own (`restartable`).
+        restartable(ret, d, s, n, ps, "mbsrtowcs", |d, s, n, ps| unsafe { f(d, s, n, ps) });
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, n, ps) }
+    }
+}
+
+entry! {
+    /// `mbsnrtowcs`: see "The restartable conversions" above.
+    fn mbsnrtowcs(d: *mut wchar_t, s: *mut *const c_char, nms: usize, n: usize, ps: *mut libc::mbstate_t) -> usize, "r9", ret => {
+        let f = next!(MBSNRTOWCS, c"mbsnrtowcs", Mbsnrtowcs, or usize::MAX);
+        // SAFETY: the caller's source, into memory of the library's own (`restartable`).
+        restartable(ret, d, s, n, ps, "mbsnrtowcs", |d, s, n, ps| unsafe { f(d, s, nms, n, ps) });
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, nms, n, ps) }
+    }
+}
+
+entry! {
+    /// `wcsrtombs`: see "The restartable conversions" above.
+    fn wcsrtombs(d: *mut c_char, s: *mut *const wchar_t, n: usize, ps: *mut libc::mbstate_t) -> usize, "r8", ret => {
+        let f = next!(WCSRTOMBS, c"wcsrtombs", Wcsrtombs, or usize::MAX);
+        // SAFETY: the caller's source, into memory of the library's own (`restartable`).
+        restartable(ret, d, s, n, ps, "wcsrtombs", |d, s, n, ps| unsafe { f(d, s, n, ps) });
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, n, ps) }
+    }
+}
+
+entry! {
+    /// `wcsnrtombs`: see "The restartable conversions" above.
+    fn wcsnrtombs(d: *mut c_char, s: *mut *const wchar_t, nwc: usize, n: usize, ps: *mut libc::mbstate_t) -> usize, "r9", ret => {
+        let f = next!(WCSNRTOMBS, c"wcsnrtombs", Wcsnrtombs, or usize::MAX);
+        // SAFETY: the caller's source, into memory of the library's own (`restartable`).
+        restartable(ret, d, s, n, ps, "wcsnrtombs", |d, s, n, ps| unsafe { f(d, s, nwc, n, ps) });
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, nwc, n, ps) }
+    }
+}
+
 // `iconv` converts into `*outbuf`, whose length `*outbytesleft` says; a length that runs past
 // the end of the buffer's heap object (the input's length for an output whose characters take
 // more bytes: Latin-1 to UTF-8) lets a conversion write past it. Such a call converts into

@@ -612,6 +612,40 @@ static void overflow_into_page_tail(void) {
     fprintf(stderr, "FAIL: no object took a page's last 320-byte slot\n");
     exit(1);
 }
+/* Detect mode: a write past a small object, beyond its slot, into the free slot after it in
+ * its pool page (100-byte objects: 112-byte slots, 36 a page). Every other slot of many pages
+ * is freed; the write skips the live object's canary and slack; objects of the size are then
+ * allocated until the damaged slot is taken again. */
+static void damage_free_slot(void) {
+    enum { N = 4096 };
+    static unsigned char *p[N];
+    unsigned char *v = NULL;
+    for (int i = 0; i < N; i++)
+        p[i] = filled(100);
+    for (int i = 0; i < N; i++)
+        if ((((uintptr_t)p[i] & 4095) / 112) % 2) {
+            free(p[i]);
+            p[i] = NULL;
+        }
+    for (int i = 0; i < N && !v; i++)
+        if (p[i] && (((uintptr_t)p[i] & 4095) / 112) < 30)
+            v = p[i];
+    if (!v) {
+        fprintf(stderr, "FAIL: no live object with a free slot after it\n");
+        exit(1);
+    }
+    volatile unsigned char *w = launder(v);
+    w[130] = (unsigned char)~w[130];
+}
+static void overflow_into_free_slot(void) {
+    damage_free_slot();
+    for (int i = 0; i < 3 * 4096; i++)
+        filled(100);
+}
+/* The same, the damaged slot never allocated again: found at exit. */
+static void overflow_into_free_slot_exit(void) {
+    damage_free_slot();
+}
 static void overflow_past_canary_leaked(void) {
     volatile unsigned char *p = launder(filled(1000));
     p[1015] = (unsigned char)~p[1015];
@@ -757,6 +791,8 @@ static const struct misuse_case cases[] = {
     {"overflow-past-canary", overflow_past_canary},
     {"overflow-past-canary-realloc", overflow_past_canary_realloc},
     {"overflow-into-page-tail", overflow_into_page_tail},
+    {"overflow-into-free-slot", overflow_into_free_slot},
+    {"overflow-into-free-slot-exit", overflow_into_free_slot_exit},
     {"overflow-past-canary-leaked", overflow_past_canary_leaked},
     {"underflow-write-5000", underflow_write_5000},
     {"underflow-realloc-5000", underflow_realloc_5000},

@@ -194,6 +194,34 @@ fn writes_past_a_small_objects_canary_are_found_in_detect_mode() {
     }
 }
 
+/// In detect mode a freed small object's slot (and slack) holds canary bytes keyed with the
+/// slot until it is allocated again, when they are checked: a write past a live object, beyond
+/// its slot, into a free slot of its pool page is reported then, naming the live object before
+/// it and the byte at its offset from that object, with that object's allocation stack; or,
+/// when the slot is never allocated again, at exit (`check_at_exit`). Before, it was never seen.
+#[test]
+fn writes_into_a_free_slot_are_found_when_it_is_allocated_again_or_at_exit() {
+    for (case, op, found) in [
+        ("overflow-into-free-slot", "malloc", "found when the slot was allocated again"),
+        ("overflow-into-free-slot-exit", "exit", "found at exit"),
+    ] {
+        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect")]);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(err.contains(&format!("{op} of 0x")) && err.contains("a free slot's bytes were written over"), "{err}");
+        assert!(err.contains(found), "{case}: {err}");
+        assert!(err.contains(" of 100 bytes; the address is at offset 130 from its start"), "{case}: {err}");
+        assert!(err.contains("previously allocated by thread"), "{case}: {err}");
+    }
+    let o = run_preloaded(
+        bin(),
+        &["overflow-into-free-slot-exit"],
+        &[("NEVERMORE_OPTIONS", "mode=detect:check_at_exit=0")],
+    );
+    assert_eq!(o.status.code(), Some(3), "check_at_exit=0:\n{}", stderr(&o));
+    assert!(!stderr(&o).contains("nevermore:"), "check_at_exit=0:\n{}", stderr(&o));
+}
+
 /// Overflows of objects the program never frees: (case, the object and the byte written over,
 /// whether it lies before the object).
 const AT_EXIT_CASES: &[(&str, &str, bool)] = &[
@@ -284,6 +312,7 @@ fn every_case_is_tested() {
     tested.extend(UNDERFLOW_COPY_CASES.iter().map(|(c, _)| *c));
     tested.extend(AT_EXIT_CASES.iter().map(|(c, ..)| *c));
     tested.extend(PAST_CANARY_CASES.iter().map(|(c, ..)| *c));
+    tested.extend(["overflow-into-free-slot", "overflow-into-free-slot-exit"]);
     tested.push("live-at-exit");
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");

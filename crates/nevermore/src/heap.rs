@@ -294,6 +294,9 @@ fn alloc_small(ci: usize, size: usize, zero: bool) -> *mut u8 {
     if p == 0 {
         return no_slot(size, zero);
     }
+    if crate::detect() {
+        check_free_slot(p);
+    }
     if zero {
         // SAFETY: the slot is ours and holds at least size + CANARY bytes.
         unsafe { ptr::write_bytes(p as *mut u8, 0, size) };
@@ -336,6 +339,121 @@ fn arm_slack(p: usize, size: usize, slot: u32) {
     // SAFETY: the slot (and, for a page's last slot, the page tail after it) is ours up to
     // `slack_end`; nothing of any object lies after the canary.
     unsafe { guard::arm_tail(p, p + size + CANARY, slack_end(p, slot)) };
+}
+
+/// Detect mode: the key of the canary bytes a free slot holds (`poison_slot`): the slot's own,
+/// its slab's number (`Span::gen`, which no other slab had, so that bytes a slab before it left
+/// in the same pages are not taken for its own) and its index, the same under every alias it is
+/// issued under.
+fn free_slot_key(idx: u32, slot: u32) -> usize {
+    ((POOL.span(idx).gen as usize) << 32) | slot as usize
+}
+
+/// Detect mode: fills the slot of the small object `p`, freed (dead, its alias not yet
+/// revoked), up to `slack_end`, with canary bytes keyed with the slot (`free_slot_key`). A
+/// free slot belongs to no object, but the other objects of its pool page reach it through
+/// their own alias pages: a write past one of them that lands in a free slot, beyond its own
+/// slot's slack, is found when the slot is next allocated (`check_free_slot`).
+#[inline(never)]
+fn poison_slot(p: usize, idx: u32, slot: u32) {
+    let end = slack_end(p, CLASSES[POOL.span(idx).class as usize].size);
+    let view = canary_view(p);
+    // SAFETY: the dead object's slot and slack, mapped at `view` (the slot's alias is revoked
+    // only after this), hold no object.
+    unsafe { guard::arm_tail(free_slot_key(idx, slot), view, view + (end - p)) };
+}
+
+/// Detect mode: checks the slot of the small object `p` just taken (not yet written) for bytes
+/// written over since `poison_slot` filled it; reports them.
+#[inline(never)]
+fn check_free_slot(p: usize) {
+    let Some((Obj::Small { idx, slot, .. }, _)) = lookup(p) else { return };
+    let c = &CLASSES[POOL.span(idx).class as usize];
+    if let Some(off) = free_slot_damage(idx, slot, canary_view(p), slack_end(p, c.size) - p) {
+        let what = "a free slot's bytes were written over (by a write past the end of an object before it in its page, or before the start of one after it), found when the slot was allocated again";
+        report::fatal(free_slot_report(idx, slot, p + off, "malloc", what));
+    }
+}
+
+/// Detect mode: the offset of the first byte written over in the free slot `slot` of the slab
+/// `idx` since `poison_slot` filled it, reading its `len` bytes (up to `slack_end`) at `view`.
+/// A slot whose first and last words both lack the fill (never used, or its page's memory
+/// released since) is not looked at.
+fn free_slot_damage(idx: u32, slot: u32, view: usize, len: usize) -> Option<usize> {
+    let key = free_slot_key(idx, slot);
+    let fill = guard::canary_for(key);
+    // SAFETY: the caller's slot and slack, mapped at `view` (16-aligned, a multiple of 16
+    // bytes long).
+    let (first, last) = unsafe { (*(view as *const u64), *((view + len - 8) as *const u64)) };
+    if first != fill && last != fill {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { guard::tail_damage(key, view, view + len) }.map(|at| at - view)
+}
+
+/// The report of the byte at `at` (an address of the free slot `slot` of the slab `idx`, or of
+/// its slack, in any view of its page) written over while the slot was free, found by `op`:
+/// it names the live object before the slot in its pool page, if there is one, and the byte at
+/// the address it has in that object's alias page (where a write past its end reached it).
+#[cold]
+#[inline(never)]
+fn free_slot_report(idx: u32, slot: u32, at: usize, op: &'static str, what: &'static str) -> Report {
+    let s = POOL.span(idx);
+    let c = &CLASSES[s.class as usize];
+    let before = (|| {
+        // Slot `slot` is position `pos` of page `j` of its slab (`slab::slot_index`).
+        let (pos, j) = (slot / c.pages, slot % c.pages);
+        let prev = pos.checked_sub(1)?;
+        let e = slab::lane_of(s, c, j, prev).epoch.load(Ordering::Acquire);
+        // SAFETY: a slot index of the slab (< nslots).
+        let v = unsafe { (*slab::sizes(s).add(slab::slot_index(c, j, prev) as usize)).load(Ordering::Acquire) };
+        if e == 0 || v & FREED != 0 {
+            return None;
+        }
+        let base = alias::alias(e, s.start + j);
+        Some((base + (at & (PAGE - 1)), Object { start: base + (prev * c.size) as usize, size: v as usize }))
+    })();
+    let (addr, object) = match before {
+        Some((addr, o)) => (addr, Some(o)),
+        None => (at, None),
+    };
+    Report { kind: Kind::HeapBufferOverflow, addr, op, what, object, claimed: None }
+}
+
+/// Detect mode, at exit (`leak::check_at_exit`, every other thread held still): the report of
+/// the first free slot of any slab whose bytes were written over since it was freed
+/// (`poison_slot`), read through the pool's own view; the slot will not be allocated again.
+pub fn free_slots_damaged() -> Option<Report> {
+    // SAFETY: every other thread is held still outside the allocator, or there is none, and
+    // this thread is in no allocator call: the descriptor count does not change meanwhile.
+    let ndesc = unsafe { POOL.desc_count() };
+    for idx in 1..ndesc {
+        let s = POOL.span(idx);
+        if s.kind != pool::SLAB || !slab::set_up(s) || s.meta.is_null() {
+            continue;
+        }
+        let c = &CLASSES[s.class as usize];
+        for slot in 0..c.nslots {
+            // SAFETY: `slot` < nslots.
+            let v = unsafe { (*slab::sizes(s).add(slot as usize)).load(Ordering::Relaxed) };
+            if v & FREED == 0 || v == slab::FREE_SLOT {
+                continue;
+            }
+            let (pos, j) = (slot / c.pages, slot % c.pages);
+            if s.holes & (1 << j) != 0 {
+                // The page's memory went back to the system: nothing to check, and a read
+                // would fill it again.
+                continue;
+            }
+            let view = POOL.page_addr(s.start + j) + (pos * c.size) as usize;
+            if let Some(off) = free_slot_damage(idx, slot, view, slack_end(view, c.size) - view) {
+                let what = "a free slot's bytes were written over (by a write past the end of an object before it in its page, or before the start of one after it), found at exit";
+                return Some(free_slot_report(idx, slot, view + off, "exit", what));
+            }
+        }
+    }
+    None
 }
 
 /// Detect mode: the first byte of the slack of the live small object `p` of `size` bytes (see
@@ -1263,7 +1381,10 @@ pub fn finish_free(p: usize, obj: Obj, size: usize) {
         Cache::count(&cache.free_bytes, size as u64);
     }
     match obj {
-        Obj::Small { lane, .. } => {
+        Obj::Small { idx, slot, lane } => {
+            if crate::detect() {
+                poison_slot(p, idx, slot);
+            }
             // SAFETY: the lane record of a live slot is valid.
             if unsafe { &*lane }.live.fetch_sub(1, Ordering::AcqRel) == 1 {
                 cache::lane_died(c, p, lane);

@@ -161,7 +161,7 @@ fn check(floor: usize) {
             ));
         }
     } else if crate::options().check_at_exit {
-        if let Some(r) = overwritten() {
+        if let Some(r) = overwritten().or_else(crate::heap::free_slots_damaged) {
             drop(held);
             report::fatal(r);
         }

@@ -114,6 +114,10 @@ pub struct Span {
     /// SLAB: pages whose memory went back to the system while all their lanes were ready
     /// (bit j: page j); the next install of one fills it again.
     pub holes: u16,
+    /// SLAB: a number no earlier slab had (`slab::new_slab`), with which detect mode keys the
+    /// canary bytes its free slots hold (`heap::poison_slot`): a new slab's pages may still
+    /// hold those of a slab before it.
+    pub gen: u32,
     /// PAGES/LARGE in detect mode: allocation and free stacks (depot ids) and threads.
     pub trace: crate::stack::Trace,
     /// FREE_RUN: how many of its pages may hold old data (0: all of them read as zero). A

@@ -959,6 +959,9 @@ fn install_cursors(_c: &Class, cur: &[Cursor]) {
     }
 }
 
+/// Slabs made so far: the next one's `Span::gen`.
+static SLABS_MADE: AtomicU32 = AtomicU32::new(0);
+
 fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     let c = &CLASSES[ci];
     let recycled = FREE_TABLES[ci].lock().pop();
@@ -988,6 +991,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
         );
     }
     let s = POOL.span_owned(idx);
+    s.gen = SLABS_MADE.fetch_add(1, Ordering::Relaxed);
     s.class = ci as u8;
     s.addr = POOL.page_addr(s.start);
     s.meta = meta;

@@ -81,13 +81,19 @@ fn told<R>(
     if whole(&r, buf, room) {
         return r;
     }
+    past_room(buf, len, room, op, |b, n| drop(call(b, n)));
+    r
+}
+
+/// Reports the call `call(b, n)` on `buf` (`op`), told `len` bytes where its heap object has
+/// `room`, if made into memory of the library's own of that length (`reach`) it writes past the
+/// room: the C library would have written past the object's end. `errno` is left as it was.
+fn past_room(buf: *mut c_char, len: usize, room: usize, op: &'static str, call: impl Fn(*mut c_char, usize)) {
     let e = sys::errno();
-    if let Some(wrote) = reach(len, |b, n| drop(call(b, n))).filter(|&w| w > room) {
-        // The C library would have written past the object's end.
+    if let Some(wrote) = reach(len, call).filter(|&w| w > room) {
         bounded_live(buf as usize, wrote, Way::WouldWrite, op);
     }
     sys::set_errno(e);
-    r
 }
 
 /// Whether the `n` bytes at `b` hold a string that ends before their last byte (a string that
@@ -224,27 +230,17 @@ pub unsafe extern "C" fn getnameinfo(
         return r;
     }
     // Each name alone, at the caller's length, into memory of the library's own.
-    let e = sys::errno();
     let len = |n: usize| n.min(libc::socklen_t::MAX as usize) as libc::socklen_t;
     if host_room < hostlen {
-        if let Some(w) = reach(hostlen as usize, |b, n| {
+        past_room(host, hostlen as usize, host_room as usize, "getnameinfo", |b, n| {
             call(b, len(n), ptr::null_mut(), 0);
-        }) {
-            if w > host_room as usize {
-                bounded_live(host as usize, w, Way::WouldWrite, "getnameinfo");
-            }
-        }
+        });
     }
     if serv_room < servlen {
-        if let Some(w) = reach(servlen as usize, |b, n| {
+        past_room(serv, servlen as usize, serv_room as usize, "getnameinfo", |b, n| {
             call(ptr::null_mut(), 0, b, len(n));
-        }) {
-            if w > serv_room as usize {
-                bounded_live(serv as usize, w, Way::WouldWrite, "getnameinfo");
-            }
-        }
+        });
     }
-    sys::set_errno(e);
     r
 }
 

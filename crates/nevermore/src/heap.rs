@@ -363,6 +363,25 @@ fn poison_slot(p: usize, idx: u32, slot: u32) {
     unsafe { guard::arm_tail(free_slot_key(idx, slot), view, view + (end - p)) };
 }
 
+/// Detect mode: fills every slot of the new slab `idx` (not yet published), with its slack,
+/// as `poison_slot` fills a freed one, through the pool's own view (whose page-table entries
+/// are dropped again after): a write that lands in a slot never allocated yet is found as one
+/// in a freed slot is.
+pub fn poison_slab(idx: u32) {
+    let s = POOL.span(idx);
+    let c = &CLASSES[s.class as usize];
+    for j in 0..c.pages {
+        let page = POOL.page_addr(s.start + j);
+        for pos in 0..c.spp {
+            let slot = page + (pos * c.size) as usize;
+            // SAFETY: the slab's own pages, mapped in the pool's view, which no object holds
+            // yet (the slab is not published).
+            unsafe { guard::arm_tail(free_slot_key(idx, slab::slot_index(c, j, pos)), slot, slack_end(slot, c.size)) };
+        }
+    }
+    sys::advise(POOL.page_addr(s.start) as *mut u8, (c.pages as usize) << PAGE_SHIFT, libc::MADV_DONTNEED);
+}
+
 /// Detect mode: checks the slot of the small object `p` just taken (not yet written) for bytes
 /// written over since `poison_slot` filled it; reports them.
 #[inline(never)]
@@ -394,26 +413,31 @@ fn free_slot_damage(idx: u32, slot: u32, view: usize, len: usize) -> Option<usiz
 
 /// The report of the byte at `at` (an address of the free slot `slot` of the slab `idx`, or of
 /// its slack, in any view of its page) written over while the slot was free, found by `op`:
-/// it names the live object before the slot in its pool page, if there is one, and the byte at
-/// the address it has in that object's alias page (where a write past its end reached it).
+/// it names the nearest object before the slot in its pool page if that one is live, and the
+/// byte at the address it has in that object's alias page (where a write past its end reached
+/// it).
 #[cold]
 #[inline(never)]
 fn free_slot_report(idx: u32, slot: u32, at: usize, op: &'static str, what: &'static str) -> Report {
     let s = POOL.span(idx);
     let c = &CLASSES[s.class as usize];
-    let before = (|| {
-        // Slot `slot` is position `pos` of page `j` of its slab (`slab::slot_index`).
-        let (pos, j) = (slot / c.pages, slot % c.pages);
-        let prev = pos.checked_sub(1)?;
-        let e = slab::lane_of(s, c, j, prev).epoch.load(Ordering::Acquire);
+    // Slot `slot` is position `pos` of page `j` of its slab (`slab::slot_index`); the nearest
+    // slot before it that ever held an object, named if that object is live (a freed one's
+    // alias is gone, and with it the address the program knew).
+    let (pos, j) = (slot / c.pages, slot % c.pages);
+    let entry = |prev: u32| {
         // SAFETY: a slot index of the slab (< nslots).
-        let v = unsafe { (*slab::sizes(s).add(slab::slot_index(c, j, prev) as usize)).load(Ordering::Acquire) };
+        unsafe { (*slab::sizes(s).add(slab::slot_index(c, j, prev) as usize)).load(Ordering::Acquire) }
+    };
+    let before = (0..pos).rev().find(|&prev| entry(prev) != slab::FREE_SLOT).and_then(|prev| {
+        let e = slab::lane_of(s, c, j, prev).epoch.load(Ordering::Acquire);
+        let v = entry(prev);
         if e == 0 || v & FREED != 0 {
             return None;
         }
         let base = alias::alias(e, s.start + j);
         Some((base + (at & (PAGE - 1)), Object { start: base + (prev * c.size) as usize, size: v as usize }))
-    })();
+    });
     let (addr, object) = match before {
         Some((addr, o)) => (addr, Some(o)),
         None => (at, None),
@@ -437,7 +461,7 @@ pub fn free_slots_damaged() -> Option<Report> {
         for slot in 0..c.nslots {
             // SAFETY: `slot` < nslots.
             let v = unsafe { (*slab::sizes(s).add(slot as usize)).load(Ordering::Relaxed) };
-            if v & FREED == 0 || v == slab::FREE_SLOT {
+            if v & FREED == 0 {
                 continue;
             }
             let (pos, j) = (slot / c.pages, slot % c.pages);

@@ -646,6 +646,29 @@ static void overflow_into_free_slot(void) {
 static void overflow_into_free_slot_exit(void) {
     damage_free_slot();
 }
+/* Detect mode: a write 200 bytes past a 600-byte object (672-byte slots, 6 a page), into the
+ * slot after it that no object took yet: the program's first object of the size takes a
+ * fresh page, whose other slots were never used. */
+static volatile unsigned char *damage_unused_slot(void) {
+    volatile unsigned char *p = launder(filled(600));
+    if (((uintptr_t)p & 4095) / 672 > 4) {
+        fprintf(stderr, "FAIL: the first 600-byte object took its page's last slot\n");
+        exit(1);
+    }
+    p[800] = (unsigned char)~p[800];
+    return p;
+}
+/* Found when objects of the size are allocated until the slot is taken. */
+static void overflow_into_unused_slot(void) {
+    damage_unused_slot();
+    for (int i = 0; i < 4096; i++)
+        filled(600);
+}
+/* The object freed after the write (as most programs' overflowed buffers are), the slot never
+ * taken: found at exit, naming the freed object. */
+static void overflow_into_unused_slot_freed(void) {
+    free((void *)damage_unused_slot());
+}
 static void overflow_past_canary_leaked(void) {
     volatile unsigned char *p = launder(filled(1000));
     p[1015] = (unsigned char)~p[1015];
@@ -793,6 +816,8 @@ static const struct misuse_case cases[] = {
     {"overflow-into-page-tail", overflow_into_page_tail},
     {"overflow-into-free-slot", overflow_into_free_slot},
     {"overflow-into-free-slot-exit", overflow_into_free_slot_exit},
+    {"overflow-into-unused-slot", overflow_into_unused_slot},
+    {"overflow-into-unused-slot-freed", overflow_into_unused_slot_freed},
     {"overflow-past-canary-leaked", overflow_past_canary_leaked},
     {"underflow-write-5000", underflow_write_5000},
     {"underflow-realloc-5000", underflow_realloc_5000},

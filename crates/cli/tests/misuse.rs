@@ -194,15 +194,17 @@ fn writes_past_a_small_objects_canary_are_found_in_detect_mode() {
     }
 }
 
-/// In detect mode a freed small object's slot (and slack) holds canary bytes keyed with the
-/// slot until it is allocated again, when they are checked: a write past a live object, beyond
-/// its slot, into a free slot of its pool page is reported then, naming the live object before
-/// it and the byte at its offset from that object, with that object's allocation stack; or,
-/// when the slot is never allocated again, at exit (`check_at_exit`). Before, it was never seen.
+/// In detect mode a small slot holding no object (freed, or never used yet), with its slack,
+/// holds canary bytes keyed with the slot until it is allocated, when they are checked: a
+/// write past an object, beyond its slot, into such a slot of its pool page is reported then,
+/// naming the object before it and the byte at its offset from that object, with that
+/// object's allocation stack (and its free stack when it was freed since, at the address it
+/// had); or, when the slot is not allocated again, at exit (`check_at_exit`). Before, it was
+/// never seen.
 #[test]
-fn writes_into_a_free_slot_are_found_when_it_is_allocated_again_or_at_exit() {
+fn writes_into_a_free_slot_are_found_when_it_is_allocated_or_at_exit() {
     for (case, op, found) in [
-        ("overflow-into-free-slot", "malloc", "found when the slot was allocated again"),
+        ("overflow-into-free-slot", "malloc", "found when the slot was allocated"),
         ("overflow-into-free-slot-exit", "exit", "found at exit"),
     ] {
         let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect")]);
@@ -220,6 +222,25 @@ fn writes_into_a_free_slot_are_found_when_it_is_allocated_again_or_at_exit() {
     );
     assert_eq!(o.status.code(), Some(3), "check_at_exit=0:\n{}", stderr(&o));
     assert!(!stderr(&o).contains("nevermore:"), "check_at_exit=0:\n{}", stderr(&o));
+    // Slots no object took yet: a write 200 bytes past a 600-byte object into the next slot
+    // of its fresh page, found when the slot is taken (the object live), or at exit after the
+    // object was freed (named at its old address, with the stack that freed it).
+    for (case, op, found, freed) in [
+        ("overflow-into-unused-slot", "malloc", "found when the slot was allocated", false),
+        ("overflow-into-unused-slot-freed", "exit", "found at exit", true),
+    ] {
+        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect")]);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(err.contains(&format!("{op} of 0x")) && err.contains("a free slot's bytes were written over"), "{err}");
+        assert!(err.contains(found), "{case}: {err}");
+        assert!(err.contains(" of 600 bytes; the address is at offset 800 from its start"), "{case}: {err}");
+        assert!(err.contains("previously allocated by thread"), "{case}: {err}");
+        assert_eq!(err.contains("freed by thread"), freed, "{case}: {err}");
+    }
+    // Prevent mode fills no slot: the program goes on.
+    let o = run_preloaded(bin(), &["overflow-into-unused-slot-freed"], &[("NEVERMORE_OPTIONS", "mode=prevent")]);
+    assert_eq!(o.status.code(), Some(3), "prevent:\n{}", stderr(&o));
 }
 
 /// Overflows of objects the program never frees: (case, the object and the byte written over,
@@ -313,6 +334,7 @@ fn every_case_is_tested() {
     tested.extend(AT_EXIT_CASES.iter().map(|(c, ..)| *c));
     tested.extend(PAST_CANARY_CASES.iter().map(|(c, ..)| *c));
     tested.extend(["overflow-into-free-slot", "overflow-into-free-slot-exit"]);
+    tested.extend(["overflow-into-unused-slot", "overflow-into-unused-slot-freed"]);
     tested.push("live-at-exit");
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");

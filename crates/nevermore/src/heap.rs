@@ -389,7 +389,7 @@ fn check_free_slot(p: usize) {
     let Some((Obj::Small { idx, slot, .. }, _)) = lookup(p) else { return };
     let c = &CLASSES[POOL.span(idx).class as usize];
     if let Some(off) = free_slot_damage(idx, slot, canary_view(p), slack_end(p, c.size) - p) {
-        let what = "a free slot's bytes were written over (by a write past the end of an object before it in its page, or before the start of one after it), found when the slot was allocated again";
+        let what = "a free slot's bytes were written over (by a write past the end of an object before it in its page, or before the start of one after it), found when the slot was allocated";
         report::fatal(free_slot_report(idx, slot, p + off, "malloc", what));
     }
 }
@@ -422,21 +422,27 @@ fn free_slot_report(idx: u32, slot: u32, at: usize, op: &'static str, what: &'st
     let s = POOL.span(idx);
     let c = &CLASSES[s.class as usize];
     // Slot `slot` is position `pos` of page `j` of its slab (`slab::slot_index`); the nearest
-    // slot before it that ever held an object, named if that object is live (a freed one's
-    // alias is gone, and with it the address the program knew).
+    // slot before it that ever held an object names it: a live one at its alias, a freed one
+    // at the alias it had (gone now, but the address the program knew), from the history.
     let (pos, j) = (slot / c.pages, slot % c.pages);
     let entry = |prev: u32| {
         // SAFETY: a slot index of the slab (< nslots).
         unsafe { (*slab::sizes(s).add(slab::slot_index(c, j, prev) as usize)).load(Ordering::Acquire) }
     };
     let before = (0..pos).rev().find(|&prev| entry(prev) != slab::FREE_SLOT).and_then(|prev| {
-        let e = slab::lane_of(s, c, j, prev).epoch.load(Ordering::Acquire);
         let v = entry(prev);
-        if e == 0 || v & FREED != 0 {
-            return None;
-        }
-        let base = alias::alias(e, s.start + j);
-        Some((base + (at & (PAGE - 1)), Object { start: base + (prev * c.size) as usize, size: v as usize }))
+        let (base, object) = if v & FREED != 0 {
+            let h = crate::history::find_slot(s.start + j, (prev * c.size) as usize)?;
+            (h.start & !(PAGE - 1), Object { start: h.start, size: h.size })
+        } else {
+            let e = slab::lane_of(s, c, j, prev).epoch.load(Ordering::Acquire);
+            if e == 0 {
+                return None;
+            }
+            let base = alias::alias(e, s.start + j);
+            (base, Object { start: base + (prev * c.size) as usize, size: v as usize })
+        };
+        Some((base + (at & (PAGE - 1)), object))
     });
     let (addr, object) = match before {
         Some((addr, o)) => (addr, Some(o)),
@@ -1394,7 +1400,14 @@ pub fn finish_free(p: usize, obj: Obj, size: usize) {
         // `trace_of`, whose fallback searches the whole history: with `stacks=0` it would on
         // every free.)
         let trace = if stack::enabled() { recorded_trace(p) } else { None };
-        crate::history::record(p, size, trace);
+        let page = match obj {
+            Obj::Small { idx, slot, .. } => {
+                let s = POOL.span(idx);
+                Some(s.start + slot % CLASSES[s.class as usize].pages)
+            }
+            _ => None,
+        };
+        crate::history::record(p, size, page, trace);
     }
     let c = tls::get();
     let c = if c == tls::EXITED { ptr::null_mut() } else { c };

@@ -2,9 +2,10 @@
  * caller's buffer cost through the allocator's exported ones (crates/nevermore/src/io/fills.rs,
  * which tell them no more than the buffer's heap object holds). N calls of, with "h",
  * gethostname; "s", strerror_r of an unknown error (written into the buffer); "n",
- * getnameinfo of 127.0.0.1 as a number; "c", ctime_r; into a 256-byte buffer that is a heap
- * object ("heap") or on the stack ("stack"), told 256 bytes.
- * usage: namecall N h|s|n|c heap|stack   prints: nanoseconds per call */
+ * getnameinfo of 127.0.0.1 as a number; "c", ctime_r; "x", strxfrm of a 21-character string
+ * (in the C locale); into a 256-byte buffer that is a heap object ("heap") or on the stack
+ * ("stack"), told 256 bytes.
+ * usage: namecall N h|s|n|c|x heap|stack   prints: nanoseconds per call */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
     for (long i = 0; i < n; i++) {
         if (what[0] == 'h') s += gethostname(b, 256);
         else if (what[0] == 's') s += (long)strerror_r(12345, b, 256);
+        else if (what[0] == 'x') s += (long)strxfrm(b, "collation-source-text", 256);
         else if (what[0] == 'n') s += getnameinfo((struct sockaddr *)&sin, sizeof sin, b, 256, NULL, 0, NI_NUMERICHOST);
         else { time_t t = i; s += (long)ctime_r(&t, b); }
     }

@@ -634,7 +634,8 @@ fn database_entries_past_the_end_of_an_object_are_reported() {
 }
 
 /// Names and messages the C library writes into a buffer told its length (`gethostname`,
-/// `ttyname_r`, `ptsname_r`, `confstr`, both `strerror_r`s, `getnameinfo`'s host and service):
+/// `ttyname_r`, `ptsname_r`, `confstr`, both `strerror_r`s, `getnameinfo`'s host and service,
+/// the collation transforms `strxfrm`, `wcsxfrm` and their `_l` kin):
 /// told more than the buffer's heap object holds, a name that fits the object gives what the C
 /// library gives (its result and text); one that does not fit the length either gives the C
 /// library's answer to a buffer too small; one that fits the length but not the object, which
@@ -655,6 +656,12 @@ fn names_and_messages_past_the_end_of_an_object_are_reported() {
         ("__xpg_strerror_r", "__xpg_strerror_r", "0", "34"),
         ("getnameinfo-host", "getnameinfo", "0", "-12"),
         ("getnameinfo-serv", "getnameinfo", "0", "-12"),
+        ("strxfrm", "strxfrm", "21", "21"),
+        ("strxfrm_l", "strxfrm_l", "21", "21"),
+        ("__strxfrm_l", "__strxfrm_l", "21", "21"),
+        ("wcsxfrm", "wcsxfrm", "21", "21"),
+        ("wcsxfrm_l", "wcsxfrm_l", "21", "21"),
+        ("__wcsxfrm_l", "__wcsxfrm_l", "21", "21"),
     ];
     for mode in ["detect", "prevent"] {
         for (call, op, fits, short) in told {
@@ -671,6 +678,17 @@ fn names_and_messages_past_the_end_of_an_object_are_reported() {
             assert_ok(&o);
             assert_eq!(stdout(&o).trim_end(), "named 1 same", "{mode} {call}: {}", stderr(&o));
             assert_reported_first(mode, "named", &[call, short, "100"], call, short, "was to write");
+        }
+        // The collation transforms of a 21-character text: its 22 units fit an object of 22
+        // (88 bytes for the wide ones told 100 units), not one of 21 (84).
+        for (call, unit) in
+            [("strxfrm", 1), ("strxfrm_l", 1), ("__strxfrm_l", 1), ("wcsxfrm", 4), ("wcsxfrm_l", 4), ("__wcsxfrm_l", 4)]
+        {
+            let (fits, short) = ((22 * unit).to_string(), (21 * unit).to_string());
+            let o = run(mode, &["named", call, &fits, "400"]);
+            assert_ok(&o);
+            assert_eq!(stdout(&o).trim_end(), "named 21 same", "{mode} {call}: {}", stderr(&o));
+            assert_reported_first(mode, "named", &[call, &short, "400"], call, &short, "was to write");
         }
         let o = run(mode, &["named", "getentropy", "16", "16"]);
         assert_ok(&o);

@@ -6,7 +6,9 @@
 //! entry's strings into the buffer: `getpwnam_r`, `getpwuid_r`, `getgrnam_r`, `getgrgid_r`,
 //! `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r`, `getservbyname_r`,
 //! `getservbyport_r`, `getprotobyname_r`, `getprotobynumber_r`; `getgrouplist`, told a count of
-//! groups), the C library writes as far as the name needs, up to that length: a length past
+//! groups; the collation transforms `strxfrm`, `wcsxfrm` and their `_l` kin, which write the
+//! whole length when the transformed string does not fit), the C library writes as far as the
+//! name needs, up to that length: a length past
 //! the buffer's object (the size of another buffer, a constant such as `NI_MAXHOST` or a
 //! `sysconf` value with a smaller allocation) lets a long name run over the neighbours, and
 //! some calls write the whole length whatever the name: `ttyname_r` reads the link into it, and
@@ -29,7 +31,7 @@
 //!
 //! Buffers outside the heap go to the C library's functions untouched.
 
-use core::ffi::{c_char, c_int};
+use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::AtomicUsize;
 use core::{ptr, slice};
 
@@ -242,6 +244,64 @@ pub unsafe extern "C" fn getnameinfo(
         });
     }
     r
+}
+
+/// Defines the wrapper of a collation transform (`strxfrm` and kin) of `$unit` characters:
+/// see the module's documentation. (The C library writes the transformed string as far as
+/// the length allows, the whole length when it does not fit, and answers the length the whole
+/// string needs.) Told 0, no buffer is written (a length query, often with a null one).
+macro_rules! xfrm {
+    ($(#[$doc:meta])* fn $name:ident($unit:ty $(, $loc:ident)?)) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C contract of the function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(d: *mut $unit, src: *const $unit, n: usize $(, $loc: *mut c_void)?) -> usize {
+            type F = unsafe extern "C" fn(*mut $unit, *const $unit, usize $(, xfrm!(@loc $loc))?) -> usize;
+            // SAFETY: the C library's function of this name has this type.
+            let real: Option<F> = unsafe { real_fn!($name) };
+            let Some(g) = real else { return 0 };
+            const UNIT: usize = core::mem::size_of::<$unit>();
+            let bytes = n.saturating_mul(UNIT);
+            if n == 0 {
+                // SAFETY: the caller's call, passed on: told 0, it writes nothing.
+                return unsafe { g(d, src, n $(, $loc)?) };
+            }
+            // Told `k` bytes: the caller's own length when `k` is all of it, else whole units.
+            let units = |k: usize| if k == bytes { n } else { k / UNIT };
+            // SAFETY: the caller's string, into the caller's buffer told no more than it holds,
+            // or into the library's own.
+            let call = |b: *mut c_char, k: usize| unsafe { g(b.cast(), src, units(k) $(, $loc)?) };
+            told(d.cast(), bytes, stringify!($name), call, |&r, _, k| r < units(k))
+        }
+    };
+    (@loc $loc:ident) => { *mut c_void };
+}
+
+xfrm! {
+    /// `strxfrm(3)`.
+    fn strxfrm(c_char)
+}
+xfrm! {
+    /// `strxfrm_l(3)`.
+    fn strxfrm_l(c_char, loc)
+}
+xfrm! {
+    /// `__strxfrm_l`, which the C++ library's `std::collate` calls.
+    fn __strxfrm_l(c_char, loc)
+}
+xfrm! {
+    /// `wcsxfrm(3)`.
+    fn wcsxfrm(libc::wchar_t)
+}
+xfrm! {
+    /// `wcsxfrm_l(3)`.
+    fn wcsxfrm_l(libc::wchar_t, loc)
+}
+xfrm! {
+    /// `__wcsxfrm_l`, which the C++ library's `std::collate` calls.
+    fn __wcsxfrm_l(libc::wchar_t, loc)
 }
 
 /// A database look-up into the caller's entry record `ent`, buffer `buf` of `len` bytes and

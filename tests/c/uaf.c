@@ -31,7 +31,8 @@
  *                        format of plain characters, and the wide-character copies
  *                        wmemcpy, wmemmove, wmempcpy, wmemset, wcscpy, wcpcpy, wcscat, wcsncpy,
  *                        wcpncpy, wcsncat, the wide formatting calls swprintf, vswprintf (of
- *                        "%ls") and their fortified names, of SIZE + EXTRA bytes rounded up to
+ *                        "%ls") and their fortified names, wcsftime, wcsftime_l and
+ *                        __wcsftime_l of plain characters, of SIZE + EXTRA bytes rounded up to
  *                        whole characters) writes SIZE + EXTRA bytes (a string's
  *                        with its NUL) into a live object of SIZE bytes with live neighbours;
  *                        "memcpy-out" and "wmemcpy-out" read them out of it, and the
@@ -95,6 +96,7 @@
  *   strftime-results     strftime and strftime_l into a heap object of 10 bytes with a length past
  *                        its end (a text that fits, an empty one, one too long for the length),
  *                        and into a stack buffer: prints what each returned and made.
+ *   wcsftime-results     the same with wcsftime and wcsftime_l (lengths in characters).
  *   wformat-args         the wide formatting calls (swprintf, vswprintf, __swprintf_chk,
  *                        __vswprintf_chk) with many kinds of argument, into heap objects and a
  *                        stack buffer, with a length past the object, a cut text, and a text
@@ -377,6 +379,9 @@ static const char *const WFORMAT_CALLS[] = {"swprintf", "vswprintf", "__swprintf
 #define WFORMAT_ARGS L"%d|%ls|%.2f|%ld|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%.1f|%lc|%x|%lu"
 #define WFORMAT_VALUES -7, L"abc", 3.14159, 123456789012L, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, L'Z', 0xbeef, 42UL
 
+/* The wide time formatting as the C++ library's std::time_put<wchar_t> calls it. */
+extern size_t __wcsftime_l(wchar_t *, size_t, const wchar_t *, const struct tm *, locale_t);
+
 /* The wide-character copy named `call` of `k` characters (a string's with its NUL; 1 << 18
  * at most) into `p`, told the destination holds `dl` characters where the call is fortified:
  * 1 if it returned what it should, 0 if not, -1 for an unknown name. */
@@ -408,6 +413,16 @@ static int wcopy_call(const char *call, char *bytes, size_t k, size_t dl) {
     if (!strcmp(call, "__wcsncat_chk")) return __wcsncat_chk(p, src, k - 1, dl) == p;
     if (!strcmp(call, "wmemcpy-out")) return wmemcpy(src, p, k) == src;
     if (strstr(call, "swprintf")) return WFORMAT(call, p, k, dl, L"%ls", src) == (int)(k - 1);
+    if (strstr(call, "wcsftime")) {
+        /* A format of plain characters is its own text. */
+        struct tm tm = {0};
+        locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+        size_t r = !strcmp(call, "wcsftime")     ? wcsftime(p, k, src, &tm)
+                   : !strcmp(call, "wcsftime_l") ? wcsftime_l(p, k, src, &tm, c)
+                                                 : __wcsftime_l(p, k, src, &tm, c);
+        freelocale(c);
+        return r == k - 1;
+    }
     return -1;
 }
 
@@ -1288,6 +1303,26 @@ int main(int argc, char **argv) {
         locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
         r = strftime_l(p, 100, "%d.%m.", &tm, c);
         printf("locale %zu %s\n", r, p);
+        freelocale(c);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "wcsftime-results")) {
+        /* The same as strftime-results, wide. */
+        struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 5, .tm_hour = 11, .tm_min = 6, .tm_sec = 14,
+                        .tm_wday = 6, .tm_yday = 338};
+        wchar_t *p = malloc(10 * sizeof *p), on_stack[100];
+        size_t r = wcsftime(p, 100, L"%Y-%m", &tm);
+        printf("fits %zu %ls\n", r, p);
+        r = wcsftime(p, 100, L"", &tm);
+        printf("empty %zu %d\n", r, (int)p[0]);
+        r = wcsftime(p, 20, L"%A %d %B %Y %H:%M:%S", &tm);
+        printf("too long %zu\n", r);
+        r = wcsftime(on_stack, 100, L"%A %d %B %Y %H:%M:%S", &tm);
+        printf("stack %zu %ls\n", r, on_stack);
+        locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+        r = wcsftime_l(p, 100, L"%d.%m.", &tm, c);
+        printf("locale %zu %ls\n", r, p);
         freelocale(c);
         free(p);
         return 0;

@@ -369,6 +369,9 @@ fn wide_copies_running_past_the_end_of_an_object_are_reported() {
         "wcsdup-out",
         "swprintf",
         "vswprintf",
+        "wcsftime",
+        "wcsftime_l",
+        "__wcsftime_l",
     ];
     let calls: Vec<&str> = copies.iter().chain(WIDE_FORTIFIED.iter()).copied().collect();
     assert_copies_past_the_end_reported(&calls, ["wmemcpy", "swprintf"]);
@@ -844,6 +847,19 @@ fn formatting_calls_make_the_c_library_s_text() {
                 "locale 6 05.12."
             ],
             "{mode}"
+        );
+        let o = run(mode, &["wcsftime-results"]);
+        assert_ok(&o);
+        assert_eq!(
+            stdout(&o).lines().collect::<Vec<_>>(),
+            [
+                "fits 7 2026-12",
+                "empty 0 0",
+                "too long 0",
+                "stack 34 Saturday 05 December 2026 11:06:14",
+                "locale 6 05.12."
+            ],
+            "{mode} wcsftime"
         );
         // The wide-character calls: a text that does not fit returns -1 (cut as the C library
         // cuts it), and so does one the call cannot make, unreported.

@@ -10,11 +10,12 @@
 //! functions (`__sprintf_chk`, ...) keep their own checks: the bounded call is their bounded
 //! kin with the same flag, and a call whose own bound lies within the object is passed on as
 //! it is. The wide-character `swprintf` and its kin are bounded the same way, in characters,
-//! and so are `strftime` and `strftime_l` (see `strftime_of`) and `inet_ntop`.
+//! and so are `strftime`, `strftime_l`, the wide `wcsftime` and its kin (see `strftime_of`) and
+//! `inet_ntop`.
 //! The variadic functions are entered through a stub that saves the argument registers
 //! and makes the `va_list` the C library's `v...` functions take; their `v` forms through the
-//! same stub, which passes the return address on; `strftime`, `strftime_l` and `inet_ntop`
-//! through the copies' (`copies::entry`).
+//! same stub, which passes the return address on; the times and `inet_ntop` through the
+//! copies' (`copies::entry`).
 //!
 //! **Input.** `sscanf(line, "%s", name)` into a heap buffer writes the whole word the input
 //! holds, whatever the room: the classic overflow a scan of text into a fixed field makes
@@ -358,14 +359,21 @@ extern "C" fn vswprintf_chk_checked(a: &Args, _: *mut VaList, ret: usize) -> c_i
     swprintf_chk_of(a, a[5] as _, ret, "__vswprintf_chk")
 }
 
-// Times: `strftime` and `strftime_l`. They return 0 for a text that does not fit in their
-// length (the contents of the buffer are then undefined), and also for an empty text.
+// Times: `strftime`, `strftime_l` and the wide `wcsftime`, `wcsftime_l`, `__wcsftime_l` (what
+// the C++ library's `std::time_put<wchar_t>` calls). They return 0 for a text that does not fit
+// in their length (the contents of the buffer are then undefined), and also for an empty text.
 
 type Strftime = unsafe extern "C" fn(*mut c_char, usize, *const c_char, *const c_void) -> usize;
 type StrftimeL = unsafe extern "C" fn(*mut c_char, usize, *const c_char, *const c_void, *mut c_void) -> usize;
+type Wcsftime = unsafe extern "C" fn(*mut libc::wchar_t, usize, *const libc::wchar_t, *const c_void) -> usize;
+type WcsftimeL =
+    unsafe extern "C" fn(*mut libc::wchar_t, usize, *const libc::wchar_t, *const c_void, *mut c_void) -> usize;
 
 static STRFTIME: AtomicUsize = AtomicUsize::new(0);
 static STRFTIME_L: AtomicUsize = AtomicUsize::new(0);
+static WCSFTIME: AtomicUsize = AtomicUsize::new(0);
+static WCSFTIME_L: AtomicUsize = AtomicUsize::new(0);
+static WCSFTIME_L_INTERNAL: AtomicUsize = AtomicUsize::new(0);
 
 entry! {
     /// `strftime`: see `strftime_of`.
@@ -385,44 +393,78 @@ entry! {
         strftime_of(d, max, ret, "strftime_l", |d, n| unsafe { f(d, n, fmt, tm, loc) })
     }
 }
+entry! {
+    /// `wcsftime`: see `strftime_of`.
+    fn wcsftime(d: *mut libc::wchar_t, max: usize, fmt: *const libc::wchar_t, tm: *const c_void) -> usize, "r8",
+        ret => {
+        let f = next!(WCSFTIME, c"wcsftime", Wcsftime, or 0);
+        // SAFETY: the caller's format and time, into `n` characters at `d` that `strftime_of`
+        // gives.
+        strftime_of(d, max, ret, "wcsftime", |d, n| unsafe { f(d, n, fmt, tm) })
+    }
+}
+entry! {
+    /// `wcsftime_l`: see `strftime_of`.
+    fn wcsftime_l(d: *mut libc::wchar_t, max: usize, fmt: *const libc::wchar_t, tm: *const c_void,
+        loc: *mut c_void) -> usize, "r9", ret => {
+        let f = next!(WCSFTIME_L, c"wcsftime_l", WcsftimeL, or 0);
+        // SAFETY: the caller's format, time and locale, into `n` characters at `d` that
+        // `strftime_of` gives.
+        strftime_of(d, max, ret, "wcsftime_l", |d, n| unsafe { f(d, n, fmt, tm, loc) })
+    }
+}
+entry! {
+    /// `__wcsftime_l`: see `strftime_of`.
+    fn __wcsftime_l(d: *mut libc::wchar_t, max: usize, fmt: *const libc::wchar_t, tm: *const c_void,
+        loc: *mut c_void) -> usize, "r9", ret => {
+        let f = next!(WCSFTIME_L_INTERNAL, c"__wcsftime_l", WcsftimeL, or 0);
+        // SAFETY: the caller's format, time and locale, into `n` characters at `d` that
+        // `strftime_of` gives.
+        strftime_of(d, max, ret, "__wcsftime_l", |d, n| unsafe { f(d, n, fmt, tm, loc) })
+    }
+}
 
-/// `strftime` of `max` bytes into `d`, made by `call(buffer, length)`. Into a live heap object
-/// with less room than `max`, the text is made with the room as its length. When it does not
-/// fit there, it is made once more into memory of the library's own with the caller's length:
-/// a text that fits that length is one the C library would have written past the object's end,
-/// and is reported; one that does not fit it either (its contents undefined, so no telling how
-/// far the C library would have written) returns 0 as under glibc, cut at the object's end.
-fn strftime_of(
-    d: *mut c_char,
+/// `strftime` (or a wide one, of `T` characters) of `max` characters into `d`, made by
+/// `call(buffer, length)`. Into a live heap object with less room than `max`, the text is made
+/// with the room as its length. When it does not fit there, it is made once more into memory
+/// of the library's own with the caller's length: a text that fits that length is one the C
+/// library would have written past the object's end, and is reported; one that does not fit it
+/// either (its contents undefined, so no telling how far the C library would have written)
+/// returns 0 as under glibc, cut at the object's end.
+fn strftime_of<T: Copy + Default + PartialEq + From<bool>>(
+    d: *mut T,
     max: usize,
     ret: usize,
     op: &'static str,
-    call: impl Fn(*mut c_char, usize) -> usize,
+    call: impl Fn(*mut T, usize) -> usize,
 ) -> usize {
-    let Some(room) = room_below(ret, d as usize, max) else { return call(d, max) };
+    let unit = size_of::<T>();
+    let Some(room) = room_below(ret, d as usize, max.saturating_mul(unit)).map(|r| r / unit) else {
+        return call(d, max);
+    };
     if room == 0 {
         // Even an empty text writes its NUL.
-        crate::io::bounded_live(d as usize, 1, Way::WouldWrite, op);
+        crate::io::bounded_live(d as usize, unit, Way::WouldWrite, op);
         return 0;
     }
-    // A mark in the first byte, which an empty text overwrites with its NUL: a call that
+    // A mark in the first character, which an empty text overwrites with its NUL: a call that
     // returns 0 and leaves it (or the text's first character) had text that did not fit.
-    // SAFETY: `d` starts `room` (> 0) bytes of its object.
-    unsafe { d.write(1) };
+    // SAFETY: `d` starts `room` (> 0) characters of its object.
+    unsafe { d.write(T::from(true)) };
     let r = call(d, room);
     // SAFETY: as above.
-    if r > 0 || unsafe { d.read() } == 0 {
+    if r > 0 || unsafe { d.read() } == T::default() {
         return r;
     }
     let len = max.min(1 << 24);
-    let scratch = crate::sys::map_meta(len);
+    let scratch = crate::sys::map_meta(len * unit);
     if scratch.is_null() {
         return 0;
     }
     let whole = call(scratch.cast(), len);
-    crate::sys::unmap(scratch, len);
+    crate::sys::unmap(scratch, len * unit);
     if whole > 0 {
-        crate::io::bounded_live(d as usize, whole + 1, Way::WouldWrite, op);
+        crate::io::bounded_live(d as usize, (whole + 1) * unit, Way::WouldWrite, op);
     }
     0
 }

@@ -834,33 +834,22 @@ fn formatting_calls_make_the_c_library_s_text() {
         }
         assert_eq!(out.lines().collect::<Vec<_>>(), want, "{mode}");
         // The times: a text that fits the object, an empty one, and one longer than the length
-        // given (0, as under glibc, unreported).
-        let o = run(mode, &["strftime-results"]);
-        assert_ok(&o);
-        assert_eq!(
-            stdout(&o).lines().collect::<Vec<_>>(),
-            [
-                "fits 7 2026-12",
-                "empty 0 0",
-                "too long 0",
-                "stack 34 Saturday 05 December 2026 11:06:14",
-                "locale 6 05.12."
-            ],
-            "{mode}"
-        );
-        let o = run(mode, &["wcsftime-results"]);
-        assert_ok(&o);
-        assert_eq!(
-            stdout(&o).lines().collect::<Vec<_>>(),
-            [
-                "fits 7 2026-12",
-                "empty 0 0",
-                "too long 0",
-                "stack 34 Saturday 05 December 2026 11:06:14",
-                "locale 6 05.12."
-            ],
-            "{mode} wcsftime"
-        );
+        // given (0, as under glibc, unreported); narrow and wide.
+        for case in ["strftime-results", "wcsftime-results"] {
+            let o = run(mode, &[case]);
+            assert_ok(&o);
+            assert_eq!(
+                stdout(&o).lines().collect::<Vec<_>>(),
+                [
+                    "fits 7 2026-12",
+                    "empty 0 0",
+                    "too long 0",
+                    "stack 34 Saturday 05 December 2026 11:06:14",
+                    "locale 6 05.12."
+                ],
+                "{mode} {case}"
+            );
+        }
         // The wide-character calls: a text that does not fit returns -1 (cut as the C library
         // cuts it), and so does one the call cannot make, unreported.
         let o = run(mode, &["wformat-args"]);

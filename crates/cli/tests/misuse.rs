@@ -203,17 +203,27 @@ fn writes_past_a_small_objects_canary_are_found_in_detect_mode() {
 /// never seen.
 #[test]
 fn writes_into_a_free_slot_are_found_when_it_is_allocated_or_at_exit() {
-    for (case, op, found) in [
-        ("overflow-into-free-slot", "malloc", "found when the slot was allocated"),
-        ("overflow-into-free-slot-exit", "exit", "found at exit"),
+    let (taken, exit) = (("malloc", "found when the slot was allocated"), ("exit", "found at exit"));
+    let at_130 = " of 100 bytes; the address is at offset 130 from its start";
+    let at_800 = " of 600 bytes; the address is at offset 800 from its start";
+    // (case, the call that found it and how, the object named, whether it was freed). The
+    // unused-slot cases write 200 bytes past a 600-byte object into the next slot of its
+    // fresh page, found when the slot is taken (the object live), or at exit after the object
+    // was freed (named at its old address, with the stack that freed it).
+    for (case, (op, found), object, freed) in [
+        ("overflow-into-free-slot", taken, at_130, false),
+        ("overflow-into-free-slot-exit", exit, at_130, false),
+        ("overflow-into-unused-slot", taken, at_800, false),
+        ("overflow-into-unused-slot-freed", exit, at_800, true),
     ] {
         let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect")]);
         let err = stderr(&o);
         assert_report(&o, "heap-buffer-overflow");
         assert!(err.contains(&format!("{op} of 0x")) && err.contains("a free slot's bytes were written over"), "{err}");
         assert!(err.contains(found), "{case}: {err}");
-        assert!(err.contains(" of 100 bytes; the address is at offset 130 from its start"), "{case}: {err}");
+        assert!(err.contains(object), "{case}: {err}");
         assert!(err.contains("previously allocated by thread"), "{case}: {err}");
+        assert_eq!(err.contains("freed by thread"), freed, "{case}: {err}");
     }
     let o = run_preloaded(
         bin(),
@@ -222,22 +232,6 @@ fn writes_into_a_free_slot_are_found_when_it_is_allocated_or_at_exit() {
     );
     assert_eq!(o.status.code(), Some(3), "check_at_exit=0:\n{}", stderr(&o));
     assert!(!stderr(&o).contains("nevermore:"), "check_at_exit=0:\n{}", stderr(&o));
-    // Slots no object took yet: a write 200 bytes past a 600-byte object into the next slot
-    // of its fresh page, found when the slot is taken (the object live), or at exit after the
-    // object was freed (named at its old address, with the stack that freed it).
-    for (case, op, found, freed) in [
-        ("overflow-into-unused-slot", "malloc", "found when the slot was allocated", false),
-        ("overflow-into-unused-slot-freed", "exit", "found at exit", true),
-    ] {
-        let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", "mode=detect")]);
-        let err = stderr(&o);
-        assert_report(&o, "heap-buffer-overflow");
-        assert!(err.contains(&format!("{op} of 0x")) && err.contains("a free slot's bytes were written over"), "{err}");
-        assert!(err.contains(found), "{case}: {err}");
-        assert!(err.contains(" of 600 bytes; the address is at offset 800 from its start"), "{case}: {err}");
-        assert!(err.contains("previously allocated by thread"), "{case}: {err}");
-        assert_eq!(err.contains("freed by thread"), freed, "{case}: {err}");
-    }
     // Prevent mode fills no slot: the program goes on.
     let o = run_preloaded(bin(), &["overflow-into-unused-slot-freed"], &[("NEVERMORE_OPTIONS", "mode=prevent")]);
     assert_eq!(o.status.code(), Some(3), "prevent:\n{}", stderr(&o));

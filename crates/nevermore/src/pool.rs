@@ -114,6 +114,10 @@ pub struct Span {
     /// SLAB: pages whose memory went back to the system while all their lanes were ready
     /// (bit j: page j); the next install of one fills it again.
     pub holes: u16,
+    /// SLAB in detect mode: pages whose slots hold canary bytes since the first issue of one
+    /// of them (`heap::poison_page`; bit j: page j). A page whose memory went back is filled
+    /// again at its next issue.
+    pub filled: u16,
     /// SLAB: a number no earlier slab had (`slab::new_slab`), with which detect mode keys the
     /// canary bytes its free slots hold (`heap::poison_slot`): a new slab's pages may still
     /// hold those of a slab before it.
@@ -358,6 +362,7 @@ impl Pool {
         s.ready = 0;
         s.epoch.store(0, Ordering::Relaxed);
         s.holes = 0;
+        s.filled = 0;
         s.trace.set_alloc(0, 0, 0);
         let dirty = s.dirty != 0;
         s.dirty = 0;

@@ -842,6 +842,12 @@ fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor]) -> usize {
             l.live.store(last - first, Ordering::Relaxed);
             l.epoch.store(e, Ordering::Release);
             s.ready -= 1;
+            if crate::detect() && s.filled & (1 << j) == 0 {
+                // The page's first issue in this slab: no slot of it is in use, nor in any
+                // thread's cache.
+                crate::heap::poison_page(idx, j);
+                s.filled |= 1 << j;
+            }
             s.holes &= !(1 << j);
             s.since = IDLE_TICK.load(Ordering::Relaxed);
             alias::note_issue(e, page, 1);
@@ -920,6 +926,7 @@ fn punch_idle(central: &Central, c: &Class, tick: u64) -> bool {
             todo &= !run;
             if POOL.punch_pages(s.start + j, n) {
                 s.holes |= run as u16;
+                s.filled &= !(run as u16);
                 stats::add(&stats::IDLE_PAGES_PUNCHED, n as u64);
                 any = true;
             }
@@ -996,9 +1003,7 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     s.addr = POOL.page_addr(s.start);
     s.meta = meta;
     s.since = IDLE_TICK.load(Ordering::Relaxed);
-    if crate::detect() {
-        crate::heap::poison_slab(idx);
-    }
+    s.filled = 0;
     let lanes = lanes_for(c, ci);
     s.ready = lanes_total(lanes, c);
     // Published last (see `set_up`): lock-free readers of the page map may meet this span

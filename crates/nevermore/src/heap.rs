@@ -363,39 +363,28 @@ fn poison_slot(p: usize, idx: u32, slot: u32) {
     unsafe { guard::arm_tail(free_slot_key(idx, slot), view, view + (end - p)) };
 }
 
-/// Pool pages `poison_page` filled through the pool's view since its page-table entries were
-/// last dropped.
-static VIEW_FILLED: AtomicUsize = AtomicUsize::new(0);
-/// How many such pages (64 MiB) are let count in the resident set before one `MADV_DONTNEED`
-/// over the pool's whole view drops their entries. One per slab (a system call and a TLB flush
-/// per slab made, and a fault per page at the next fill) took 25 % more time in a detect-mode
-/// python run that makes 90 000 slabs over 10 000 pool pages, one per 1 024 pages 13 %. The
-/// pages are the pool's, mapped twice (physical memory does not grow); detect mode's resident
-/// set already counts an alias page per object.
-const VIEW_FILLED_MAX: usize = 16384;
-
-/// Detect mode: fills every slot of page `j` of the slab `idx`, with its slack, as
-/// `poison_slot` fills a freed one, through the pool's own view (whose page-table entries are
-/// dropped again in batches, `VIEW_FILLED_MAX`), at the page's first issue in the slab (class
-/// lock held): a write that lands in a slot never allocated yet is found as one in a freed
-/// slot is. A page never issued holds no object, and no write through the slab reaches it.
-pub fn poison_page(idx: u32, j: u32) {
+/// Detect mode: fills every slot of the pages of the slab `idx` in `pages` (bit j: page j),
+/// with their slack, as `poison_slot` fills a freed one, through their aliases of epoch `e`,
+/// installed for the lanes just issued on them, at their first issue in the slab (class lock
+/// held): a write that lands in a slot never allocated yet is found as one in a freed slot
+/// is. A page never issued holds no object, and no write through the slab reaches it. (The
+/// pool's own view would do without the aliases, but its page-table entries would then have
+/// to be dropped again: a page mapped twice is one `MADV_PAGEOUT` and DAMON pass over, and a
+/// system call and TLB flush per slab took a quarter more time in a detect-mode python run.)
+pub fn poison_pages(idx: u32, e: u32, pages: u16) {
     let s = POOL.span(idx);
     let c = &CLASSES[s.class as usize];
-    let page = POOL.page_addr(s.start + j);
-    for pos in 0..c.spp {
-        let slot = page + (pos * c.size) as usize;
-        // SAFETY: a page of the slab, mapped in the pool's view, none of whose slots is in use
-        // or issued (the caller's promise).
-        unsafe { guard::arm_tail(free_slot_key(idx, slab::slot_index(c, j, pos)), slot, slack_end(slot, c.size)) };
-    }
-    if VIEW_FILLED.fetch_add(1, Ordering::Relaxed) + 1 >= VIEW_FILLED_MAX {
-        VIEW_FILLED.store(0, Ordering::Relaxed);
-        // Every page handed out so far (the pool's high-water mark); the pool is a shared
-        // file mapping, so dropping its entries loses nothing, and a later access through
-        // this view (any thread's) maps the page again with an ordinary fault.
-        let used = POOL.stats().1 as usize;
-        sys::advise(POOL.page_addr(0) as *mut u8, used << PAGE_SHIFT, libc::MADV_DONTNEED);
+    let mut todo = pages;
+    while todo != 0 {
+        let j = todo.trailing_zeros();
+        todo &= todo - 1;
+        let page = alias::alias(e, s.start + j);
+        for pos in 0..c.spp {
+            let slot = page + (pos * c.size) as usize;
+            // SAFETY: the alias page of a lane just issued and installed on page `j`, none of
+            // whose slots is in use or in any thread's cache (the caller's promise).
+            unsafe { guard::arm_tail(free_slot_key(idx, slab::slot_index(c, j, pos)), slot, slack_end(slot, c.size)) };
+        }
     }
 }
 

@@ -625,14 +625,24 @@ pub fn refill(ci: usize, out: &mut [Cursor]) -> usize {
         let mut blocked = false;
         let mut idx = central.partial;
         while idx != pool::NONE && tries < 8 {
-            let got = issue_from(idx, c, e, out);
+            let mut fresh = 0;
+            let got = issue_from(idx, c, e, out, &mut fresh);
             if got > 0 {
                 let s = POOL.span_owned(idx);
                 if s.ready == 0 {
                     central.unlink(idx);
                 }
-                drop(central);
-                install_cursors(c, &out[..got]);
+                if fresh != 0 {
+                    // Detect mode, pages issued for the first time in this slab: their slots
+                    // are filled through the aliases just installed, before any other lane of
+                    // theirs can be issued (a later epoch's, to another thread).
+                    install_cursors(c, &out[..got]);
+                    crate::heap::poison_pages(idx, e, fresh);
+                    drop(central);
+                } else {
+                    drop(central);
+                    install_cursors(c, &out[..got]);
+                }
                 alias::unpin(e);
                 stats::add(&stats::REFILLS, 1);
                 return got;
@@ -818,8 +828,10 @@ impl Central {
     }
 }
 
-/// Issues one ready lane per issuable page of slab `idx` in epoch `e` (class lock held).
-fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor]) -> usize {
+/// Issues one ready lane per issuable page of slab `idx` in epoch `e` (class lock held). In
+/// detect mode, `fresh` gets the pages issued for the first time in the slab (bit j: page j),
+/// whose slots the caller fills (`heap::poison_pages`) before it lets the lock go.
+fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor], fresh: &mut u16) -> usize {
     let s = POOL.span_owned(idx);
     let per_lane = lane_slots(s, c);
     let nlanes = c.spp.div_ceil(per_lane);
@@ -845,8 +857,8 @@ fn issue_from(idx: u32, c: &Class, e: u32, out: &mut [Cursor]) -> usize {
             if crate::detect() && s.filled & (1 << j) == 0 {
                 // The page's first issue in this slab: no slot of it is in use, nor in any
                 // thread's cache.
-                crate::heap::poison_page(idx, j);
                 s.filled |= 1 << j;
+                *fresh |= 1 << j;
             }
             s.holes &= !(1 << j);
             s.since = IDLE_TICK.load(Ordering::Relaxed);

@@ -73,7 +73,12 @@
  *                        getprotobyname_r, getprotobynumber_r of tcp) into a live object of
  *                        SIZE bytes, told it holds LEN: prints
  *                        "lookup R NAME" or "lookup R" (the library reports an entry that
- *                        would have been written past the object).
+ *                        would have been written past the object). Also the enumerations
+ *                        getpwent_r, getgrent_r (their first entry) and fgetpwent_r,
+ *                        fgetgrent_r, fgetspent_r (of a file whose first entry is root's).
+ *   enumerate CALL       one of those enumerations into an object too small (ERANGE), then
+ *                        its first two entries into an object smaller than the length told:
+ *                        prints "enumerate R0 R1 R2 same" when they are the first two.
  *   groups SIZE COUNT    getgrouplist of root into a live object of SIZE bytes, told it holds
  *                        COUNT groups: prints "groups R N same" or "groups R N DIFF" (see
  *                        named).
@@ -202,6 +207,7 @@
 #include <iconv.h>
 #include <grp.h>
 #include <pwd.h>
+#include <shadow.h>
 #include <netdb.h>
 #include <net/if.h>
 #include "pool_probe.h"
@@ -231,6 +237,36 @@ static void named_pty(void) {
 /* The collation transforms as the C++ library's std::collate calls them. */
 extern size_t __strxfrm_l(char *, const char *, size_t, locale_t);
 extern size_t __wcsxfrm_l(wchar_t *, const wchar_t *, size_t, locale_t);
+
+/* A stream of entries for the fget*ent_r calls: root's, then daemon's. */
+static FILE *entries(const char *call) {
+    const char *text = !strcmp(call, "fgetpwent_r") ? "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+                       : !strcmp(call, "fgetgrent_r") ? "root:x:0:\ndaemon:x:1:\n"
+                                                      : "root:*:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n";
+    FILE *f = tmpfile();
+    if (!f || fputs(text, f) < 0) exit(2);
+    rewind(f);
+    return f;
+}
+
+/* The next entry of the enumeration CALL (getpwent_r, getgrent_r, fgetpwent_r, fgetgrent_r,
+ * fgetspent_r; the fget ones from `entries`, opened at the first call) into BUF told LEN: 0
+ * for another call, else 1 with its result in *R and the entry's name (or NULL) in *NAME. */
+static int enumerate_call(const char *call, char *buf, size_t len, int *r, const char **name) {
+    static FILE *f;
+    struct passwd pw, *pr = NULL;
+    struct group gr, *gres = NULL;
+    struct spwd sp, *spr = NULL;
+    if (!strncmp(call, "fget", 4) && !f) f = entries(call);
+    if (!strcmp(call, "getpwent_r")) *r = getpwent_r(&pw, buf, len, &pr);
+    else if (!strcmp(call, "getgrent_r")) *r = getgrent_r(&gr, buf, len, &gres);
+    else if (!strcmp(call, "fgetpwent_r")) *r = fgetpwent_r(f, &pw, buf, len, &pr);
+    else if (!strcmp(call, "fgetgrent_r")) *r = fgetgrent_r(f, &gr, buf, len, &gres);
+    else if (!strcmp(call, "fgetspent_r")) *r = fgetspent_r(f, &sp, buf, len, &spr);
+    else return 0;
+    *name = pr ? pr->pw_name : gres ? gres->gr_name : spr ? spr->sp_namp : NULL;
+    return 1;
+}
 
 /* The C locale, for the "named" calls that take one. */
 static locale_t named_locale(void) {
@@ -1176,7 +1212,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "getservbyport_r")) r = getservbyport_r(htons(80), "tcp", &se, buf, len, &sr);
         else if (!strcmp(call, "getprotobyname_r")) r = getprotobyname_r("tcp", &pe, buf, len, &per);
         else if (!strcmp(call, "getprotobynumber_r")) r = getprotobynumber_r(6, &pe, buf, len, &per);
-        else return 2;
+        else if (enumerate_call(call, buf, len, &r, &name)) {
+        } else return 2;
         if (pr) name = pr->pw_name;
         if (gres) name = gres->gr_name;
         if (hr) name = hr->h_name;
@@ -1185,6 +1222,38 @@ int main(int argc, char **argv) {
         printf(name ? "lookup %d %s\n" : "lookup %d\n", r, name);
         for (int i = 0; i < 8; i++)
             free(next[i]);
+        free(buf);
+        return 0;
+    }
+    if (!strcmp(c, "enumerate") && argc > 2) {
+        /* CALL (an enumeration of `enumerate_call`) of its first entry into a live object of
+         * 8 bytes told 8 (ERANGE), then of the first two into one of 100 bytes told 1024 (the
+         * library tells the C library 100):
+         * prints "enumerate R0 R1 R2 same" (the results) when the two entries are the first two
+         * the non-reentrant call of the C library gives (the ERANGE skipped none), else "DIFF". */
+        const char *call = argv[2], *want[2] = {NULL, NULL}, *name;
+        char first[2][64] = {"", ""};
+        FILE *f = !strncmp(call, "fget", 4) ? entries(call) : NULL;
+        for (int i = 0; i < 2; i++) {
+            if (!strcmp(call, "getpwent_r")) { struct passwd *p = getpwent(); want[i] = p ? p->pw_name : NULL; }
+            else if (!strcmp(call, "getgrent_r")) { struct group *g = getgrent(); want[i] = g ? g->gr_name : NULL; }
+            else if (!strcmp(call, "fgetpwent_r")) { struct passwd *p = fgetpwent(f); want[i] = p ? p->pw_name : NULL; }
+            else if (!strcmp(call, "fgetgrent_r")) { struct group *g = fgetgrent(f); want[i] = g ? g->gr_name : NULL; }
+            else { struct spwd *p = fgetspent(f); want[i] = p ? p->sp_namp : NULL; }
+            snprintf(first[i], sizeof first[i], "%s", want[i] ? want[i] : "");
+        }
+        setpwent();
+        setgrent();
+        char *small = malloc(8), *buf = malloc(100);
+        int r[3];
+        enumerate_call(call, small, 8, &r[0], &name);
+        int same = 1;
+        for (int i = 0; i < 2; i++) {
+            enumerate_call(call, buf, 1024, &r[i + 1], &name);
+            same = same && name && !strcmp(name, first[i]);
+        }
+        printf("enumerate %d %d %d %s\n", r[0], r[1], r[2], same && first[1][0] ? "same" : "DIFF");
+        free(small);
         free(buf);
         return 0;
     }

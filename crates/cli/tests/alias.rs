@@ -584,7 +584,9 @@ fn reads_past_the_end_of_an_object_are_reported() {
 /// caller's length but not the object is reported before the program goes on; one too long for
 /// the caller's length too gets `ERANGE`, as under glibc.
 ///
-/// The same for the host, service and protocol databases (under glibc alone,
+/// The same for the enumerations (`getpwent_r`, `getgrent_r`, and `fgetpwent_r`,
+/// `fgetgrent_r`, `fgetspent_r` of a file), whose entry too long for the buffer stays the
+/// next one, and for the host, service and protocol databases (under glibc alone,
 /// `getservbyname_r` into a 100-byte object told 1 000 ended in SIGSEGV: the look-up reads
 /// every line before the entry into the buffer, and the first line of /etc/services here is
 /// 104 bytes long), and for `getgrouplist` told more groups than its list's object holds.
@@ -602,6 +604,11 @@ fn database_entries_past_the_end_of_an_object_are_reported() {
         ("getservbyport_r", "http"),
         ("getprotobyname_r", "tcp"),
         ("getprotobynumber_r", "tcp"),
+        ("getpwent_r", "root"),
+        ("getgrent_r", "root"),
+        ("fgetpwent_r", "root"),
+        ("fgetgrent_r", "root"),
+        ("fgetspent_r", "root"),
     ];
     for mode in ["detect", "prevent"] {
         for (call, name) in calls {
@@ -622,6 +629,13 @@ fn database_entries_past_the_end_of_an_object_are_reported() {
                 assert_eq!(stdout(&o).trim_end(), out, "{mode} {call} {args:?}: {}", stderr(&o));
             }
             assert_reported_first(mode, "lookup", &[call, "8", "1024"], call, "8", "was to write");
+            if call.contains("ent_r") {
+                // An enumeration's entry too long for the buffer stays the next one: the
+                // wrapper's own calls skip none.
+                let o = run(mode, &["enumerate", call]);
+                assert_ok(&o);
+                assert_eq!(stdout(&o).trim_end(), "enumerate 34 0 0 same", "{mode} {call}: {}", stderr(&o));
+            }
         }
         // root's groups (one, here), into lists of room for 16, for 2 told 1000, for none told
         // none (-1, and the count needed).

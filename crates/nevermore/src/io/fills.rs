@@ -5,7 +5,8 @@
 //! XSI `__xpg_strerror_r`, `getnameinfo`'s two buffers; the database look-ups, which write an
 //! entry's strings into the buffer: `getpwnam_r`, `getpwuid_r`, `getgrnam_r`, `getgrgid_r`,
 //! `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r`, `getservbyname_r`,
-//! `getservbyport_r`, `getprotobyname_r`, `getprotobynumber_r`; `getgrouplist`, told a count of
+//! `getservbyport_r`, `getprotobyname_r`, `getprotobynumber_r`; the enumerations `getpwent_r`,
+//! `getgrent_r`, `fgetpwent_r`, `fgetgrent_r`, `fgetspent_r`; `getgrouplist`, told a count of
 //! groups; the collation transforms `strxfrm`, `wcsxfrm` and their `_l` kin, which write the
 //! whole length when the transformed string does not fit), the C library writes as far as the
 //! name needs, up to that length: a length past
@@ -404,6 +405,32 @@ database_lookup! {
 database_lookup! {
     /// `getprotobynumber_r(3)`: see the module's documentation.
     fn getprotobynumber_r(proto: c_int) -> libc::protoent
+}
+
+// The enumerations. Told no more than the room, an entry that does not fit gets `ERANGE` and
+// stays the next one (the C library goes back to it); made again into memory of the library's
+// own at the caller's length, it is read once more, and if it fits there (the enumeration then
+// moves past it) the call is reported and the process ends: an enumeration moves on only when
+// the caller would have had the entry written past its object.
+database_lookup! {
+    /// `getpwent_r(3)`: see the module's documentation and the enumerations' note above.
+    fn getpwent_r() -> libc::passwd
+}
+database_lookup! {
+    /// `getgrent_r(3)`: see the module's documentation and the enumerations' note above.
+    fn getgrent_r() -> libc::group
+}
+database_lookup! {
+    /// `fgetpwent_r(3)`: see the module's documentation and the enumerations' note above.
+    fn fgetpwent_r(stream: *mut libc::FILE) -> libc::passwd
+}
+database_lookup! {
+    /// `fgetgrent_r(3)`: see the module's documentation and the enumerations' note above.
+    fn fgetgrent_r(stream: *mut libc::FILE) -> libc::group
+}
+database_lookup! {
+    /// `fgetspent_r(3)`: see the module's documentation and the enumerations' note above.
+    fn fgetspent_r(stream: *mut libc::FILE) -> libc::spwd
 }
 
 /// `getgrouplist(3)`: `*ngroups` is the count of groups the list holds, cut to the room left

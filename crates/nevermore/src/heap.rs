@@ -389,7 +389,8 @@ pub fn poison_pages(idx: u32, e: u32, pages: u16) {
 }
 
 /// Detect mode: checks the slot of the small object `p` just taken (not yet written) for bytes
-/// written over since `poison_slot` filled it; reports them.
+/// written over since `poison_slot` (or, for a slot never used, `poison_pages`) filled it;
+/// reports them.
 #[inline(never)]
 fn check_free_slot(p: usize) {
     let Some((Obj::Small { idx, slot, .. }, _)) = lookup(p) else { return };
@@ -401,9 +402,9 @@ fn check_free_slot(p: usize) {
 }
 
 /// Detect mode: the offset of the first byte written over in the free slot `slot` of the slab
-/// `idx` since `poison_slot` filled it, reading its `len` bytes (up to `slack_end`) at `view`.
-/// A slot whose first and last words both lack the fill (never used, or its page's memory
-/// released since) is not looked at.
+/// `idx` since `poison_slot` or `poison_pages` filled it, reading its `len` bytes (up to
+/// `slack_end`) at `view`. A slot whose first and last words both lack the fill (its page's
+/// memory released since, which reads as zero) is not looked at.
 fn free_slot_damage(idx: u32, slot: u32, view: usize, len: usize) -> Option<usize> {
     let key = free_slot_key(idx, slot);
     let fill = guard::canary_for(key);
@@ -459,7 +460,8 @@ fn free_slot_report(idx: u32, slot: u32, at: usize, op: &'static str, what: &'st
 
 /// Detect mode, at exit (`leak::check_at_exit`, every other thread held still): the report of
 /// the first free slot of any slab whose bytes were written over since it was freed
-/// (`poison_slot`), read through the pool's own view; the slot will not be allocated again.
+/// (`poison_slot`) or, never used, its page was first issued (`poison_pages`), read through the
+/// pool's own view; the slot will not be allocated again.
 pub fn free_slots_damaged() -> Option<Report> {
     // SAFETY: every other thread is held still outside the allocator, or there is none, and
     // this thread is in no allocator call: the descriptor count does not change meanwhile.

@@ -356,11 +356,20 @@ fn free_slot_key(idx: u32, slot: u32) -> usize {
 /// slot's slack, is found when the slot is next allocated (`check_free_slot`).
 #[inline(never)]
 fn poison_slot(p: usize, idx: u32, slot: u32) {
-    let end = slack_end(p, CLASSES[POOL.span(idx).class as usize].size);
-    let view = canary_view(p);
-    // SAFETY: the dead object's slot and slack, mapped at `view` (the slot's alias is revoked
-    // only after this), hold no object.
-    unsafe { guard::arm_tail(free_slot_key(idx, slot), view, view + (end - p)) };
+    // SAFETY: the dead object's slot and slack, mapped at its canary view (the slot's alias is
+    // revoked only after this), hold no object.
+    unsafe { fill_free_slot(idx, slot, canary_view(p), CLASSES[POOL.span(idx).class as usize].size) };
+}
+
+/// Fills the free slot `slot` of the slab `idx` (`size` bytes, the class's), seen at `view`,
+/// and its slack (`slack_end`, which depends only on the offset in the page, the same in every
+/// view), with the canary bytes `free_slot_damage` checks.
+///
+/// # Safety
+/// The slot and its slack must be writable at `view` and hold no object.
+unsafe fn fill_free_slot(idx: u32, slot: u32, view: usize, size: u32) {
+    // SAFETY: the caller's promise.
+    unsafe { guard::arm_tail(free_slot_key(idx, slot), view, slack_end(view, size)) };
 }
 
 /// Detect mode: fills every slot of the pages of the slab `idx` in `pages` (bit j: page j),
@@ -380,10 +389,9 @@ pub fn poison_pages(idx: u32, e: u32, pages: u16) {
         todo &= todo - 1;
         let page = alias::alias(e, s.start + j);
         for pos in 0..c.spp {
-            let slot = page + (pos * c.size) as usize;
             // SAFETY: the alias page of a lane just issued and installed on page `j`, none of
             // whose slots is in use or in any thread's cache (the caller's promise).
-            unsafe { guard::arm_tail(free_slot_key(idx, slab::slot_index(c, j, pos)), slot, slack_end(slot, c.size)) };
+            unsafe { fill_free_slot(idx, slab::slot_index(c, j, pos), page + (pos * c.size) as usize, c.size) };
         }
     }
 }
@@ -420,9 +428,9 @@ fn free_slot_damage(idx: u32, slot: u32, view: usize, len: usize) -> Option<usiz
 
 /// The report of the byte at `at` (an address of the free slot `slot` of the slab `idx`, or of
 /// its slack, in any view of its page) written over while the slot was free, found by `op`:
-/// it names the nearest object before the slot in its pool page if that one is live, and the
-/// byte at the address it has in that object's alias page (where a write past its end reached
-/// it).
+/// it names the nearest object before the slot in its pool page, live or freed (at the alias it
+/// had, from the free history), and the byte at the address it has in that object's alias page
+/// (where a write past its end reached it).
 #[cold]
 #[inline(never)]
 fn free_slot_report(idx: u32, slot: u32, at: usize, op: &'static str, what: &'static str) -> Report {
@@ -479,9 +487,10 @@ pub fn free_slots_damaged() -> Option<Report> {
                 continue;
             }
             let (pos, j) = (slot / c.pages, slot % c.pages);
-            if s.holes & (1 << j) != 0 || s.filled & (1 << j) == 0 {
-                // The page's memory went back to the system (nothing to check, and a read
-                // would fill it again), or it was never issued in this slab.
+            if s.filled & (1 << j) == 0 {
+                // The page was never issued in this slab, or its memory went back to the
+                // system since (`slab::punch_idle` clears the bit): nothing to check, and a
+                // read would fill it again.
                 continue;
             }
             let view = POOL.page_addr(s.start + j) + (pos * c.size) as usize;

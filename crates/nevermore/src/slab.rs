@@ -1015,7 +1015,6 @@ fn new_slab(central: &mut Central, ci: usize) -> Option<u32> {
     s.addr = POOL.page_addr(s.start);
     s.meta = meta;
     s.since = IDLE_TICK.load(Ordering::Relaxed);
-    s.filled = 0;
     let lanes = lanes_for(c, ci);
     s.ready = lanes_total(lanes, c);
     // Published last (see `set_up`): lock-free readers of the page map may meet this span

@@ -122,6 +122,18 @@ NOINLINE static void write_just_past(struct record *r) {
     ((volatile char *)r)[sizeof *r] = 'x'; /* AT:overflow-kept */
 }
 
+/* Past the record's end by a loop of the program's own: found at free, by the canary. */
+NOINLINE static void scribble_past(struct record *r) {
+    for (size_t i = 0; i < sizeof *r + 4; i++) ((volatile char *)r)[i] = 'x';
+}
+
+static volatile size_t copy_len = 60;
+
+/* A copy into the record's name of more than the 40 bytes left from there: found before it. */
+NOINLINE static void copy_name(struct record *r, const char *from) {
+    memcpy(r->name, from, copy_len); /* AT:overflow-copy */
+}
+
 NOINLINE static void read_before(struct record *r) {
     sink = ((volatile char *)r)[-8]; /* AT:underflow-read */
 }
@@ -319,6 +331,16 @@ int main(int argc, char **argv) {
         printf("parent tid %ld child %s %d\n", (long)gettid(), WIFEXITED(st) ? "exited" : "killed",
                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 0;
+    } else if (!strcmp(c, "overflow-freed")) {
+        struct record *r = make_record();
+        printf("object %p\n", (void *)r);
+        scribble_past(r);
+        drop_record(r);
+    } else if (!strcmp(c, "overflow-copy")) {
+        static const char text[64] = "a name far longer than the room a record has for it";
+        struct record *r = make_record();
+        printf("object %p\n", (void *)r);
+        copy_name(r, text);
     } else if (!strcmp(c, "exit")) {
         return atoi(argv[2]);
     } else {

@@ -438,6 +438,55 @@ fn an_overflow_of_an_object_never_freed_is_reported_at_exit() {
     }
 }
 
+/// The operation's line names the pointer the call was given where the report's address is
+/// another: `free of` the object whose canary was overwritten (the address: the first byte
+/// written over), `memcpy of` the buffer it was to copy past its object's end (the address:
+/// the object's end). JSON reports give it as `pointer`. In both modes.
+#[test]
+fn the_operation_line_names_the_pointer_the_call_was_given() {
+    for (case, op, from_start) in [("overflow-freed", "free", 0), ("overflow-copy", "memcpy", 8)] {
+        for mode in ["detect", "prevent"] {
+            for json in [false, true] {
+                let mut a = vec!["run", "--mode", mode];
+                if json {
+                    a.push("--json");
+                }
+                a.extend(["--", bins()[0].to_str().unwrap(), case]);
+                let o = nevermore(&a).output().unwrap();
+                let (out, err) = (stdout(&o), stderr(&o));
+                assert_eq!(o.status.code(), Some(23), "{case}, {mode}: {err}");
+                let start = out
+                    .lines()
+                    .find_map(|l| l.strip_prefix("object 0x"))
+                    .and_then(|h| usize::from_str_radix(h.trim(), 16).ok())
+                    .unwrap_or_else(|| panic!("{case}, {mode}: no object printed: {out}"));
+                // The record is 48 bytes; both overflows begin at its end.
+                let (pointer, addr) = (format!("{:#x}", start + from_start), format!("{:#x}", start + 48));
+                if json {
+                    let reports = json_reports(&err);
+                    assert_eq!(reports.len(), 1, "{err}");
+                    let r = &reports[0];
+                    check_schema(r, schema(), "report");
+                    assert_eq!(r["kind"], "heap-buffer-overflow", "{r:#}");
+                    assert_eq!(r["operation"], op, "{r:#}");
+                    assert_eq!(r["address"], addr.as_str(), "{r:#}");
+                    assert_eq!(r["pointer"], pointer.as_str(), "{r:#}");
+                    assert_eq!(r["object"]["start"], format!("{start:#x}").as_str(), "{r:#}");
+                    assert_eq!(r["object"]["offset"], 48, "{r:#}");
+                } else {
+                    assert!(
+                        err.contains(&format!("ERROR: heap-buffer-overflow on address {addr} ")),
+                        "{case}, {mode}: {err}"
+                    );
+                    assert!(err.contains(&format!("==   {op} of {pointer}: ")), "{case}, {mode}: {err}");
+                    let object = format!("object {start:#x} of 48 bytes; the address is at offset 48 from its start");
+                    assert!(err.contains(&object), "{case}, {mode}: {err}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn json_reports_parse_and_follow_the_schema() {
     for (case, kind, func) in [
@@ -462,6 +511,8 @@ fn json_reports_parse_and_follow_the_schema() {
             assert!(r["stack"][0]["file"].as_str().unwrap().ends_with("reports.c"));
             assert_eq!(r["stack"][0]["build_id"].as_str(), Some(build_id(bin).as_str()), "{r:#}");
             assert_eq!(r["claimed_size"], if case == "size-mismatch" { Value::from(24) } else { Value::Null }, "{r:#}");
+            // The pointer each call was given is the report's address.
+            assert_eq!(r["pointer"], Value::Null, "{r:#}");
             if case == "size-mismatch" {
                 assert_eq!(r["object"]["size"], 48, "{r:#}");
                 assert_eq!(r["allocated"]["stack"][0]["function"], "make_record", "{r:#}");

@@ -399,6 +399,7 @@ extern "C" fn new_failed(size: usize) -> ! {
         what: "the request cannot be satisfied and std::bad_alloc cannot be thrown",
         object: None,
         claimed: None,
+        pointer: None,
     })
 }
 

@@ -180,7 +180,7 @@ enum Seen {
 
 /// Looks up `addr`, in the alias arena, for `on_alias_fault` and `syscall_buffer`.
 fn seen_in_arena(addr: usize, op: &'static str) -> Seen {
-    let rep = |kind, what, object| Report { kind, addr, op, what, object, claimed: None };
+    let rep = |kind, what, object| Report { kind, addr, op, what, object, claimed: None, pointer: None };
     let Some((e, page)) = alias::decode(addr) else {
         if alias::once_mirrored(addr) {
             return Seen::Bad(rep(Kind::HeapUseAfterFree, alias::FORGOTTEN, None));
@@ -279,7 +279,7 @@ fn before_object(addr: usize, op: &'static str) -> Option<Report> {
     let next = (addr | (PAGE - 1)) + 1;
     let (o, _) = crate::heap::object_at(next).filter(|&(o, live)| live && o.start == next)?;
     let what = "the access is before the start of the object";
-    Some(Report { kind: Kind::HeapBufferOverflow, addr, op, what, object: Some(o), claimed: None })
+    Some(Report { kind: Kind::HeapBufferOverflow, addr, op, what, object: Some(o), claimed: None, pointer: None })
 }
 
 /// The operation of reports on the buffers of system calls.
@@ -311,7 +311,7 @@ pub fn syscall_buffer(a: usize, n: usize) -> Option<Report> {
             if at > a {
                 // The buffer starts in a live object and runs on into this page.
                 if let Some((o, _)) = crate::heap::object_at(a).filter(|&(o, live)| live && at >= o.start + o.size) {
-                    return Some(past_end(o, "the buffer runs past the end of the object it starts in", SYSCALL));
+                    return Some(past_end(o, a, "the buffer runs past the end of the object it starts in", SYSCALL));
                 }
             }
             return match seen_in_arena(at, SYSCALL) {
@@ -324,17 +324,18 @@ pub fn syscall_buffer(a: usize, n: usize) -> Option<Report> {
     None
 }
 
-/// The report on a system call's buffer that runs past the end of the live object `o`: at
-/// the object's end.
-pub fn past_end(o: Object, what: &'static str, op: &'static str) -> Report {
-    Report { kind: Kind::HeapBufferOverflow, addr: o.start + o.size, op, what, object: Some(o), claimed: None }
+/// The report on a call's buffer at `buf` that runs past the end of the live object `o` it
+/// starts in: at the object's end.
+pub fn past_end(o: Object, buf: usize, what: &'static str, op: &'static str) -> Report {
+    let addr = o.start + o.size;
+    Report { kind: Kind::HeapBufferOverflow, addr, op, what, object: Some(o), claimed: None, pointer: Some(buf) }
 }
 
 /// The report on the buffer at `addr`, in the freed object `o`, of a call (`op`: a system
 /// call, or the stdio function that was given it).
 pub fn in_freed(addr: usize, o: Object, op: &'static str) -> Report {
     let what = "the call's buffer is in an object that was freed";
-    Report { kind: Kind::HeapUseAfterFree, addr, op, what, object: Some(o), claimed: None }
+    Report { kind: Kind::HeapUseAfterFree, addr, op, what, object: Some(o), claimed: None, pointer: None }
 }
 
 /// The thread whose `heal` runs to examine the buffers of a call that failed (0: none).
@@ -406,6 +407,7 @@ fn large_fault(addr: usize, op: &'static str) -> Option<Report> {
             what: "the large object at this address was freed",
             object: crate::history::find(addr).map(|h| Object { start: h.start, size: h.size }),
             claimed: None,
+            pointer: None,
         }),
         large::Owner::Live { idx } => {
             let s = POOL.span(idx);
@@ -427,6 +429,7 @@ fn large_fault(addr: usize, op: &'static str) -> Option<Report> {
                 what,
                 object: Some(Object { start: s.addr, size }),
                 claimed: None,
+                pointer: None,
             })
         }
     }

@@ -463,7 +463,7 @@ fn free_slot_report(idx: u32, slot: u32, at: usize, op: &'static str, what: &'st
         Some((addr, o)) => (addr, Some(o)),
         None => (at, None),
     };
-    Report { kind: Kind::HeapBufferOverflow, addr, op, what, object, claimed: None }
+    Report { kind: Kind::HeapBufferOverflow, addr, op, what, object, claimed: None, pointer: None }
 }
 
 /// Detect mode, at exit (`leak::check_at_exit`, every other thread held still): the report of
@@ -680,6 +680,7 @@ fn check_family_detect(p: usize, f: Family, op: &'static str) {
             what: had.allocated_by(),
             object: Some(Object { start: p, size }),
             claimed: None,
+            pointer: None,
         });
     }
 }
@@ -907,7 +908,7 @@ fn small_live(idx: u32, s: &pool::Span, e: u32, j: u32, pos: u32) -> Option<(Obj
 /// report describing why `p` is not acceptable. `bad` is the kind used for pointers that are
 /// not (or no longer) objects: `invalid-free` for free/realloc, `invalid-pointer` for queries.
 pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Report> {
-    let rep = |kind, what, object| Report { kind, addr: p, op, what, object, claimed: None };
+    let rep = |kind, what, object| Report { kind, addr: p, op, what, object, claimed: None, pointer: None };
     // A stale alias: freed if its page was issued in that epoch, else never handed out.
     let stale = |e, page, freed_what| match alias::was_issued(e, page) {
         Some(false) => rep(bad, "the address was never returned by an allocation", None),
@@ -1157,6 +1158,7 @@ fn size_mismatch(p: usize, size: usize, claimed: usize, op: &'static str) -> ! {
         what: "the size given is not the size the object was allocated with",
         object: Some(Object { start: p, size }),
         claimed: Some(claimed),
+        pointer: None,
     })
 }
 
@@ -1177,6 +1179,7 @@ fn overflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
         what: "the canary after the object was overwritten (a write past its end)",
         object: Some(Object { start: p, size }),
         claimed: None,
+        pointer: Some(p),
     })
 }
 
@@ -1192,6 +1195,7 @@ fn underflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
         what: "the canary bytes before the object were overwritten (a write before its start)",
         object: Some(Object { start: p, size }),
         claimed: None,
+        pointer: Some(p),
     })
 }
 
@@ -1377,7 +1381,15 @@ fn stream_buffer_misfreed(p: usize, size: usize, parked: bool, op: &'static str)
     } else {
         (Kind::InvalidFree, "the memory is the buffer of an open stream, which the C library frees")
     };
-    report::fatal(Report { kind, addr: p, op, what, object: Some(Object { start: p, size }), claimed: None })
+    report::fatal(Report {
+        kind,
+        addr: p,
+        op,
+        what,
+        object: Some(Object { start: p, size }),
+        claimed: None,
+        pointer: None,
+    })
 }
 
 /// Marks the object `obj` at `p`, which passed its checks, dead (or reports a racing free)
@@ -1405,6 +1417,7 @@ pub fn racing_free(p: usize, size: usize, op: &'static str) -> ! {
         what: "the object was freed by another thread at the same time",
         object: Some(Object { start: p, size }),
         claimed: None,
+        pointer: None,
     })
 }
 

@@ -271,20 +271,20 @@ fn overrun(buf: usize, done: usize, way: Way, op: &'static str, freed_too: bool)
         }
     };
     if buf.saturating_add(done) > o.start + o.size {
-        past_end_of(o, way, op);
+        past_end_of(o, buf, way, op);
     }
 }
 
 /// Reports a call (`op`) that ran, or was to run, past the end of the object `o` its buffer
-/// starts in, the way `way` says.
-fn past_end_of(o: crate::report::Object, way: Way, op: &'static str) -> ! {
+/// `buf` starts in, the way `way` says.
+fn past_end_of(o: crate::report::Object, buf: usize, way: Way, op: &'static str) -> ! {
     let what = match way {
         Way::Into => "the call wrote past the end of the object its buffer starts in",
         Way::OutOf => "the call was to read past the end of the object its buffer starts in",
         Way::WouldWrite => "the call was to write past the end of the object its buffer starts in",
         Way::Read => "the call read past the end of the object its buffer starts in",
     };
-    crate::report::fatal(crate::fault::past_end(o, what, op))
+    crate::report::fatal(crate::fault::past_end(o, buf, what, op))
 }
 
 /// Reports a call's buffer at `buf`, before the start of the live object `o` in the same page
@@ -304,6 +304,7 @@ fn before_start_of(buf: usize, o: crate::report::Object, way: Way, op: &'static 
         what,
         object: Some(o),
         claimed: None,
+        pointer: None,
     };
     crate::report::fatal(r)
 }
@@ -2162,7 +2163,7 @@ fn line_grown(line: *mut *mut c_char, n: *mut usize, call: impl FnOnce() -> isiz
         }
     }
     if r >= 0 && (r as usize) < asked && r as usize >= o.size {
-        past_end_of(o, Way::WouldWrite, op);
+        past_end_of(o, buf as usize, Way::WouldWrite, op);
     }
     r
 }

@@ -229,6 +229,7 @@ fn overwritten() -> Option<report::Report> {
                 what,
                 object: Some(report::Object { start: it.start, size: it.len }),
                 claimed: None,
+                pointer: None,
             });
         }
     });

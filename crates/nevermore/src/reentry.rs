@@ -310,7 +310,7 @@ fn lookup(p: usize) -> (&'static AtomicU64, u64) {
 /// Resolves `p` (in the arena) to the size of the live object starting there.
 pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<usize, Report> {
     let (_, e) = lookup(p);
-    let rep = |kind, what, object| Report { kind, addr: p, op, what, object, claimed: None };
+    let rep = |kind, what, object| Report { kind, addr: p, op, what, object, claimed: None, pointer: None };
     let at_start = e != 0 && entry_off(e) == p & (PAGE - 1);
     match e & 3 {
         LIVE if at_start => Ok(entry_size(e)),
@@ -370,7 +370,7 @@ pub fn object_around(addr: usize) -> Option<(usize, usize, u64)> {
 
 /// A fault at `addr` in the arena, as a report.
 pub fn fault(addr: usize, op: &'static str) -> Report {
-    let rep = |kind, what, object| Report { kind, addr, op, what, object, claimed: None };
+    let rep = |kind, what, object| Report { kind, addr, op, what, object, claimed: None, pointer: None };
     match object_around(addr) {
         Some((start, size, FREED)) => rep(Kind::HeapUseAfterFree, "the object was freed", Some(Object { start, size })),
         Some((start, size, _)) if addr >= start + size => rep(

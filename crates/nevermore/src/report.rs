@@ -76,6 +76,11 @@ pub struct Report {
     /// The size the caller said the object has (sized `operator delete`, `free_sized`), when
     /// that is what is wrong.
     pub claimed: Option<usize>,
+    /// The pointer the call was given, where `addr` is another address: the object `free` or
+    /// `realloc` found overwritten (`addr` is the first byte written over), the buffer of a
+    /// call that ran past its object (`addr` is the object's end). The operation's line names
+    /// it, so that `free of 0x...` is the pointer the program freed.
+    pub pointer: Option<usize>,
 }
 
 /// A fixed-capacity text buffer; output past its end is dropped.
@@ -372,7 +377,7 @@ pub fn format_with(b: &mut impl Write, r: &Report, pid: u32, tid: u32, action: O
 /// The first lines of a text report: the kind, the call and what is wrong, the object.
 fn text_head(b: &mut impl Write, r: &Report, pid: u32, tid: u32) {
     let _ = writeln!(b, "=={pid}== nevermore: ERROR: {} on address {:#x} (thread {tid})", r.kind.name(), r.addr);
-    let _ = writeln!(b, "=={pid}==   {} of {:#x}: {}", r.op, r.addr, r.what);
+    let _ = writeln!(b, "=={pid}==   {} of {:#x}: {}", r.op, r.pointer.unwrap_or(r.addr), r.what);
     if let Some(o) = r.object {
         let _ = writeln!(
             b,
@@ -438,6 +443,14 @@ fn json_head(b: &mut impl Write, r: &Report, pid: u32, tid: u32, st: &Stacks<'_>
         }
         None => {
             let _ = write!(b, ",\"claimed_size\":null");
+        }
+    }
+    match r.pointer {
+        Some(p) => {
+            let _ = write!(b, ",\"pointer\":\"{p:#x}\"");
+        }
+        None => {
+            let _ = write!(b, ",\"pointer\":null");
         }
     }
     let _ = write!(b, ",\"stack\":");
@@ -509,6 +522,7 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
         what: "live objects that no pointer leads to are left at exit",
         object: Some(Object { start: first.example, size: first.example_size }),
         claimed: None,
+        pointer: None,
     };
     let out = |b: &mut Buf<32768>| {
         sys::write_all(crate::leak::out_fd(), b.as_bytes());
@@ -904,13 +918,15 @@ mod tests {
             what: "the canary after the object was overwritten",
             object: Some(Object { start: 0x1000, size: 24 }),
             claimed: None,
+            pointer: Some(0x1000),
         };
         format(&mut b, &r, 42, 43, None);
         let s = core::str::from_utf8(b.as_bytes()).unwrap();
+        // The operation's line names the pointer freed; the first line, the byte written over.
         assert_eq!(
             s,
             "==42== nevermore: ERROR: heap-buffer-overflow on address 0x1018 (thread 43)\n\
-             ==42==   free of 0x1018: the canary after the object was overwritten\n\
+             ==42==   free of 0x1000: the canary after the object was overwritten\n\
              ==42==   object 0x1000 of 24 bytes; the address is at offset 24 from its start\n\
              ==42== nevermore: aborting\n"
         );

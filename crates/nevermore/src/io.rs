@@ -2132,6 +2132,75 @@ macro_rules! line_call_chk {
 line_call_chk!(__fgets_chk);
 line_call_chk!(__fgets_unlocked_chk);
 
+extern "C" {
+    static mut stdin: Stream;
+    fn getc_unlocked(f: Stream) -> c_int;
+}
+
+type GetsFn = unsafe extern "C" fn(*mut c_char) -> *mut c_char;
+
+/// `gets(3)`, a line of any length from `stdin` into a buffer of unknown size (gone from C11,
+/// still in the C library for programs built before). Into a live heap object, the line is
+/// read here as the C library reads it (`getc_unlocked` under the stream's lock, the newline
+/// dropped, a new error answered with NULL), and a line with no room left for its next byte or
+/// for its NUL in the object is reported before that byte is written, instead of running over
+/// what follows. Any other buffer is the C library's.
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn gets(buf: *mut c_char) -> *mut c_char {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<GetsFn> = unsafe { real_fn!(gets) };
+    let object = if buf.is_null() || !in_heap(buf as usize) { None } else { crate::heap::object_at(buf as usize) };
+    let Some((o, true)) = object else {
+        // SAFETY: the caller's buffer.
+        return real.map_or(core::ptr::null_mut(), |g| unsafe { g(buf) });
+    };
+    let room = o.start + o.size - buf as usize;
+    // SAFETY: the C library's standard input, locked while it is read as its own `gets` reads
+    // it; the bytes are written into the caller's object only below `room`.
+    unsafe {
+        let f = stdin;
+        flockfile(f);
+        let mut c = getc_unlocked(f);
+        if c == libc::EOF {
+            funlockfile(f);
+            return core::ptr::null_mut();
+        }
+        let flags = f as *mut u32;
+        let old_error = flags.read_volatile() & FILE_ERR_SEEN;
+        flags.write_volatile(flags.read_volatile() & !FILE_ERR_SEEN);
+        let mut n = 0;
+        while c != libc::EOF && c != b'\n' as c_int {
+            if n + 1 >= room {
+                // No room for this character and the NUL after it.
+                funlockfile(f);
+                past_end_of(o, buf as usize, Way::WouldWrite, "gets");
+            }
+            *buf.add(n) = c as c_char;
+            n += 1;
+            c = getc_unlocked(f);
+        }
+        if n >= room {
+            // An empty line into an object of 0 bytes: no room for the NUL.
+            funlockfile(f);
+            past_end_of(o, buf as usize, Way::WouldWrite, "gets");
+        }
+        let failed = flags.read_volatile() & FILE_ERR_SEEN != 0;
+        if !failed {
+            flags.write_volatile(flags.read_volatile() | old_error);
+            *buf.add(n) = 0;
+        }
+        funlockfile(f);
+        if failed {
+            core::ptr::null_mut()
+        } else {
+            buf
+        }
+    }
+}
+
 /// A line read by `getdelim` (`getline`, `__getdelim`) into `*line`, whose size the caller
 /// says is `*n`. The C library writes a line that fits `*n` in place and grows the buffer with
 /// `realloc` for a longer one; a `*n` past the end of the heap object `*line` starts (a size

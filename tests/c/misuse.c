@@ -522,7 +522,7 @@ static void underflow_write_5000(void) {
 }
 static void underflow_realloc_5000(void) {
     volatile unsigned char *p = launder(filled(5000));
-    p[-1] = 0;
+    p[-1] = (unsigned char)~p[-1]; /* as in underflow_write_small */
     free(realloc((void *)p, sz(9000)));
 }
 /* A large object lies against the guard page after its view in both modes. */
@@ -533,7 +533,9 @@ static void underflow_write_large(void) {
 }
 static void underflow_write_small(void) {
     volatile unsigned char *p = launder(filled(40));
-    p[-100] = 1;
+    /* A canary byte of any value: written with its complement, so that it always changes
+       (a fixed value matched it in about one run in 256). */
+    p[-100] = (unsigned char)~p[-100];
     free((void *)p);
 }
 /* A copy into (and one out of) the bytes just before an object, reported by the copy. */

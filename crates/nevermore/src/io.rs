@@ -214,10 +214,12 @@ fn moved(buf: usize, n: usize, r: isize) -> isize {
     r
 }
 
-/// `sending` or `moved`, for `done` bytes; `op` names the call in a report.
+/// `sending` or `moved`, for `done` bytes; `op` names the call in a report. A buffer in the
+/// thread's newest allocation, which is live, is bounded without the look-up
+/// (`heap::newest_end`).
 #[inline(always)]
 pub(crate) fn bounded(buf: usize, done: usize, way: Way, op: &'static str) {
-    if done > 0 && in_heap(buf) {
+    if done > 0 && in_heap(buf) && crate::heap::newest_end(buf).is_none_or(|end| done > end - buf) {
         overrun(buf, done, way, op, true);
     }
 }
@@ -225,10 +227,11 @@ pub(crate) fn bounded(buf: usize, done: usize, way: Way, op: &'static str) {
 /// `bounded` for the copies (`copies`): only a live object's end is checked. A copy through a
 /// dangling pointer into a freed object whose page is still mapped stays as prevent mode
 /// leaves any other access there (its documented granularity); in detect mode the page is
-/// gone and the copy traps.
+/// gone and the copy traps. A buffer in the thread's newest allocation is bounded without the
+/// look-up (`heap::newest_end`).
 #[inline(always)]
 pub(crate) fn bounded_live(buf: usize, done: usize, way: Way, op: &'static str) {
-    if done > 0 && in_heap(buf) {
+    if done > 0 && in_heap(buf) && crate::heap::newest_end(buf).is_none_or(|end| done > end - buf) {
         overrun(buf, done, way, op, false);
     }
 }
@@ -240,6 +243,9 @@ pub(crate) fn bounded_live(buf: usize, done: usize, way: Way, op: &'static str) 
 pub(crate) fn room_live(buf: usize) -> Option<usize> {
     if !in_heap(buf) {
         return None;
+    }
+    if let Some(end) = crate::heap::newest_end(buf) {
+        return Some(end - buf);
     }
     match crate::heap::object_at(buf) {
         Some((o, true)) => Some((o.start + o.size).saturating_sub(buf)),

@@ -580,6 +580,19 @@ static void underflow_leaked_large(void) {
     volatile unsigned char *p = launder(filled(300000));
     p[-8] = 1;
 }
+/* A copy into the object the thread made last, after a realloc shrank it in place: bounded
+ * by its size now (the copy's check takes the newest object's bounds from the thread's cache). */
+static void overflow_copy_after_shrink(void) {
+    unsigned char src[256] = {0};
+    unsigned char *p = filled(200);
+    unsigned char *q = realloc(p, sz(120));
+    if (q != launder(p)) {
+        fprintf(stderr, "FAIL: realloc to 120 bytes moved the object\n");
+        exit(1);
+    }
+    memcpy(q, src, sz(150));
+    free(q);
+}
 /* Detect mode: writes that skip the canary into the slot's bytes after it (a 1000-byte
  * object's slot holds 1024: canary at 1000..1008, then 16 bytes of no object). */
 static void overflow_past_canary(void) {
@@ -815,6 +828,7 @@ static const struct misuse_case cases[] = {
     {"live-at-exit", live_at_exit},
     {"overflow-past-canary", overflow_past_canary},
     {"overflow-past-canary-realloc", overflow_past_canary_realloc},
+    {"overflow-copy-after-shrink", overflow_copy_after_shrink},
     {"overflow-into-page-tail", overflow_into_page_tail},
     {"overflow-into-free-slot", overflow_into_free_slot},
     {"overflow-into-free-slot-exit", overflow_into_free_slot_exit},

@@ -314,6 +314,23 @@ fn sized_free_of_the_wrong_size() {
 }
 
 /// Every case listed by the program has a test here (and vice versa), so no case goes unchecked.
+/// A copy into the object the thread made last is bounded from the thread's cache, without
+/// the object's look-up: after a `realloc` that shrank it in place, by its size now (120
+/// bytes), not the 200 it was made with. In both modes.
+#[test]
+fn a_copy_into_the_newest_object_is_held_to_its_size_after_a_shrink() {
+    for options in ["mode=prevent", "mode=detect"] {
+        let o = run_preloaded(bin(), &["overflow-copy-after-shrink"], &[("NEVERMORE_OPTIONS", options)]);
+        let err = stderr(&o);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(
+            err.contains("memcpy of 0x") && err.contains("the call was to write past the end"),
+            "{options}:\n{err}"
+        );
+        assert!(err.contains(" of 120 bytes; the address is at offset 120 from its start"), "{options}:\n{err}");
+    }
+}
+
 #[test]
 fn every_case_is_tested() {
     let o = program(bin()).arg("--list").output().unwrap();
@@ -330,6 +347,7 @@ fn every_case_is_tested() {
     tested.extend(["overflow-into-free-slot", "overflow-into-free-slot-exit"]);
     tested.extend(["overflow-into-unused-slot", "overflow-into-unused-slot-freed"]);
     tested.push("live-at-exit");
+    tested.push("overflow-copy-after-shrink");
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");
     }

@@ -1486,37 +1486,15 @@ fn note_last(cache: &Cache, p: usize, entry: *const AtomicU16) {
     cache.last.store(p, Ordering::Relaxed);
 }
 
-/// The size of `p` if it is the calling thread's newest small allocation and still live.
+/// The calling thread's newest small allocation, its start and size, when `near` accepts its
+/// start and it is still live.
 ///
 /// Its size entry says whether it is live, and its size (also after an in-place `realloc`);
 /// read first, with acquire ordering, so that if the slot was since freed, revoked, issued
-/// again and handed out (under a new address: `p` no longer names it), the revocation batch
-/// counted before is seen too.
+/// again and handed out (under a new address: the start recorded no longer names it), the
+/// revocation batch counted before is seen too.
 #[inline(always)]
-fn last_size(p: usize) -> Option<usize> {
-    let c = tls::get();
-    if c.is_null() || c == tls::EXITED {
-        return None;
-    }
-    // SAFETY: this thread's own cache.
-    let cache = unsafe { &*c };
-    if cache.last.load(Ordering::Relaxed) != p {
-        return None;
-    }
-    compiler_fence(Ordering::SeqCst);
-    let entry = cache.last_entry.load(Ordering::Relaxed);
-    // SAFETY: the size entry of a slot of a slab; slot tables are never unmapped.
-    let v = unsafe { &*entry }.load(Ordering::Acquire);
-    let stamp = alias::REVOKE_BATCHES.0.load(Ordering::Relaxed);
-    (v & FREED == 0 && stamp == cache.last_stamp.load(Ordering::Relaxed)).then_some(v as usize)
-}
-
-/// The end of the calling thread's newest small allocation, if it is still live and `addr`
-/// lies in it: the bounds of the buffer a program most often copies into (an object it has
-/// just made: a string built, a copy duplicated, a buffer cleared), known without the look-up
-/// of `object_at` and its cache misses. Read as `last_size` reads it.
-#[inline(always)]
-pub fn newest_end(addr: usize) -> Option<usize> {
+fn newest(near: impl FnOnce(usize) -> bool) -> Option<(usize, usize)> {
     let c = tls::get();
     if c.is_null() || c == tls::EXITED {
         return None;
@@ -1524,7 +1502,7 @@ pub fn newest_end(addr: usize) -> Option<usize> {
     // SAFETY: this thread's own cache.
     let cache = unsafe { &*c };
     let p = cache.last.load(Ordering::Relaxed);
-    if p == 0 || addr.wrapping_sub(p) >= slab::MAX_SMALL {
+    if p == 0 || !near(p) {
         return None;
     }
     compiler_fence(Ordering::SeqCst);
@@ -1532,8 +1510,22 @@ pub fn newest_end(addr: usize) -> Option<usize> {
     // SAFETY: the size entry of a slot of a slab; slot tables are never unmapped.
     let v = unsafe { &*entry }.load(Ordering::Acquire);
     let stamp = alias::REVOKE_BATCHES.0.load(Ordering::Relaxed);
-    let end = p + v as usize;
-    (v & FREED == 0 && stamp == cache.last_stamp.load(Ordering::Relaxed) && addr < end).then_some(end)
+    (v & FREED == 0 && stamp == cache.last_stamp.load(Ordering::Relaxed)).then_some((p, v as usize))
+}
+
+/// The size of `p` if it is the calling thread's newest small allocation and still live.
+#[inline(always)]
+fn last_size(p: usize) -> Option<usize> {
+    newest(|q| q == p).map(|(_, size)| size)
+}
+
+/// The end of the calling thread's newest small allocation, if it is still live and `addr`
+/// lies in it: the bounds of the buffer a program most often copies into (an object it has
+/// just made: a string built, a copy duplicated, a buffer cleared), known without the look-up
+/// of `object_at` and its cache misses.
+#[inline(always)]
+pub fn newest_end(addr: usize) -> Option<usize> {
+    newest(|p| addr.wrapping_sub(p) < slab::MAX_SMALL).map(|(p, size)| p + size).filter(|&end| addr < end)
 }
 
 /// The size of the live object that starts at `p`, or None for anything else; reports

@@ -24,7 +24,7 @@
 //! (`heap::object_at`, about 10 ns, more where the metadata has left the cache): up to 8 % of the
 //! time of the real programs of the benchmarks (BENCHMARKS.md, "Copies held to their objects'
 //! bounds"), less since a buffer in the object the thread made last is bounded from its cache
-//! (`heap::newest_end`; "Copies into the newest object"). `check_copies=0` turns the checks off.
+//! (`heap::object_at`; "Copies into the newest object"). `check_copies=0` turns the checks off.
 //!
 //! The library's own copies are not checked: each function is entered through a stub that
 //! passes the caller's return address on, and a call from the library's own code (which the

@@ -1519,15 +1519,6 @@ fn last_size(p: usize) -> Option<usize> {
     newest(|q| q == p).map(|(_, size)| size)
 }
 
-/// The end of the calling thread's newest small allocation, if it is still live and `addr`
-/// lies in it: the bounds of the buffer a program most often copies into (an object it has
-/// just made: a string built, a copy duplicated, a buffer cleared), known without the look-up
-/// of `object_at` and its cache misses.
-#[inline(always)]
-pub fn newest_end(addr: usize) -> Option<usize> {
-    newest(|p| addr.wrapping_sub(p) < slab::MAX_SMALL).map(|(p, size)| p + size).filter(|&end| addr < end)
-}
-
 /// The size of the live object that starts at `p`, or None for anything else; reports
 /// nothing (`io` maps again the pages of a C library structure the program holds).
 pub fn live_object_size(p: usize) -> Option<usize> {
@@ -1543,11 +1534,17 @@ pub fn live_object_size(p: usize) -> Option<usize> {
 /// None otherwise. Reports nothing. The look-up is `resolve`'s without the reasons a pointer
 /// is not an object's start, which `resolve` builds and the bounds checks of the I/O calls and
 /// copies (which ask for every heap buffer) never use: a slab object by its slot alone, a
-/// page or large object by its span (through `resolve`, twice the time).
+/// page or large object by its span (through `resolve`, twice the time). An address in the
+/// calling thread's newest small allocation, live, is answered from its cache (`newest`)
+/// without the look-up and its cache misses: the buffer a program most often copies into is
+/// the object it has just made (a string built, a copy duplicated, a buffer cleared).
 #[inline(always)]
 pub fn object_at(addr: usize) -> Option<(Object, bool)> {
     if !crate::is_ready() || reentrant_object(addr) {
         return None;
+    }
+    if let Some((start, size)) = newest(|p| addr.wrapping_sub(p) < slab::MAX_SMALL).filter(|&(p, n)| addr < p + n) {
+        return Some((Object { start, size }, true));
     }
     if alias::in_arena(addr) {
         let (e, page) = alias::decode(addr)?;

@@ -214,12 +214,10 @@ fn moved(buf: usize, n: usize, r: isize) -> isize {
     r
 }
 
-/// `sending` or `moved`, for `done` bytes; `op` names the call in a report. A buffer in the
-/// thread's newest allocation, which is live, is bounded without the look-up
-/// (`heap::newest_end`).
+/// `sending` or `moved`, for `done` bytes; `op` names the call in a report.
 #[inline(always)]
 pub(crate) fn bounded(buf: usize, done: usize, way: Way, op: &'static str) {
-    if done > 0 && in_heap(buf) && crate::heap::newest_end(buf).is_none_or(|end| done > end - buf) {
+    if done > 0 && in_heap(buf) {
         overrun(buf, done, way, op, true);
     }
 }
@@ -227,11 +225,10 @@ pub(crate) fn bounded(buf: usize, done: usize, way: Way, op: &'static str) {
 /// `bounded` for the copies (`copies`): only a live object's end is checked. A copy through a
 /// dangling pointer into a freed object whose page is still mapped stays as prevent mode
 /// leaves any other access there (its documented granularity); in detect mode the page is
-/// gone and the copy traps. A buffer in the thread's newest allocation is bounded without the
-/// look-up (`heap::newest_end`).
+/// gone and the copy traps.
 #[inline(always)]
 pub(crate) fn bounded_live(buf: usize, done: usize, way: Way, op: &'static str) {
-    if done > 0 && in_heap(buf) && crate::heap::newest_end(buf).is_none_or(|end| done > end - buf) {
+    if done > 0 && in_heap(buf) {
         overrun(buf, done, way, op, false);
     }
 }
@@ -243,9 +240,6 @@ pub(crate) fn bounded_live(buf: usize, done: usize, way: Way, op: &'static str) 
 pub(crate) fn room_live(buf: usize) -> Option<usize> {
     if !in_heap(buf) {
         return None;
-    }
-    if let Some(end) = crate::heap::newest_end(buf) {
-        return Some(end - buf);
     }
     match crate::heap::object_at(buf) {
         Some((o, true)) => Some((o.start + o.size).saturating_sub(buf)),

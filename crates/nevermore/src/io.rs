@@ -2168,8 +2168,9 @@ pub unsafe extern "C" fn gets(buf: *mut c_char) -> *mut c_char {
             funlockfile(f);
             return core::ptr::null_mut();
         }
+        // Only an error of this call's answers NULL: the flag is cleared, and set again after.
+        let old_error = stream_error(f);
         let flags = f as *mut u32;
-        let old_error = flags.read_volatile() & FILE_ERR_SEEN;
         flags.write_volatile(flags.read_volatile() & !FILE_ERR_SEEN);
         let mut n = 0;
         while c != libc::EOF && c != b'\n' as c_int {
@@ -2187,9 +2188,11 @@ pub unsafe extern "C" fn gets(buf: *mut c_char) -> *mut c_char {
             funlockfile(f);
             past_end_of(o, buf as usize, Way::WouldWrite, "gets");
         }
-        let failed = flags.read_volatile() & FILE_ERR_SEEN != 0;
+        let failed = stream_error(f);
         if !failed {
-            flags.write_volatile(flags.read_volatile() | old_error);
+            if old_error {
+                flags.write_volatile(flags.read_volatile() | FILE_ERR_SEEN);
+            }
             *buf.add(n) = 0;
         }
         funlockfile(f);

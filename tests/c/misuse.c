@@ -191,8 +191,33 @@ static void whole_pages(void) {
     free(q);
 }
 
+/* Grows the object `*arg` points to from 4500 to 6000 bytes: in place in prevent mode (its two
+ * pages hold both), moved where the object ends against a guard page (detect mode). */
+static void *grow(void *arg) {
+    unsigned char **p = arg;
+    unsigned char *q = realloc(*p, sz(6000));
+    if (!q) {
+        fprintf(stderr, "FAIL: realloc to 6000 bytes\n");
+        exit(1);
+    }
+    if (q == launder(*p))
+        printf("grown in place\n");
+    *p = q;
+    return NULL;
+}
+
 static void none(void) {
     whole_pages();
+    /* A copy into a page object after another thread grew it in place, the bounds of its
+     * first size looked up by this one (`filled`'s memset) before. */
+    unsigned char *grown = filled(4500);
+    pthread_t t;
+    if (pthread_create(&t, NULL, grow, &grown) || pthread_join(t, NULL)) {
+        fprintf(stderr, "FAIL: pthread_create\n");
+        exit(1);
+    }
+    memset(grown, 0x77, 6000);
+    free(grown);
     static const size_t sizes[] = {0, 1, 13, 16, 24, 32, 100, 1000, 4096, 5000, 40000, 65536, 300000, 1 << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
@@ -595,6 +620,21 @@ static void overflow_copy_after_shrink(void) {
 }
 /* Detect mode: writes that skip the canary into the slot's bytes after it (a 1000-byte
  * object's slot holds 1024: canary at 1000..1008, then 16 bytes of no object). */
+/* The same for a page and a large object, whose bounds the thread looked up (`filled`'s
+ * memset) before the realloc that shrank them in place. */
+static void overflow_copy_after_shrink_at(size_t from, size_t to) {
+    static unsigned char src[1 << 20];
+    unsigned char *p = filled(from);
+    unsigned char *q = realloc(p, sz(to));
+    if (q != launder(p)) {
+        fprintf(stderr, "FAIL: realloc to %zu bytes moved the object\n", to);
+        exit(1);
+    }
+    memcpy(q, src, sz(to + 100));
+    free(q);
+}
+static void overflow_copy_after_shrink_pages(void) { overflow_copy_after_shrink_at(5000, 4500); }
+static void overflow_copy_after_shrink_large(void) { overflow_copy_after_shrink_at(300000, 250000); }
 static void overflow_past_canary(void) {
     volatile unsigned char *p = launder(filled(1000));
     p[1015] = (unsigned char)~p[1015];
@@ -829,6 +869,8 @@ static const struct misuse_case cases[] = {
     {"overflow-past-canary", overflow_past_canary},
     {"overflow-past-canary-realloc", overflow_past_canary_realloc},
     {"overflow-copy-after-shrink", overflow_copy_after_shrink},
+    {"overflow-copy-after-shrink-pages", overflow_copy_after_shrink_pages},
+    {"overflow-copy-after-shrink-large", overflow_copy_after_shrink_large},
     {"overflow-into-page-tail", overflow_into_page_tail},
     {"overflow-into-free-slot", overflow_into_free_slot},
     {"overflow-into-free-slot-exit", overflow_into_free_slot_exit},

@@ -1,5 +1,8 @@
 /* Use-after-free, revocation and signal-handling cases for the alias engine.
  * Usage: uaf <case> [size]
+ *   copy-freed SIZE      memcpy SIZE + 1000 bytes into an object of SIZE bytes, whose bounds
+ *                        this thread looked up, after another thread freed it: prints "copied"
+ *                        if the copy does not trap.
  *   read|write SIZE      free an object, then read/write it through the dangling pointer.
  *                        Before the access, 2000 newer objects of the same size are filled
  *                        with 0x5A; if the access does not trap, every newer object must
@@ -827,6 +830,11 @@ static int ring_replace(const char *what, unsigned char **ring, size_t *len, int
     return 0;
 }
 
+static void *free_in_thread(void *p) {
+    free(p);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *c = argv[1];
@@ -841,6 +849,19 @@ int main(int argc, char **argv) {
         }
         int dd = dont_dump(0);
         printf("DUMP canonical %s\n", dd < 0 ? "unknown" : dd ? "no" : "yes");
+        return 0;
+    }
+    if (!strcmp(c, "copy-freed")) {
+        /* A copy past the end of an object of SIZE bytes that another thread freed, the
+         * object's bounds looked up by this one (its memset) before: prints "copied" if it
+         * does not trap. */
+        static char src[1 << 20];
+        char *p = malloc(size);
+        memset(p, 0x11, size);
+        pthread_t t;
+        if (pthread_create(&t, NULL, free_in_thread, p) || pthread_join(t, NULL)) return 2;
+        memcpy(p, src, size + 1000);
+        printf("copied\n");
         return 0;
     }
     if (!strcmp(c, "read") || !strcmp(c, "write")) {

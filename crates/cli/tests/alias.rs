@@ -34,6 +34,27 @@ fn detect_traps_every_dangling_read_and_write() {
     }
 }
 
+/// A copy through a dangling pointer into a page or large object that another thread freed,
+/// whose bounds this thread had looked up while it lived: the bounds it noted (`heap::seen`)
+/// are void, so the copy is not taken for an overflow of a live object. Detect mode traps it as
+/// a use-after-free; prevent mode leaves it to the dead object's own pages (a 5000-byte
+/// object's run of two, not yet revoked) or traps, and never reports an overflow.
+#[test]
+fn a_dangling_copy_is_not_held_to_the_freed_objects_bounds() {
+    for size in ["5000", "300000"] {
+        let o = run("detect", &["copy-freed", size]);
+        assert_report(&o, "heap-use-after-free");
+        let o = run("prevent", &["copy-freed", size]);
+        assert!(!stderr(&o).contains("heap-buffer-overflow"), "{size}: {}", stderr(&o));
+        assert!(
+            stdout(&o).contains("copied") || stderr(&o).contains("nevermore: ERROR: heap-use-after-free"),
+            "{size}: {:?}\n{}",
+            o.status,
+            stderr(&o)
+        );
+    }
+}
+
 /// Regression (found by the coverage-guided fuzzer): a slab released in the current epoch used
 /// to hand its slot table to the next new slab of its class at once, while pointers into the
 /// released slab still resolved to it. A second free of such a pointer was then accepted, and

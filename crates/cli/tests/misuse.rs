@@ -36,6 +36,9 @@ fn correct_use_is_not_reported() {
     let o = run_case("none");
     assert_ok(&o);
     assert!(stdout(&o).contains("OK"));
+    // Prevent mode grows a page object in place, after which the copy up to its new end
+    // must not be held to the bounds the main thread looked up before.
+    assert!(stdout(&o).contains("grown in place"), "{}", stdout(&o));
     assert!(!stderr(&o).contains("nevermore:"), "false report:\n{}", stderr(&o));
 }
 
@@ -331,6 +334,32 @@ fn a_copy_into_the_newest_object_is_held_to_its_size_after_a_shrink() {
     }
 }
 
+/// The same for a page object (5000 bytes cut to 4500, prevent mode) and a large one (300 000
+/// cut to 250 000), whose bounds the thread looked up before the `realloc` (a copy into a page or
+/// large object is bounded from the thread's table of the objects it looked up lately, which
+/// a resize must void).
+#[test]
+fn a_copy_into_a_page_or_large_object_is_held_to_its_size_after_a_shrink() {
+    // Detect mode moves a page object that changes size (its end sits against a guard page).
+    let cases = [
+        ("overflow-copy-after-shrink-pages", 4500, &["mode=prevent"][..]),
+        ("overflow-copy-after-shrink-large", 250_000, &["mode=prevent", "mode=detect"][..]),
+    ];
+    for (case, size, modes) in cases {
+        for &options in modes {
+            let o = run_preloaded(bin(), &[case], &[("NEVERMORE_OPTIONS", options)]);
+            let err = stderr(&o);
+            assert_report(&o, "heap-buffer-overflow");
+            assert!(
+                err.contains("memcpy of 0x") && err.contains("the call was to write past the end"),
+                "{case} {options}:\n{err}"
+            );
+            let at = format!(" of {size} bytes; the address is at offset {size} from its start");
+            assert!(err.contains(&at), "{case} {options}:\n{err}");
+        }
+    }
+}
+
 #[test]
 fn every_case_is_tested() {
     let o = program(bin()).arg("--list").output().unwrap();
@@ -348,6 +377,7 @@ fn every_case_is_tested() {
     tested.extend(["overflow-into-unused-slot", "overflow-into-unused-slot-freed"]);
     tested.push("live-at-exit");
     tested.push("overflow-copy-after-shrink");
+    tested.extend(["overflow-copy-after-shrink-pages", "overflow-copy-after-shrink-large"]);
     for c in &listed {
         assert!(tested.contains(&c.as_str()), "case {c} has no test");
     }

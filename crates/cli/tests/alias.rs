@@ -35,10 +35,10 @@ fn detect_traps_every_dangling_read_and_write() {
 }
 
 /// A copy through a dangling pointer into a page or large object that another thread freed,
-/// whose bounds this thread had looked up while it lived: the bounds it noted (`heap::seen`)
-/// are void, so the copy is not taken for an overflow of a live object. Detect mode traps it as
-/// a use-after-free; prevent mode leaves it to the dead object's own pages (a 5000-byte
-/// object's run of two, not yet revoked) or traps, and never reports an overflow.
+/// whose bounds this thread had looked up while it lived: it is not taken for an overflow of a
+/// live object (bounds kept from the earlier look-up must not outlive the free). Detect mode
+/// traps it as a use-after-free; prevent mode leaves it to the dead object's own pages (a
+/// 5000-byte object's run of two, not yet revoked) or traps, and never reports an overflow.
 #[test]
 fn a_dangling_copy_is_not_held_to_the_freed_objects_bounds() {
     for size in ["5000", "300000"] {

@@ -335,9 +335,8 @@ fn a_copy_into_the_newest_object_is_held_to_its_size_after_a_shrink() {
 }
 
 /// The same for a page object (5000 bytes cut to 4500, prevent mode) and a large one (300 000
-/// cut to 250 000), whose bounds the thread looked up before the `realloc` (a copy into a page or
-/// large object is bounded from the thread's table of the objects it looked up lately, which
-/// a resize must void).
+/// cut to 250 000), whose bounds the thread looked up before the `realloc` (`filled`'s
+/// `memset`): bounds kept from an earlier look-up must not outlive a resize.
 #[test]
 fn a_copy_into_a_page_or_large_object_is_held_to_its_size_after_a_shrink() {
     // Detect mode moves a page object that changes size (its end sits against a guard page).

@@ -112,21 +112,6 @@ impl Pending {
     }
 }
 
-/// Entries of a cache's `seen` table.
-pub const SEEN: usize = 16;
-
-/// The bounds of a live page or large object, as `heap::object_at` found them for an address
-/// in page `page`, while `heap::BOUNDS` read `gen`. `check` mixes the other fields: an entry
-/// that a signal handler's look-up overwrote half-way through this thread's write of it reads
-/// as no entry.
-pub struct Seen {
-    pub page: AtomicUsize,
-    pub start: AtomicUsize,
-    pub size: AtomicUsize,
-    pub gen: AtomicU64,
-    pub check: AtomicU64,
-}
-
 #[repr(C)]
 pub struct Cache {
     /// The thread's newest small allocation (0: none), its size entry, and the revocation
@@ -135,8 +120,6 @@ pub struct Cache {
     pub last_entry: AtomicPtr<AtomicU16>,
     pub last_stamp: AtomicU64,
     pub bins: [Bin; NCLASS],
-    /// Page and large objects whose bounds this thread looked up lately (`heap::object_at`).
-    pub seen: [Seen; SEEN],
     next: *mut Cache,
     pub mallocs: AtomicU64,
     pub frees: AtomicU64,

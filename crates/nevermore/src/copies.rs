@@ -23,10 +23,8 @@
 //! heap costs two comparisons and a table's look-up; a heap buffer its object's look-up
 //! (`heap::object_at`, about 10 ns, more where the metadata has left the cache): up to 8 % of the
 //! time of the real programs of the benchmarks (BENCHMARKS.md, "Copies held to their objects'
-//! bounds"), less since a buffer in the object the thread made last, or in a page or large object it
-//! looked up before and that neither was freed nor changed size since, is bounded from its
-//! cache (`heap::object_at`; "Copies into the newest object", "Bounds of page and large objects
-//! kept per thread"). `check_copies=0` turns the checks off.
+//! bounds"), less since a buffer in the object the thread made last is bounded from its cache
+//! (`heap::object_at`; "Copies into the newest object"). `check_copies=0` turns the checks off.
 //!
 //! The library's own copies are not checked: each function is entered through a stub that
 //! passes the caller's return address on, and a call from the library's own code (which the

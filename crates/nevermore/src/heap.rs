@@ -8,7 +8,7 @@
 //! page's span; it is live only if the span's record for that epoch says so.
 
 use core::ptr;
-use core::sync::atomic::{compiler_fence, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicU16, AtomicUsize, Ordering};
 
 use crate::cache::{self, Cache, Pending};
 use crate::guard::{self, CANARY};
@@ -1208,17 +1208,11 @@ fn kill(obj: Obj, size: usize) -> bool {
             let e = unsafe { &*slab::sizes(s).add(slot as usize) };
             e.compare_exchange(size as u16, size as u16 | FREED, Ordering::AcqRel, Ordering::Acquire).is_ok()
         }
-        Obj::Pages { idx } | Obj::Large { idx } => {
-            let killed = POOL
-                .span(idx)
-                .size
-                .compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok();
-            if killed {
-                bounds_changed();
-            }
-            killed
-        }
+        Obj::Pages { idx } | Obj::Large { idx } => POOL
+            .span(idx)
+            .size
+            .compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok(),
     }
 }
 
@@ -1543,10 +1537,7 @@ pub fn live_object_size(p: usize) -> Option<usize> {
 /// page or large object by its span (through `resolve`, twice the time). An address in the
 /// calling thread's newest small allocation, live, is answered from its cache (`newest`)
 /// without the look-up and its cache misses: the buffer a program most often copies into is
-/// the object it has just made (a string built, a copy duplicated, a buffer cleared). So is
-/// an address in a page of a live page or large object that the thread looked up before
-/// (`seen`): the buffers a program copies into again and again (a database's pages, a
-/// server's reply buffers).
+/// the object it has just made (a string built, a copy duplicated, a buffer cleared).
 #[inline(always)]
 pub fn object_at(addr: usize) -> Option<(Object, bool)> {
     if !crate::is_ready() || reentrant_object(addr) {
@@ -1555,11 +1546,6 @@ pub fn object_at(addr: usize) -> Option<(Object, bool)> {
     if let Some((start, size)) = newest(|p| addr.wrapping_sub(p) < slab::MAX_SMALL).filter(|&(p, n)| addr < p + n) {
         return Some((Object { start, size }, true));
     }
-    if let Some(o) = seen(addr) {
-        return Some((o, true));
-    }
-    // Read before the look-up: a change of the bounds found after this is seen by `seen`.
-    let gen = BOUNDS.0.load(Ordering::Acquire);
     if alias::in_arena(addr) {
         let (e, page) = alias::decode(addr)?;
         let (_, s) = POOL.span_at(POOL.page_addr(page))?;
@@ -1570,9 +1556,7 @@ pub fn object_at(addr: usize) -> Option<(Object, bool)> {
                 (v != slab::FREE_SLOT)
                     .then(|| (Object { start: addr - off, size: (v & !FREED) as usize }, v & FREED == 0))
             }
-            pool::PAGES if addr >= s.addr => {
-                live_pages(s, e).map(|size| (remember(addr, Object { start: s.addr, size }, gen), true))
-            }
+            pool::PAGES if addr >= s.addr => live_pages(s, e).map(|size| (Object { start: s.addr, size }, true)),
             _ => None,
         };
     }
@@ -1582,80 +1566,9 @@ pub fn object_at(addr: usize) -> Option<(Object, bool)> {
         v if v & large::TOMB_BIT != 0 => None,
         idx => {
             let s = POOL.span(idx);
-            live_large(s)
-                .filter(|_| addr >= s.addr)
-                .map(|size| (remember(addr, Object { start: s.addr, size }, gen), true))
+            live_large(s).filter(|_| addr >= s.addr).map(|size| (Object { start: s.addr, size }, true))
         }
     }
-}
-
-/// Changes of the bounds of live page and large objects: counted after every free of one
-/// (`kill`) and every `realloc` in place (`bounds_changed`). The bounds a thread found
-/// (`remember`) hold for as long as this count stays what it was before it looked: a page or
-/// large object's address is that of no other object while it lives (an alias is handed out
-/// once; a large object's range is reused only after a free), so only a free or a resize can
-/// make them wrong. Frees of small objects do not count: programs free those all the time.
-pub static BOUNDS: alias::Lone = alias::Lone(AtomicU64::new(1));
-
-/// Counts a change of the bounds of a live page or large object, after it is made.
-#[inline]
-fn bounds_changed() {
-    BOUNDS.0.fetch_add(1, Ordering::Release);
-}
-
-/// The entry of the calling thread's `seen` table for the page of `addr`, if it has a cache.
-#[inline(always)]
-fn seen_entry(addr: usize) -> Option<&'static cache::Seen> {
-    let c = tls::get();
-    if c.is_null() || c == tls::EXITED {
-        return None;
-    }
-    // SAFETY: this thread's own cache, which lives as long as the thread.
-    Some(unsafe { &(*c).seen[(addr >> PAGE_SHIFT) % cache::SEEN] })
-}
-
-#[inline(always)]
-fn seen_check(page: usize, start: usize, size: usize, gen: u64) -> u64 {
-    (page as u64 ^ (start as u64).rotate_left(21) ^ (size as u64).rotate_left(42) ^ gen).wrapping_add(0x9e37_79b9)
-}
-
-/// The live page or large object that `addr` lies in (at or past its start), from the calling
-/// thread's `seen` table: bounds it looked up for an address in the same page, unchanged
-/// since (`BOUNDS`). A program copies into the same few buffers again and again (a database's
-/// pages, a server's reply buffers), whose look-up misses the cache on the page map and the
-/// descriptor each time.
-#[inline(always)]
-fn seen(addr: usize) -> Option<Object> {
-    let s = seen_entry(addr)?;
-    let page = addr >> PAGE_SHIFT;
-    if s.page.load(Ordering::Relaxed) != page {
-        return None;
-    }
-    let (start, size, gen) =
-        (s.start.load(Ordering::Relaxed), s.size.load(Ordering::Relaxed), s.gen.load(Ordering::Relaxed));
-    let valid = gen == BOUNDS.0.load(Ordering::Acquire)
-        && s.check.load(Ordering::Relaxed) == seen_check(page, start, size, gen)
-        && addr >= start;
-    valid.then_some(Object { start, size })
-}
-
-/// Notes `o`, found for `addr` while `BOUNDS` read `gen`, in the calling thread's `seen`
-/// table; returns it.
-#[inline(always)]
-fn remember(addr: usize, o: Object, gen: u64) -> Object {
-    if let Some(s) = seen_entry(addr) {
-        let page = addr >> PAGE_SHIFT;
-        // No count is 0: the entry is no entry while it is written.
-        s.gen.store(0, Ordering::Relaxed);
-        compiler_fence(Ordering::SeqCst);
-        s.page.store(page, Ordering::Relaxed);
-        s.start.store(o.start, Ordering::Relaxed);
-        s.size.store(o.size, Ordering::Relaxed);
-        s.check.store(seen_check(page, o.start, o.size, gen), Ordering::Relaxed);
-        compiler_fence(Ordering::SeqCst);
-        s.gen.store(gen, Ordering::Relaxed);
-    }
-    o
 }
 
 /// `malloc_usable_size`: the requested size (the canary follows right after it).
@@ -1802,10 +1715,6 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         }
     };
     if in_place {
-        if !matches!(obj, Obj::Small { .. }) {
-            // Threads that noted the old bounds (`seen`) look them up again.
-            bounds_changed();
-        }
         match obj {
             Obj::Large { idx } => large::arm(POOL.span(idx), a, size),
             Obj::Small { idx, .. } => {

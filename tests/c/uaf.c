@@ -13,6 +13,8 @@
  *                        read(2) into the dangling pointer: prints "errno=N" (the library's
  *                        `read` reports it instead).
  *   kernel-read-raw SIZE the same through syscall(SYS_read), which no library sees.
+ *   kernel-read-now SIZE, kernel-read-raw-now SIZE  the same without the frees that force
+ *                        the revocation: the read comes before the batch is revoked.
  *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
  *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, the stdio calls
  *                        fread, fgets, fwrite, and getrandom, readlink, readlinkat, getxattr,
@@ -889,16 +891,18 @@ int main(int argc, char **argv) {
         churn_and_check(size, p[K / 2], 1);
         return 0;
     }
-    if (!strcmp(c, "kernel-read") || !strcmp(c, "kernel-read-raw")) {
+    if (!strcmp(c, "kernel-read") || !strcmp(c, "kernel-read-raw") || !strcmp(c, "kernel-read-now") ||
+        !strcmp(c, "kernel-read-raw-now")) {
         char *p = malloc(size);
         memset(p, 0x11, size);
         free(p);
-        for (int i = 0; i < 600; i++) free(malloc(6000)); /* fills and flushes a revocation batch */
+        /* Fills and flushes a revocation batch (not for the -now cases). */
+        for (int i = 0; !strstr(c, "-now") && i < 600; i++) free(malloc(6000));
         int fd[2];
         if (pipe(fd)) return 2;
         if (write(fd[1], "abcdefgh", 8) != 8) return 2;
         errno = 0;
-        long r = strcmp(c, "kernel-read") ? syscall(SYS_read, fd[0], p, 8) : read(fd[0], p, 8);
+        long r = strstr(c, "-raw") ? syscall(SYS_read, fd[0], p, 8) : read(fd[0], p, 8);
         printf("read=%ld errno=%d\n", r, r < 0 ? errno : 0);
         return 0;
     }

@@ -979,6 +979,16 @@ fn live_pages(s: &pool::Span, e: u32) -> Option<usize> {
     (size & pool::DEAD_BIT == 0 && s.epoch.load(Ordering::Acquire) == e).then_some(size)
 }
 
+/// The page object of span `s` handed out under the alias of epoch `e`, live or freed: its
+/// size and whether it is live. A freed one keeps its size (beside `DEAD_BIT`) and its epoch
+/// until its span is used again, which a new alias then names.
+#[inline(always)]
+fn pages_at(s: &pool::Span, e: u32) -> Option<(usize, bool)> {
+    let size = s.size.load(Ordering::Acquire);
+    (size != pool::DEAD && s.epoch.load(Ordering::Acquire) == e)
+        .then_some((size & !pool::DEAD_BIT, size & pool::DEAD_BIT == 0))
+}
+
 /// The size of the large object of span `s` if `s` holds a live one.
 #[inline(always)]
 fn live_large(s: &pool::Span) -> Option<usize> {
@@ -1529,9 +1539,10 @@ pub fn live_object_size(p: usize) -> Option<usize> {
 }
 
 /// The heap object that `addr` lies in (at its start or inside it), and whether it is live:
-/// a live object, or a freed slab object while the alias it was handed out through is still
-/// mapped (prevent mode revokes a group's page when the whole group is dead, and in batches);
-/// None otherwise. Reports nothing. The look-up is `resolve`'s without the reasons a pointer
+/// a live object, a freed slab object while the alias it was handed out through is still
+/// mapped (prevent mode revokes a group's page when the whole group is dead, and in batches),
+/// or a freed page object until its span is used again (its alias is revoked with the next
+/// batch, in detect mode before `free` returns); None otherwise. Reports nothing. The look-up is `resolve`'s without the reasons a pointer
 /// is not an object's start, which `resolve` builds and the bounds checks of the I/O calls and
 /// copies (which ask for every heap buffer) never use: a slab object by its slot alone, a
 /// page or large object by its span (through `resolve`, twice the time). An address in the
@@ -1556,7 +1567,7 @@ pub fn object_at(addr: usize) -> Option<(Object, bool)> {
                 (v != slab::FREE_SLOT)
                     .then(|| (Object { start: addr - off, size: (v & !FREED) as usize }, v & FREED == 0))
             }
-            pool::PAGES if addr >= s.addr => live_pages(s, e).map(|size| (Object { start: s.addr, size }, true)),
+            pool::PAGES if addr >= s.addr => pages_at(s, e).map(|(size, live)| (Object { start: s.addr, size }, live)),
             _ => None,
         };
     }

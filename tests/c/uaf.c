@@ -15,6 +15,8 @@
  *   kernel-read-raw SIZE the same through syscall(SYS_read), which no library sees.
  *   kernel-read-now SIZE, kernel-read-raw-now SIZE  the same without the frees that force
  *                        the revocation: the read comes before the batch is revoked.
+ *   kernel-write-now SIZE  free an object, then write(2) 8 bytes of it to a pipe at once:
+ *                        prints "sent=N" (the library's `write` reports it instead).
  *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
  *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, the stdio calls
  *                        fread, fgets, fwrite, and getrandom, readlink, readlinkat, getxattr,
@@ -904,6 +906,18 @@ int main(int argc, char **argv) {
         errno = 0;
         long r = strstr(c, "-raw") ? syscall(SYS_read, fd[0], p, 8) : read(fd[0], p, 8);
         printf("read=%ld errno=%d\n", r, r < 0 ? errno : 0);
+        return 0;
+    }
+    if (!strcmp(c, "kernel-write-now")) {
+        /* A freed object's old contents written to a pipe before its alias is revoked:
+         * prints "sent=N" if the write went through. */
+        char *p = malloc(size);
+        memset(p, 0x11, size);
+        free(p);
+        int fd[2];
+        if (pipe(fd)) return 2;
+        long r = write(fd[1], p, 8);
+        printf("sent=%ld\n", r);
         return 0;
     }
     if (!strcmp(c, "moved") && argc > 4) {

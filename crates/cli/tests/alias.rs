@@ -193,8 +193,9 @@ fn kernel_access_to_a_revoked_alias_fails_with_efault_and_is_reported() {
 /// The same before prevent mode's batch has revoked the freed object's alias: the kernel's
 /// read would go into the dead object's own pages (`kernel-read-raw-now`: a page object's run
 /// is not yet reused; a large object's view went at `free`, so EFAULT). The library's `read`
-/// reports the freed object either way: a page object's before the call, as a small one's.
-/// (Before, a page object's buffer was taken for no object and the read went through.)
+/// reports the freed object either way: a page object's before the call, as a small one's, and
+/// a `write` of the dead object's contents before it is made. (Before, a page object's buffer
+/// was taken for no object: the read went through, and the write sent the old contents.)
 #[test]
 fn a_system_call_into_a_freed_object_is_reported_before_its_revocation() {
     for (size, raw) in [("24", "read=8 errno=0"), ("5000", "read=8 errno=0"), ("300000", "read=-1 errno=14")] {
@@ -210,6 +211,11 @@ fn a_system_call_into_a_freed_object_is_reported_before_its_revocation() {
             assert!(err.contains("the call's buffer is in an object that was freed"), "{size}: {err}");
             let object = format!(" of {size} bytes; the address is at offset 0 from its start");
             assert!(err.contains(&object), "{size}: {err}");
+            // Nothing of the dead object is sent either.
+            let o = run("prevent", &["kernel-write-now", size]);
+            assert_report(&o, "heap-use-after-free");
+            assert!(stderr(&o).contains("the call's buffer is in an object that was freed"), "{size}: {}", stderr(&o));
+            assert!(!stdout(&o).contains("sent="), "{size}: the call returned: {}", stdout(&o));
         }
     }
 }

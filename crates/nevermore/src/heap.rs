@@ -1542,10 +1542,11 @@ pub fn live_object_size(p: usize) -> Option<usize> {
 /// a live object, a freed slab object while the alias it was handed out through is still
 /// mapped (prevent mode revokes a group's page when the whole group is dead, and in batches),
 /// or a freed page object until its span is used again (its alias is revoked with the next
-/// batch, in detect mode before `free` returns); None otherwise. Reports nothing. The look-up is `resolve`'s without the reasons a pointer
-/// is not an object's start, which `resolve` builds and the bounds checks of the I/O calls and
-/// copies (which ask for every heap buffer) never use: a slab object by its slot alone, a
-/// page or large object by its span (through `resolve`, twice the time). An address in the
+/// batch, in detect mode before `free` returns); None otherwise. Reports nothing. The look-up
+/// is `resolve`'s without the reasons a pointer is not an object's start, which `resolve`
+/// builds and the bounds checks of the I/O calls and copies (which ask for every heap buffer)
+/// never use: a slab object by its slot alone, a page or large object by its span (through
+/// `resolve`, twice the time). An address in the
 /// calling thread's newest small allocation, live, is answered from its cache (`newest`)
 /// without the look-up and its cache misses: the buffer a program most often copies into is
 /// the object it has just made (a string built, a copy duplicated, a buffer cleared).

@@ -618,8 +618,6 @@ static void overflow_copy_after_shrink(void) {
     memcpy(q, src, sz(150));
     free(q);
 }
-/* Detect mode: writes that skip the canary into the slot's bytes after it (a 1000-byte
- * object's slot holds 1024: canary at 1000..1008, then 16 bytes of no object). */
 /* The same for a page and a large object, whose bounds the thread looked up (`filled`'s
  * memset) before the realloc that shrank them in place. */
 static void overflow_copy_after_shrink_at(size_t from, size_t to) {
@@ -635,6 +633,8 @@ static void overflow_copy_after_shrink_at(size_t from, size_t to) {
 }
 static void overflow_copy_after_shrink_pages(void) { overflow_copy_after_shrink_at(5000, 4500); }
 static void overflow_copy_after_shrink_large(void) { overflow_copy_after_shrink_at(300000, 250000); }
+/* Detect mode: writes that skip the canary into the slot's bytes after it (a 1000-byte
+ * object's slot holds 1024: canary at 1000..1008, then 16 bytes of no object). */
 static void overflow_past_canary(void) {
     volatile unsigned char *p = launder(filled(1000));
     p[1015] = (unsigned char)~p[1015];

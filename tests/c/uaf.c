@@ -894,7 +894,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(c, "kernel-read") || !strcmp(c, "kernel-read-raw") || !strcmp(c, "kernel-read-now") ||
-        !strcmp(c, "kernel-read-raw-now")) {
+        !strcmp(c, "kernel-read-raw-now") || !strcmp(c, "kernel-write-now")) {
         char *p = malloc(size);
         memset(p, 0x11, size);
         free(p);
@@ -902,22 +902,14 @@ int main(int argc, char **argv) {
         for (int i = 0; !strstr(c, "-now") && i < 600; i++) free(malloc(6000));
         int fd[2];
         if (pipe(fd)) return 2;
+        if (!strcmp(c, "kernel-write-now")) {
+            printf("sent=%ld\n", (long)write(fd[1], p, 8));
+            return 0;
+        }
         if (write(fd[1], "abcdefgh", 8) != 8) return 2;
         errno = 0;
         long r = strstr(c, "-raw") ? syscall(SYS_read, fd[0], p, 8) : read(fd[0], p, 8);
         printf("read=%ld errno=%d\n", r, r < 0 ? errno : 0);
-        return 0;
-    }
-    if (!strcmp(c, "kernel-write-now")) {
-        /* A freed object's old contents written to a pipe before its alias is revoked:
-         * prints "sent=N" if the write went through. */
-        char *p = malloc(size);
-        memset(p, 0x11, size);
-        free(p);
-        int fd[2];
-        if (pipe(fd)) return 2;
-        long r = write(fd[1], p, 8);
-        printf("sent=%ld\n", r);
         return 0;
     }
     if (!strcmp(c, "moved") && argc > 4) {

@@ -972,13 +972,6 @@ pub fn resolve(p: usize, op: &'static str, bad: Kind) -> Result<(Obj, usize), Re
     }
 }
 
-/// The size of the page object of span `s` if it is live under the alias of epoch `e`.
-#[inline(always)]
-fn live_pages(s: &pool::Span, e: u32) -> Option<usize> {
-    let size = s.size.load(Ordering::Acquire);
-    (size & pool::DEAD_BIT == 0 && s.epoch.load(Ordering::Acquire) == e).then_some(size)
-}
-
 /// The page object of span `s` handed out under the alias of epoch `e`, live or freed: its
 /// size and whether it is live. A freed one keeps its size (beside `DEAD_BIT`) and its epoch
 /// until its span is used again, which a new alias then names.
@@ -987,6 +980,12 @@ fn pages_at(s: &pool::Span, e: u32) -> Option<(usize, bool)> {
     let size = s.size.load(Ordering::Acquire);
     (size != pool::DEAD && s.epoch.load(Ordering::Acquire) == e)
         .then_some((size & !pool::DEAD_BIT, size & pool::DEAD_BIT == 0))
+}
+
+/// The size of the page object of span `s` if it is live under the alias of epoch `e`.
+#[inline(always)]
+fn live_pages(s: &pool::Span, e: u32) -> Option<usize> {
+    pages_at(s, e).and_then(|(size, live)| live.then_some(size))
 }
 
 /// The size of the large object of span `s` if `s` holds a live one.
@@ -1546,10 +1545,10 @@ pub fn live_object_size(p: usize) -> Option<usize> {
 /// is `resolve`'s without the reasons a pointer is not an object's start, which `resolve`
 /// builds and the bounds checks of the I/O calls and copies (which ask for every heap buffer)
 /// never use: a slab object by its slot alone, a page or large object by its span (through
-/// `resolve`, twice the time). An address in the
-/// calling thread's newest small allocation, live, is answered from its cache (`newest`)
-/// without the look-up and its cache misses: the buffer a program most often copies into is
-/// the object it has just made (a string built, a copy duplicated, a buffer cleared).
+/// `resolve`, twice the time). An address in the calling thread's newest small allocation,
+/// live, is answered from its cache (`newest`) without the look-up and its cache misses: the
+/// buffer a program most often copies into is the object it has just made (a string built, a
+/// copy duplicated, a buffer cleared).
 #[inline(always)]
 pub fn object_at(addr: usize) -> Option<(Object, bool)> {
     if !crate::is_ready() || reentrant_object(addr) {

@@ -86,10 +86,11 @@
  *              space (not a thread: sweeps do not hold it) pages out every 100 µs (madvise
  *              MADV_PAGEOUT) while the main thread allocates as `reuse` does, 12
  *              times over (so that sweeps hold the waiting threads, and let them go to wait
- *              again): one in
- *              sem_wait, one in pthread_cond_wait, one in sem_timedwait with a long timeout.
- *              The kernel reads the futex word again when a wait goes on, and glibc aborts
- *              when that fails ("The futex facility returned an unexpected error code").
+ *              again): one in sem_wait, one in pthread_cond_wait, one in sem_timedwait
+ *              with a long timeout, kept in the same heap object (on another page). The
+ *              kernel reads the futex word (and the timeout) again when a wait goes on, and
+ *              glibc aborts when that fails ("The futex facility returned an unexpected
+ *              error code").
  *              Then each is woken and joined; prints FUTEX WAITS OK.
  */
 #define _GNU_SOURCE
@@ -800,6 +801,9 @@ struct waits {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int go;
+    /* The timed wait's timeout, on a page of its own: a read of the words does not map it. */
+    char apart[4096];
+    struct timespec until;
 };
 static struct waits *waits;
 
@@ -812,10 +816,9 @@ static void *sem_waiter(void *arg) {
 
 static void *timed_waiter(void *arg) {
     (void)arg;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 120;
-    while (sem_timedwait(&waits->timed, &until) != 0)
+    clock_gettime(CLOCK_REALTIME, &waits->until);
+    waits->until.tv_sec += 120;
+    while (sem_timedwait(&waits->timed, &waits->until) != 0)
         ;
     return NULL;
 }
@@ -846,7 +849,7 @@ static int pager(void *arg) {
     /* Gone with the process, whatever ends it. */
     raw3(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0);
     while (!pager_stop) {
-        raw3(SYS_madvise, (long)((uintptr_t)waits & ~4095UL), 8192, MADV_PAGEOUT);
+        raw3(SYS_madvise, (long)((uintptr_t)waits & ~4095UL), 3 * 4096, MADV_PAGEOUT);
         raw3(SYS_nanosleep, (long)&nap, 0, 0);
     }
     raw3(SYS_exit, 0, 0, 0);

@@ -118,7 +118,9 @@ fn with_threads_held_the_heap_is_read_whole_with_or_without_the_holder_s_share()
 /// returned an unexpected error code"; CPython's tests under steady pageout, nearly every
 /// module; `sweep.c futex-waits`, whose pager task takes the page every 100 µs, 3 runs of 3).
 /// The holder sends such a thread to make its wait again from user mode, where the read of
-/// the word mends its page. Three runs, each holding the waiting threads at least once.
+/// the word mends its page. The timed wait's timeout lies in the heap object too, on another
+/// page, which the kernel reads when the wait is made again (8 runs of 8 aborted before the
+/// timeout was read too). Three runs, each holding the waiting threads at least once.
 #[test]
 fn futex_waits_held_by_a_sweep_go_on_when_their_word_was_paged_out() {
     let _serial = one_at_a_time();

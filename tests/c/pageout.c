@@ -1875,6 +1875,16 @@ static void system_v(void) {
     ssize_t got = msgrcv(q, in, sizeof in->text, 0, IPC_NOWAIT);
     if (got != sizeof m.text || in->type != 7 || strcmp(in->text, m.text) != 0)
         fail("msgrcv into a paged-out buffer (the message lost)", got, 0);
+    /* The same into a buffer longer than the library's local: a 64 KiB record. */
+    if (msgsnd(q, heap_copy(&m, sizeof m), sizeof m.text, 0) != 0)
+        fail("msgsnd of a paged-out message", 0, 0);
+    size_t big = 65536;
+    struct message *wide = malloc(sizeof(long) + big);
+    page_out(wide, sizeof(long) + big);
+    got = msgrcv(q, wide, big, 0, IPC_NOWAIT);
+    if (got != sizeof m.text || wide->type != 7 || strcmp(wide->text, m.text) != 0)
+        fail("msgrcv into a paged-out 64 KiB buffer (the message lost)", got, 0);
+    free(wide);
     struct msqid_ds *ds = malloc(sizeof *ds);
     page_out(ds, sizeof *ds);
     if (msgctl(q, IPC_STAT, ds) != 0 || ds->msg_qnum != 0)
@@ -1945,6 +1955,17 @@ static void posix_queues(void) {
     got = mq_timedreceive(q, buf, 256, priority, heap_copy(&later, sizeof later));
     if (got != sizeof text || strcmp(buf, text) != 0 || *priority != 2)
         fail("mq_timedreceive into paged-out objects (the message lost)", got, 0);
+    /* A receive buffer longer than the library's local. */
+    if (mq_send(q, heap_copy(text, sizeof text), sizeof text, 4) != 0)
+        fail("mq_send of a paged-out message", 0, 0);
+    size_t big = 20000;
+    char *wide = malloc(big);
+    page_out(wide, big);
+    page_out(priority, sizeof *priority);
+    got = mq_receive(q, wide, big, priority);
+    if (got != sizeof text || strcmp(wide, text) != 0 || *priority != 4)
+        fail("mq_receive into a paged-out 20000-byte buffer (the message lost)", got, 0);
+    free(wide);
     struct mq_attr blocking = {.mq_flags = 0};
     page_out(now, sizeof *now);
     if (mq_setattr(q, heap_copy(&blocking, sizeof blocking), now) != 0 || now->mq_flags != O_NONBLOCK)

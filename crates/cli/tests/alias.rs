@@ -1387,7 +1387,8 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// process: its `setgroups` in every thread read a heap list, and their results differed).
 /// `waits`: signal waits, sleeps, timers, `eventfd_read`, System V messages and semaphores,
 /// POSIX message queues, scheduling and threads' names (each EFAULT in both modes; a signal,
-/// an eventfd count, a message lost; an interrupted sleep's `EINTR` lost).
+/// an eventfd count, a message lost, also into receive buffers longer than 8 KiB; an
+/// interrupted sleep's `EINTR` lost).
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);

@@ -18,8 +18,10 @@
 //! - `eventfd_read` is the C library's own `read` of the counter, which the kernel resets
 //!   before it writes it out: the count was lost;
 //! - `msgrcv` and `mq_receive` take the message off its queue before they copy it out: the
-//!   message was lost. A buffer of up to `MESSAGE_LOCAL` bytes goes through a local; a longer
-//!   one as before. `mq_setattr` writes the old attributes after setting the new.
+//!   message was lost. A buffer of up to `MESSAGE_LOCAL` bytes goes through a local, a longer
+//!   one through memory of the library's own mapped for the call (when that cannot be mapped,
+//!   the call is made into the program's buffer). `mq_setattr` writes the old attributes after
+//!   setting the new.
 
 use core::ffi::{c_int, c_long, c_void};
 use core::sync::atomic::AtomicUsize;
@@ -208,20 +210,35 @@ forward! {
     |f| message_in(msg, size, 8, |m| f(id, m, size, kind, flags))
 }
 
-/// `call(msg)` with the message received in a local when `msg` lies in the alias arena and
-/// its `size` bytes fit `MESSAGE_LOCAL`, copied out after: its `header` bytes (`msgrcv`'s
-/// type) and the `r` bytes the call returns.
+/// `call(msg)` with the message received, when `msg` lies in the alias arena, in memory the
+/// kernel cannot fail to write, copied out after: its `header` bytes (`msgrcv`'s type) and the
+/// `r` bytes the call returns. A local when its `size` bytes fit `MESSAGE_LOCAL`, else a
+/// mapping of the library's own for the call; `msg` itself when that cannot be mapped.
 fn message_in(msg: *mut c_void, size: usize, header: usize, call: impl FnOnce(*mut c_void) -> isize) -> isize {
-    if !through_local(msg as usize) || size > MESSAGE_LOCAL {
+    if !through_local(msg as usize) {
         return call(msg);
     }
-    let mut local = core::mem::MaybeUninit::<[u64; 1 + MESSAGE_LOCAL / 8]>::uninit();
-    let r = call(local.as_mut_ptr() as *mut c_void);
-    if r >= 0 {
-        // SAFETY: the kernel wrote the header and `r` (at most `size`) bytes into the local;
-        // the program's buffer holds the header and `size` bytes; written in user mode.
-        unsafe { core::ptr::copy_nonoverlapping(local.as_ptr() as *const u8, msg as *mut u8, header + r as usize) };
+    let copy_out = |from: *const u8, r: isize| {
+        if r >= 0 {
+            // SAFETY: the kernel wrote the header and `r` (at most `size`) bytes at `from`; the
+            // program's buffer holds the header and `size` bytes; written in user mode.
+            unsafe { core::ptr::copy_nonoverlapping(from, msg as *mut u8, header + r as usize) };
+        }
+        r
+    };
+    if size <= MESSAGE_LOCAL {
+        let mut local = core::mem::MaybeUninit::<[u64; 1 + MESSAGE_LOCAL / 8]>::uninit();
+        let r = call(local.as_mut_ptr() as *mut c_void);
+        return copy_out(local.as_ptr() as *const u8, r);
     }
+    let len = size.saturating_add(header);
+    let own = sys::map_meta(len);
+    if own.is_null() {
+        return call(msg);
+    }
+    let r = call(own as *mut c_void);
+    let r = copy_out(own, r);
+    sys::unmap(own, len);
     r
 }
 

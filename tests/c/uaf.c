@@ -77,19 +77,20 @@
  *   lookup CALL SIZE LEN CALL (getpwnam_r, getpwuid_r of root, getgrnam_r, getgrgid_r of the root
  *                        group, gethostbyname_r, gethostbyname2_r of localhost, gethostbyaddr_r
  *                        of 127.0.0.1, getservbyname_r, getservbyport_r of http,
- *                        getprotobyname_r, getprotobynumber_r of tcp) into a live object of
- *                        SIZE bytes, told it holds LEN: prints
+ *                        getprotobyname_r, getprotobynumber_r of tcp, getspnam_r of root) into
+ *                        a live object of SIZE bytes, told it holds LEN: prints
  *                        "lookup R NAME" or "lookup R" (the library reports an entry that
  *                        would have been written past the object). Also the enumerations
- *                        getpwent_r, getgrent_r (their first entry) and fgetpwent_r,
- *                        fgetgrent_r, fgetspent_r (of a file whose first entry is root's).
+ *                        getpwent_r, getgrent_r, getspent_r (their first entry) and
+ *                        fgetpwent_r, fgetgrent_r, fgetspent_r (of a file whose first entry is
+ *                        root's).
  *   enumerate CALL       one of those enumerations into an object too small (ERANGE), then
  *                        its first two entries into an object smaller than the length told:
  *                        prints "enumerate R0 R1 R2 same" when they are the first two.
  *   groups SIZE COUNT    getgrouplist of root into a live object of SIZE bytes, told it holds
  *                        COUNT groups: prints "groups R N same" or "groups R N DIFF" (see
  *                        named).
- *   named CALL SIZE LEN   CALL (gethostname, ttyname_r and ptsname_r of a new pseudo-terminal,
+ *   named CALL SIZE LEN   CALL (gethostname, getdomainname, ttyname_r and ptsname_r of a new pseudo-terminal,
  *                        confstr of _CS_PATH, strerror_r of an unknown error, __xpg_strerror_r of
  *                        ENOENT, getnameinfo-host and getnameinfo-serv of 127.0.0.1:8080 as
  *                        numbers, told LEN; if_indextoname of 1, asctime_r of time 0, ctime_r,
@@ -259,8 +260,8 @@ static FILE *entries(const char *call) {
     return f;
 }
 
-/* The next entry of the enumeration CALL (getpwent_r, getgrent_r, fgetpwent_r, fgetgrent_r,
- * fgetspent_r; the fget ones from `entries`, opened at the first call) into BUF told LEN: 0
+/* The next entry of the enumeration CALL (getpwent_r, getgrent_r, getspent_r, fgetpwent_r,
+ * fgetgrent_r, fgetspent_r; the fget ones from `entries`, opened at the first call) into BUF told LEN: 0
  * for another call, else 1 with its result in *R and the entry's name (or NULL) in *NAME. */
 static int enumerate_call(const char *call, char *buf, size_t len, int *r, const char **name) {
     static FILE *f;
@@ -270,6 +271,7 @@ static int enumerate_call(const char *call, char *buf, size_t len, int *r, const
     if (!strncmp(call, "fget", 4) && !f) f = entries(call);
     if (!strcmp(call, "getpwent_r")) *r = getpwent_r(&pw, buf, len, &pr);
     else if (!strcmp(call, "getgrent_r")) *r = getgrent_r(&gr, buf, len, &gres);
+    else if (!strcmp(call, "getspent_r")) *r = getspent_r(&sp, buf, len, &spr);
     else if (!strcmp(call, "fgetpwent_r")) *r = fgetpwent_r(f, &pw, buf, len, &pr);
     else if (!strcmp(call, "fgetgrent_r")) *r = fgetgrent_r(f, &gr, buf, len, &gres);
     else if (!strcmp(call, "fgetspent_r")) *r = fgetspent_r(f, &sp, buf, len, &spr);
@@ -295,6 +297,7 @@ static long named_call(const char *call, char *buf, size_t len, const char **tex
     struct tm tm;
     time_t t0 = 0;
     if (!strcmp(call, "gethostname")) return gethostname(buf, len);
+    if (!strcmp(call, "getdomainname")) return getdomainname(buf, len);
     if (!strcmp(call, "ttyname_r")) return named_pty(), ttyname_r(named_slave, buf, len);
     if (!strcmp(call, "ptsname_r")) return named_pty(), ptsname_r(named_master, buf, len);
     if (!strcmp(call, "confstr")) return (long)confstr(_CS_PATH, buf, len);
@@ -1237,6 +1240,7 @@ int main(int argc, char **argv) {
         struct hostent he, *hr = NULL;
         struct servent se, *sr = NULL;
         struct protoent pe, *per = NULL;
+        struct spwd sp, *spr = NULL;
         struct in_addr lo = {htonl(0x7f000001)};
         int herr = 0;
         if (!strcmp(call, "getpwnam_r")) r = getpwnam_r("root", &pw, buf, len, &pr);
@@ -1252,6 +1256,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "getservbyport_r")) r = getservbyport_r(htons(80), "tcp", &se, buf, len, &sr);
         else if (!strcmp(call, "getprotobyname_r")) r = getprotobyname_r("tcp", &pe, buf, len, &per);
         else if (!strcmp(call, "getprotobynumber_r")) r = getprotobynumber_r(6, &pe, buf, len, &per);
+        else if (!strcmp(call, "getspnam_r")) r = getspnam_r("root", &sp, buf, len, &spr);
         else if (enumerate_call(call, buf, len, &r, &name)) {
         } else return 2;
         if (pr) name = pr->pw_name;
@@ -1259,6 +1264,7 @@ int main(int argc, char **argv) {
         if (hr) name = hr->h_name;
         if (sr) name = sr->s_name;
         if (per) name = per->p_name;
+        if (spr) name = spr->sp_namp;
         printf(name ? "lookup %d %s\n" : "lookup %d\n", r, name);
         for (int i = 0; i < 8; i++)
             free(next[i]);
@@ -1277,6 +1283,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 2; i++) {
             if (!strcmp(call, "getpwent_r")) { struct passwd *p = getpwent(); want[i] = p ? p->pw_name : NULL; }
             else if (!strcmp(call, "getgrent_r")) { struct group *g = getgrent(); want[i] = g ? g->gr_name : NULL; }
+            else if (!strcmp(call, "getspent_r")) { struct spwd *p = getspent(); want[i] = p ? p->sp_namp : NULL; }
             else if (!strcmp(call, "fgetpwent_r")) { struct passwd *p = fgetpwent(f); want[i] = p ? p->pw_name : NULL; }
             else if (!strcmp(call, "fgetgrent_r")) { struct group *g = fgetgrent(f); want[i] = g ? g->gr_name : NULL; }
             else { struct spwd *p = fgetspent(f); want[i] = p ? p->sp_namp : NULL; }
@@ -1284,6 +1291,7 @@ int main(int argc, char **argv) {
         }
         setpwent();
         setgrent();
+        setspent();
         char *small = malloc(8), *buf = malloc(100);
         int r[3];
         enumerate_call(call, small, 8, &r[0], &name);

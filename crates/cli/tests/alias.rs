@@ -638,12 +638,13 @@ fn reads_past_the_end_of_an_object_are_reported() {
 /// caller's length but not the object is reported before the program goes on; one too long for
 /// the caller's length too gets `ERANGE`, as under glibc.
 ///
-/// The same for the enumerations (`getpwent_r`, `getgrent_r`, and `fgetpwent_r`,
+/// The same for the enumerations (`getpwent_r`, `getgrent_r`, `getspent_r`, and `fgetpwent_r`,
 /// `fgetgrent_r`, `fgetspent_r` of a file), whose entry too long for the buffer stays the
-/// next one, and for the host, service and protocol databases (under glibc alone,
-/// `getservbyname_r` into a 100-byte object told 1 000 ended in SIGSEGV: the look-up reads
-/// every line before the entry into the buffer, and the first line of /etc/services here is
-/// 104 bytes long), and for `getgrouplist` told more groups than its list's object holds.
+/// next one, for the shadow database (`getspnam_r`), and for the host, service and protocol
+/// databases (under glibc alone, `getservbyname_r` into a 100-byte object told 1 000 ended in
+/// SIGSEGV: the look-up reads every line before the entry into the buffer, and the first line
+/// of /etc/services here is 104 bytes long), and for `getgrouplist` told more groups than its
+/// list's object holds.
 #[test]
 fn database_entries_past_the_end_of_an_object_are_reported() {
     let calls = [
@@ -663,10 +664,32 @@ fn database_entries_past_the_end_of_an_object_are_reported() {
         ("fgetpwent_r", "root"),
         ("fgetgrent_r", "root"),
         ("fgetspent_r", "root"),
+        ("getspnam_r", "root"),
+        ("getspent_r", "root"),
     ];
+    // The shadow database: a user who cannot read /etc/shadow gets nothing from it, or root's
+    // entry from a module that keeps its strings out of the buffer (systemd's: `nobody` here).
+    // Then every look-up answers as the C library answers it alone, without a report.
+    let plain = |args: &[&str]| {
+        let o = program(&uaf()).args(args).output().expect("spawn program");
+        assert_ok(&o);
+        stdout(&o).trim_end().to_string()
+    };
     for mode in ["detect", "prevent"] {
         for (call, name) in calls {
             let found = format!("lookup 0 {name}");
+            if call.starts_with("getsp")
+                && (plain(&["lookup", call, "1024", "1024"]) != found
+                    || plain(&["lookup", call, "8", "8"]) != "lookup 34")
+            {
+                for args in [["1024", "1024"], ["8", "8"], ["8", "1024"]] {
+                    let o = run(mode, &["lookup", call, args[0], args[1]]);
+                    assert_ok(&o);
+                    let want = plain(&["lookup", call, args[0], args[1]]);
+                    assert_eq!(stdout(&o).trim_end(), want, "{mode} {call} {args:?}: {}", stderr(&o));
+                }
+                continue;
+            }
             // A buffer of 100 bytes holds every line of /etc/passwd and /etc/group here; the
             // other files may have longer lines (a comment of 104 bytes opens /etc/services),
             // and a line that does not fit makes the look-up answer ERANGE.
@@ -705,8 +728,8 @@ fn database_entries_past_the_end_of_an_object_are_reported() {
 }
 
 /// Names and messages the C library writes into a buffer told its length (`gethostname`,
-/// `ttyname_r`, `ptsname_r`, `confstr`, both `strerror_r`s, `getnameinfo`'s host and service,
-/// the collation transforms `strxfrm`, `wcsxfrm` and their `_l` kin):
+/// `getdomainname`, `ttyname_r`, `ptsname_r`, `confstr`, both `strerror_r`s, `getnameinfo`'s
+/// host and service, the collation transforms `strxfrm`, `wcsxfrm` and their `_l` kin):
 /// told more than the buffer's heap object holds, a name that fits the object gives what the C
 /// library gives (its result and text); one that does not fit the length either gives the C
 /// library's answer to a buffer too small; one that fits the length but not the object, which
@@ -720,6 +743,8 @@ fn names_and_messages_past_the_end_of_an_object_are_reported() {
     // (case's call, the name of the call reported, result when it fits, result for 1 byte)
     let told = [
         ("gethostname", "gethostname", "0", "-1"),
+        // The C library copies what fits and answers 0.
+        ("getdomainname", "getdomainname", "0", "0"),
         ("ttyname_r", "ttyname_r", "0", "34"),
         ("ptsname_r", "ptsname_r", "0", "34"),
         ("confstr", "confstr", "14", "14"),

@@ -218,7 +218,7 @@ const EXPORTS: &str = "
     ctime_r getentropy gethostbyname_r gethostbyname2_r gethostbyaddr_r getservbyname_r getservbyport_r
     getprotobyname_r getprotobynumber_r getgrouplist mbsrtowcs mbsnrtowcs wcsrtombs wcsnrtombs
     strxfrm strxfrm_l __strxfrm_l wcsxfrm wcsxfrm_l __wcsxfrm_l wcsftime wcsftime_l __wcsftime_l
-    getpwent_r getgrent_r fgetpwent_r fgetgrent_r fgetspent_r
+    getpwent_r getgrent_r fgetpwent_r fgetgrent_r fgetspent_r getspnam_r getspent_r getdomainname
     sprintf vsprintf snprintf vsnprintf __sprintf_chk __vsprintf_chk __snprintf_chk __vsnprintf_chk readdir readdir64 posix_spawn posix_spawnp system popen setlocale newlocale
     select pselect waitpid wait wait3 wait4 waitid accept accept4 getsockname getpeername getsockopt
     connect bind setsockopt epoll_ctl pipe pipe2 socketpair __open_2 __open64_2 __openat_2

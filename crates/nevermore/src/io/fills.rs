@@ -1,19 +1,19 @@
 //! Names, messages and times the C library writes into the caller's buffer, held to the bounds
 //! of the buffer's heap object.
 //!
-//! Told a length (`gethostname`, `ttyname_r`, `ptsname_r`, `confstr`, `strerror_r` and the
-//! XSI `__xpg_strerror_r`, `getnameinfo`'s two buffers; the database look-ups, which write an
-//! entry's strings into the buffer: `getpwnam_r`, `getpwuid_r`, `getgrnam_r`, `getgrgid_r`,
-//! `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r`, `getservbyname_r`,
-//! `getservbyport_r`, `getprotobyname_r`, `getprotobynumber_r`; the enumerations `getpwent_r`,
-//! `getgrent_r`, `fgetpwent_r`, `fgetgrent_r`, `fgetspent_r`; `getgrouplist`, told a count of
-//! groups; the collation transforms `strxfrm`, `wcsxfrm` and their `_l` kin, which write the
-//! whole length when the transformed string does not fit), the C library writes as far as the
-//! name needs, up to that length: a length past
-//! the buffer's object (the size of another buffer, a constant such as `NI_MAXHOST` or a
-//! `sysconf` value with a smaller allocation) lets a long name run over the neighbours, and
-//! some calls write the whole length whatever the name: `ttyname_r` reads the link into it, and
-//! the look-ups in files read each line of the file into it (a buffer of 100 bytes told 1 000
+//! Told a length (`gethostname`, `getdomainname`, `ttyname_r`, `ptsname_r`, `confstr`,
+//! `strerror_r` and the XSI `__xpg_strerror_r`, `getnameinfo`'s two buffers; the database
+//! look-ups, which write an entry's strings into the buffer: `getpwnam_r`, `getpwuid_r`,
+//! `getgrnam_r`, `getgrgid_r`, `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r`,
+//! `getservbyname_r`, `getservbyport_r`, `getprotobyname_r`, `getprotobynumber_r`,
+//! `getspnam_r`; the enumerations `getpwent_r`, `getgrent_r`, `getspent_r`, `fgetpwent_r`,
+//! `fgetgrent_r`, `fgetspent_r`; `getgrouplist`, told a count of groups; the collation
+//! transforms `strxfrm`, `wcsxfrm` and their `_l` kin, which write the whole length when the
+//! transformed string does not fit), the C library writes as far as the name needs, up to
+//! that length: a length past the buffer's object (the size of another buffer, a constant such
+//! as `NI_MAXHOST` or a `sysconf` value with a smaller allocation) lets a long name run over
+//! the neighbours, and some calls write the whole length whatever the name: `ttyname_r` reads
+//! the link into it, and the look-ups in files read each line of the file into it (a buffer of 100 bytes told 1 000
 //! was written past even for root's short entry of `/etc/passwd`). Told no more than the room
 //! left in the object, the C library answers as for any buffer too small (an error, or a cut
 //! string); only then is the call made again, into memory of the library's own of the
@@ -118,6 +118,20 @@ pub unsafe extern "C" fn gethostname(name: *mut c_char, len: usize) -> c_int {
     let Some(g) = real else { return enosys() };
     // SAFETY: the caller's buffer, told no more than it holds, or the library's own.
     told(name, len, "gethostname", |b, n| unsafe { g(b, n) }, |&r, _, _| r == 0)
+}
+
+/// `getdomainname(2)`: see the module's documentation. (The C library copies what fits,
+/// without a NUL when the name does not, and answers 0 either way.)
+///
+/// # Safety
+/// The C contract of the function.
+#[no_mangle]
+pub unsafe extern "C" fn getdomainname(name: *mut c_char, len: usize) -> c_int {
+    // SAFETY: the C library's function of this name has this type.
+    let real: Option<unsafe extern "C" fn(*mut c_char, usize) -> c_int> = unsafe { real_fn!(getdomainname) };
+    let Some(g) = real else { return enosys() };
+    // SAFETY: the caller's buffer, told no more than it holds, or the library's own.
+    told(name, len, "getdomainname", |b, n| unsafe { g(b, n) }, |&r, b, n| r != 0 || ends_before(b, n))
 }
 
 /// Defines the wrapper of a call that answers `ERANGE` when its buffer is too small.
@@ -406,6 +420,10 @@ database_lookup! {
     /// `getprotobynumber_r(3)`: see the module's documentation.
     fn getprotobynumber_r(proto: c_int) -> libc::protoent
 }
+database_lookup! {
+    /// `getspnam_r(3)`: see the module's documentation.
+    fn getspnam_r(name: *const c_char) -> libc::spwd
+}
 
 // The enumerations. Told no more than the room, an entry that does not fit gets `ERANGE` and
 // stays the next one (the C library goes back to it); made again into memory of the library's
@@ -419,6 +437,10 @@ database_lookup! {
 database_lookup! {
     /// `getgrent_r(3)`: see the module's documentation and the enumerations' note above.
     fn getgrent_r() -> libc::group
+}
+database_lookup! {
+    /// `getspent_r(3)`: see the module's documentation and the enumerations' note above.
+    fn getspent_r() -> libc::spwd
 }
 database_lookup! {
     /// `fgetpwent_r(3)`: see the module's documentation and the enumerations' note above.

@@ -9,7 +9,7 @@
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
  *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
- *                         process, waits, coroutine, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         process, waits, coroutine, restarted, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -2029,6 +2029,114 @@ static void waits_case(void) {
     names_and_scheduling();
 }
 
+/* Waits that a signal handler interrupts and the kernel makes again (SA_RESTART): threads wait
+ * on a semaphore, a condition variable and a contended mutex in one heap object; each time,
+ * the object's pages are paged out, then a waiter gets SIGUSR1, whose handler returns. The
+ * kernel reads the futex word when it makes the wait again; glibc aborted the process when
+ * that failed ("The futex facility returned an unexpected error code"). The handler is set
+ * three ways: sigaction with SA_RESTART, signal (which restarts), and an SA_SIGINFO one; each
+ * is what sigaction reads back. */
+struct restarted {
+    sem_t sem;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int go;
+    pthread_mutex_t held;
+};
+static struct restarted *rs;
+static volatile sig_atomic_t restarted_handled;
+
+static void restarted_handler(int sig) {
+    (void)sig;
+    restarted_handled++;
+}
+
+static void restarted_info_handler(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    if (si->si_signo == sig)
+        restarted_handled++;
+}
+
+static void *restarted_sem(void *arg) {
+    (void)arg;
+    while (sem_wait(&rs->sem) != 0)
+        ;
+    return NULL;
+}
+
+static void *restarted_cond(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&rs->lock);
+    while (!rs->go)
+        pthread_cond_wait(&rs->cond, &rs->lock);
+    pthread_mutex_unlock(&rs->lock);
+    return NULL;
+}
+
+static void *restarted_mutex(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&rs->held);
+    pthread_mutex_unlock(&rs->held);
+    return NULL;
+}
+
+static void restarted_case(void) {
+    enum { ROUNDS = 20 };
+    rs = calloc(1, sizeof *rs);
+    sem_init(&rs->sem, 0, 0);
+    pthread_mutex_init(&rs->lock, NULL);
+    pthread_cond_init(&rs->cond, NULL);
+    pthread_mutex_init(&rs->held, NULL);
+    pthread_mutex_lock(&rs->held);
+    pthread_t t[3];
+    void *(*f[3])(void *) = {restarted_sem, restarted_cond, restarted_mutex};
+    for (int j = 0; j < 3; j++)
+        if (pthread_create(&t[j], NULL, f[j], NULL) != 0)
+            fail("pthread_create", j, 0);
+    usleep(20000);
+    for (int way = 0; way < 3; way++) {
+        struct sigaction sa, back;
+        memset(&sa, 0, sizeof sa);
+        if (way == 0) {
+            sa.sa_handler = restarted_handler;
+            sa.sa_flags = SA_RESTART;
+            sigaction(SIGUSR1, &sa, NULL);
+        } else if (way == 1) {
+            signal(SIGUSR1, restarted_handler);
+        } else {
+            sa.sa_sigaction = restarted_info_handler;
+            sa.sa_flags = SA_RESTART | SA_SIGINFO;
+            sigaction(SIGUSR1, &sa, NULL);
+        }
+        if (sigaction(SIGUSR1, NULL, &back) != 0 ||
+            (way < 2 ? back.sa_handler != restarted_handler || (back.sa_flags & SA_SIGINFO)
+                     : back.sa_sigaction != restarted_info_handler || !(back.sa_flags & SA_SIGINFO)) ||
+            !(back.sa_flags & SA_RESTART))
+            fail("sigaction read back another handler", way, back.sa_flags);
+        for (int i = 0; i < ROUNDS; i++)
+            for (int j = 0; j < 3; j++) {
+                page_out(rs, sizeof *rs);
+                int want = restarted_handled + 1;
+                pthread_kill(t[j], SIGUSR1);
+                /* Handled before the next one (a second SIGUSR1 pending would be merged). */
+                for (int k = 0; k < 10000 && restarted_handled < want; k++)
+                    usleep(100);
+                if (restarted_handled != want)
+                    fail("signal handled", restarted_handled, want);
+            }
+    }
+    sem_post(&rs->sem);
+    pthread_mutex_lock(&rs->lock);
+    rs->go = 1;
+    pthread_cond_signal(&rs->cond);
+    pthread_mutex_unlock(&rs->lock);
+    pthread_mutex_unlock(&rs->held);
+    for (int j = 0; j < 3; j++)
+        pthread_join(t[j], NULL);
+    signal(SIGUSR1, SIG_DFL);
+    free(rs);
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -2049,7 +2157,7 @@ int main(int argc, char **argv) {
                  {"exec", exec_case},     {"stdio", stdio_case}, {"userbuf", userbuf_case}, {"dir", dir_case},
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
                  {"results", results_case}, {"process", process_case}, {"waits", waits_case},
-                 {"coroutine", coroutine_case},
+                 {"coroutine", coroutine_case}, {"restarted", restarted_case},
                  {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)

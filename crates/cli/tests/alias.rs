@@ -1413,7 +1413,8 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// `waits`: signal waits, sleeps, timers, `eventfd_read`, System V messages and semaphores,
 /// POSIX message queues, scheduling and threads' names (each EFAULT in both modes; a signal,
 /// an eventfd count, a message lost, also into receive buffers longer than 8 KiB; an
-/// interrupted sleep's `EINTR` lost).
+/// interrupted sleep's `EINTR` lost). `restarted`: futex waits on a paged-out heap object that
+/// a signal handler interrupts and the kernel makes again (glibc aborted the process).
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);
@@ -1440,6 +1441,7 @@ fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
             "process",
             "waits",
             "coroutine",
+            "restarted",
             "bad",
         ] {
             assert!(out.contains(&format!("{case} OK")), "{mode}: {case}:\n{out}\n{err}");

@@ -17,7 +17,10 @@
 //! `sigprocmask`/`pthread_sigmask` never block these two signals: a synchronous fault in a
 //! thread that blocked them would otherwise kill the process without a report.
 //!
-//! The handler reads allocator metadata without locks and allocates nothing.
+//! The handlers the program sets for the other signals are called through `relay`, which mends
+//! what a futex wait the handler interrupted reads when the kernel makes it again (see there).
+//!
+//! The handlers read allocator metadata without locks and allocate nothing.
 
 use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
@@ -473,7 +476,8 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     }
 }
 
-/// `sigaction` for SIGSEGV/SIGBUS once our handler is in: record, don't replace.
+/// `sigaction` for SIGSEGV/SIGBUS once our handler is in: record, don't replace. The
+/// program's handlers of other signals are set to be called through `relay`.
 ///
 /// # Safety
 /// The C contract of `sigaction`.
@@ -494,20 +498,165 @@ pub unsafe fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc:
             PROGRAM_LOCK.unlock();
             0
         }
-        _ if !act.is_null() && INSTALLED.load(Ordering::Acquire) => {
-            // A handler of another signal runs with its mask blocked: SIGSEGV and SIGBUS are
-            // taken out of it, as out of `sigprocmask`'s sets (`unblockable`), or a fault on a
-            // live page that lost its entry, inside the handler, would kill the process.
-            // SAFETY: `act` is valid per the C contract; the copy is ours.
-            let mut copy = unsafe { *act };
-            clear_signal(&mut copy.sa_mask, libc::SIGSEGV);
-            clear_signal(&mut copy.sa_mask, libc::SIGBUS);
-            // SAFETY: forwarding to glibc with our copy.
-            unsafe { __sigaction(sig, &copy, old) }
+        _ if INSTALLED.load(Ordering::Acquire) && (1..RELAYED.len() as c_int).contains(&sig) => {
+            PROGRAM_LOCK.lock();
+            // SAFETY: pointers per the C contract.
+            let r = unsafe { relayed_action(sig as usize, act, old) };
+            PROGRAM_LOCK.unlock();
+            r
         }
         // SAFETY: forwarding to glibc.
         _ => unsafe { __sigaction(sig, act, old) },
     }
+}
+
+// Restarted futex waits. A handler that interrupts a futex wait returns to the kernel, which
+// makes the wait again (`SA_RESTART`, as `signal` sets) and reads its word itself. A thread
+// that waited long on a word in a heap object (a semaphore, a condition variable) may find its
+// page paged out meanwhile: the read fails with `EFAULT` (userfaultfd lets no fault of the
+// kernel's own through), and glibc aborts the process ("The futex facility returned an
+// unexpected error code"). So the program's handlers of signals other than SIGSEGV and SIGBUS
+// are called through `relay`, which, after the handler returns, maps again the memory such a
+// wait is about to read: the kernel has already set the interrupted registers to make the
+// call again (its number back in `rax`, the instruction pointer back on the `syscall`).
+
+/// The program's handler of each signal that the kernel calls through `relay` (0: none).
+static RELAYED: [AtomicUsize; 65] = [const { AtomicUsize::new(0) }; 65];
+/// Whether that handler takes three arguments (`SA_SIGINFO`).
+static RELAYED_INFO: [AtomicBool; 65] = [const { AtomicBool::new(false) }; 65];
+
+/// `sigaction` of signal `sig` (not SIGSEGV or SIGBUS), under PROGRAM_LOCK: a handler is set
+/// to be called through `relay`, and the action read back names the program's handler.
+///
+/// # Safety
+/// The C contract of `sigaction`.
+unsafe fn relayed_action(sig: usize, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    let before = (RELAYED[sig].load(Ordering::Relaxed), RELAYED_INFO[sig].load(Ordering::Relaxed));
+    let r = if act.is_null() {
+        // SAFETY: forwarding to glibc.
+        unsafe { __sigaction(sig as c_int, act, old) }
+    } else {
+        // A handler runs with its mask blocked: SIGSEGV and SIGBUS are taken out of it, as out
+        // of `sigprocmask`'s sets (`unblockable`), or a fault on a live page that lost its
+        // entry, inside the handler, would kill the process.
+        // SAFETY: `act` is valid per the C contract; the copy is ours.
+        let mut copy = unsafe { *act };
+        clear_signal(&mut copy.sa_mask, libc::SIGSEGV);
+        clear_signal(&mut copy.sa_mask, libc::SIGBUS);
+        let h = copy.sa_sigaction;
+        if h != libc::SIG_DFL && h != libc::SIG_IGN {
+            // Recorded before the kernel can call `relay` for it.
+            RELAYED[sig].store(h, Ordering::Release);
+            RELAYED_INFO[sig].store(copy.sa_flags & libc::SA_SIGINFO != 0, Ordering::Release);
+            copy.sa_sigaction = relay as *const () as usize;
+            copy.sa_flags |= libc::SA_SIGINFO;
+        }
+        // SAFETY: forwarding to glibc with our copy.
+        let r = unsafe { __sigaction(sig as c_int, &copy, old) };
+        if r != 0 {
+            RELAYED[sig].store(before.0, Ordering::Release);
+            RELAYED_INFO[sig].store(before.1, Ordering::Release);
+        }
+        r
+    };
+    if r == 0 && !old.is_null() {
+        // SAFETY: glibc filled `*old`.
+        let old = unsafe { &mut *old };
+        if old.sa_sigaction == relay as *const () as usize {
+            old.sa_sigaction = before.0;
+            if !before.1 {
+                old.sa_flags &= !libc::SA_SIGINFO;
+            }
+        }
+    }
+    r
+}
+
+/// Calls the program's handler of `sig` as the kernel would have, then maps again the memory a
+/// futex wait it interrupted reads when the kernel makes it again (see above).
+extern "C" fn relay(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    let i = sig as usize;
+    let Some(h) =
+        RELAYED.get(i).map(|h| h.load(Ordering::Acquire)).filter(|&h| h != libc::SIG_DFL && h != libc::SIG_IGN)
+    else {
+        return;
+    };
+    // SAFETY: calling the program's handler the way the kernel would have.
+    unsafe {
+        if RELAYED_INFO[i].load(Ordering::Acquire) {
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = core::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(c_int) = core::mem::transmute(h);
+            f(sig);
+        }
+    }
+    mend_restarted_futex(ctx);
+}
+
+/// When the interrupted registers in `ctx` make a futex call again (the call's number in `rax`,
+/// the instruction pointer on a `syscall`), maps again the memory in the alias arena it reads.
+fn mend_restarted_futex(ctx: *mut c_void) {
+    if ctx.is_null() || !crate::is_ready() {
+        return;
+    }
+    // SAFETY: for SA_SIGINFO handlers the third argument is a ucontext_t.
+    let g = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs };
+    let reg = |r: c_int| g[r as usize] as usize;
+    if reg(libc::REG_RAX) != libc::SYS_futex as usize {
+        return;
+    }
+    // The instruction's two bytes, read so that memory which cannot be read is no fault.
+    let byte = |a: usize| {
+        let p = sys::probe_word(a & !7);
+        (p.status != sys::PROBE_FAILED).then_some((p.value >> ((a & 7) * 8)) as u8)
+    };
+    let rip = reg(libc::REG_RIP);
+    if byte(rip) != Some(0x0f) || byte(rip.wrapping_add(1)) != Some(0x05) {
+        return;
+    }
+    futex_memory(reg(libc::REG_RDI), reg(libc::REG_RSI), reg(libc::REG_R10), reg(libc::REG_R8), |a| {
+        if alias::in_arena(a) {
+            sys::probe_word(a & !7);
+        }
+    });
+}
+
+/// Calls `touch` with each address of memory a futex call reads (its word `uaddr`, its
+/// operation `op`, its fourth argument `arg4` and its second word `uaddr2`): the words, and a
+/// timeout's first and last 4-byte words.
+pub fn futex_memory(uaddr: usize, op: usize, arg4: usize, uaddr2: usize, touch: impl Fn(usize)) {
+    if uaddr & 3 == 0 {
+        touch(uaddr);
+    }
+    let op = op as i32 & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
+    // The operations with a second word.
+    let second = matches!(
+        op,
+        libc::FUTEX_REQUEUE
+            | libc::FUTEX_CMP_REQUEUE
+            | libc::FUTEX_WAKE_OP
+            | libc::FUTEX_WAIT_REQUEUE_PI
+            | libc::FUTEX_CMP_REQUEUE_PI
+    );
+    if second && uaddr2 & 3 == 0 {
+        touch(uaddr2);
+    }
+    if let Some(t) = timeout_of(op, arg4) {
+        touch(t & !3);
+        touch(t.wrapping_add(12) & !3);
+    }
+}
+
+/// The timeout a futex operation `op` (private and clock flags taken off) reads at `arg` (its
+/// fourth argument), if it takes one.
+pub fn timeout_of(op: i32, arg: usize) -> Option<usize> {
+    const FUTEX_LOCK_PI2: i32 = 13;
+    let timed = matches!(
+        op,
+        libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET | libc::FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | libc::FUTEX_WAIT_REQUEUE_PI
+    );
+    (timed && arg != 0).then_some(arg)
 }
 
 /// Removes SIGSEGV and SIGBUS from a set the program wants to block.

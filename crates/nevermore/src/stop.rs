@@ -807,26 +807,8 @@ fn release_all(s: &mut Shared) {
 /// steady pageout, nearly every module). The holder reads each word (a fault on a live alias is
 /// mended by `on_fault`), so that the page is there when the thread is let go.
 fn map_futex_words(r: &libc::user_regs_struct) {
-    if r.orig_rax as i64 != libc::SYS_futex {
-        return;
-    }
-    touch_word(r.rdi as usize);
-    // The operations with a second word (`uaddr2`, the fifth argument).
-    let op = r.rsi as i32 & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
-    if matches!(
-        op,
-        libc::FUTEX_REQUEUE
-            | libc::FUTEX_CMP_REQUEUE
-            | libc::FUTEX_WAKE_OP
-            | libc::FUTEX_WAIT_REQUEUE_PI
-            | libc::FUTEX_CMP_REQUEUE_PI
-    ) {
-        touch_word(r.r8 as usize);
-    }
-    // A timeout in a heap object (the kernel reads it at the call's start).
-    if let Some(t) = timeout_of(op, r.r10 as usize) {
-        touch_word(t);
-        touch_word(t.wrapping_add(12));
+    if r.orig_rax as i64 == libc::SYS_futex {
+        crate::fault::futex_memory(r.rdi as usize, r.rsi as usize, r.r10 as usize, r.r8 as usize, touch_word);
     }
 }
 
@@ -897,7 +879,7 @@ impl FutexAgain {
     fn of(r: &libc::user_regs_struct) -> u64 {
         let op = r.rsi as i32 & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
         let mut flags = 0;
-        if timeout_of(op, r.r10 as usize).is_some_and(crate::alias::in_arena) {
+        if crate::fault::timeout_of(op, r.r10 as usize).is_some_and(crate::alias::in_arena) {
             flags |= Self::TIMEOUT;
         }
         if op == libc::FUTEX_WAIT || op == libc::FUTEX_WAIT_BITSET {
@@ -905,17 +887,6 @@ impl FutexAgain {
         }
         flags
     }
-}
-
-/// The timeout a futex operation `op` (private and clock flags taken off) reads at `arg` (its
-/// fourth argument), if it takes one.
-fn timeout_of(op: i32, arg: usize) -> Option<usize> {
-    const FUTEX_LOCK_PI2: i32 = 13;
-    let timed = matches!(
-        op,
-        libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET | libc::FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | libc::FUTEX_WAIT_REQUEUE_PI
-    );
-    (timed && arg != 0).then_some(arg)
 }
 
 /// The kernel's codes for a system call it starts again itself (`-ERESTARTSYS`,
@@ -949,8 +920,8 @@ fn wait_again_from_user_mode(tid: u32, mut r: libc::user_regs_struct) -> bool {
     ptrace(libc::PTRACE_SETREGS, tid, 0, &r as *const _ as usize) == 0
 }
 
-/// Reads the futex word at `addr` if it lies in the alias arena (elsewhere the kernel brings
-/// a page back itself).
+/// Reads the 4-byte word at `addr` (a futex word, or a timeout's) if it lies in the alias arena
+/// (elsewhere the kernel brings a page back itself).
 fn touch_word(addr: usize) {
     if addr & 3 == 0 && crate::alias::in_arena(addr) {
         // SAFETY: a futex word a thread waits on, in the shared address space: a live object's

@@ -683,6 +683,19 @@ static void bad_case(void) {
     errno = 0;
     if (execve("/bin/sh", args, NULL) != -1 || errno != EFAULT)
         fail("execve(2) with a no-access argument", errno, EFAULT);
+    /* The same with the path a heap string at the end of a page object, against its guard
+     * page: the examination of the failed call reads the path to its NUL, not a path's
+     * longest length (it reported the path as running past its object). So for a second
+     * path, after a first one that cannot be read. */
+    char *page = malloc(PAGE), *path = page + PAGE - sizeof "/bin/sh";
+    strcpy(path, "/bin/sh");
+    errno = 0;
+    if (execve(path, args, NULL) != -1 || errno != EFAULT)
+        fail("execve(2) of a path at its object's end with a no-access argument", errno, EFAULT);
+    errno = 0;
+    if (rename((char *)none, path) != -1 || errno != EFAULT)
+        fail("rename(2) of a no-access path to one at its object's end", errno, EFAULT);
+    free(page);
     free(iov);
     close(p[0]);
     close(p[1]);

@@ -891,9 +891,12 @@ const PATH_BYTES: usize = 4096;
 type Path = *const core::ffi::c_char;
 type StatBuf = *mut libc::stat;
 
-/// Maps the pages of a path again.
+/// Maps the pages of a path again: its bytes to its NUL (`string_reach`), at most
+/// `PATH_BYTES`. Not a fixed length: a short path at the end of its object would run, for
+/// `fault::syscall_buffer`, into whatever follows (a page object's guard page; a call that
+/// failed for good over another argument was reported as "the buffer runs past the end").
 fn heal_path(path: Path) -> usize {
-    alias::map_again(path as usize, PATH_BYTES)
+    alias::map_again(path as usize, string_reach(path as usize).min(PATH_BYTES))
 }
 
 /// Defines the wrapper of a call that takes one path (and perhaps an output buffer of
@@ -908,6 +911,16 @@ macro_rules! path_call {
             fn $name($($arg: $aty),*) -> $ret;
             $nr, [$($raw),*];
             heal_path($path) $(+ alias::map_again($out as usize, $out_len))?
+        }
+    };
+    // A call that takes a second path.
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $aty:ty),*) -> $ret:ty;
+     $nr:expr, [$($raw:expr),*]; $path:ident, path $second:ident) => {
+        call_again! {
+            $(#[$doc])*
+            fn $name($($arg: $aty),*) -> $ret;
+            $nr, [$($raw),*];
+            heal_path($path) + heal_path($second)
         }
     };
     // A call that returns the bytes it wrote into `$out`, held to its heap object's bounds
@@ -1096,38 +1109,38 @@ path_call! {
 path_call! {
     /// `rename(2)`: see the module's documentation; `to` is the second path.
     fn rename(from: Path, to: Path) -> c_int;
-    libc::SYS_rename, [from, to]; from, to, PATH_BYTES
+    libc::SYS_rename, [from, to]; from, path to
 }
 
 path_call! {
     /// `renameat(2)`: as `rename`.
     fn renameat(from_dir: c_int, from: Path, to_dir: c_int, to: Path) -> c_int;
-    libc::SYS_renameat, [from_dir, from, to_dir, to]; from, to, PATH_BYTES
+    libc::SYS_renameat, [from_dir, from, to_dir, to]; from, path to
 }
 path_call! {
     /// `renameat2(2)`: as `rename`.
     fn renameat2(from_dir: c_int, from: Path, to_dir: c_int, to: Path, flags: libc::c_uint) -> c_int;
-    libc::SYS_renameat2, [from_dir, from, to_dir, to, flags]; from, to, PATH_BYTES
+    libc::SYS_renameat2, [from_dir, from, to_dir, to, flags]; from, path to
 }
 path_call! {
     /// `link(2)`: as `rename`.
     fn link(from: Path, to: Path) -> c_int;
-    libc::SYS_link, [from, to]; from, to, PATH_BYTES
+    libc::SYS_link, [from, to]; from, path to
 }
 path_call! {
     /// `linkat(2)`: as `rename`.
     fn linkat(from_dir: c_int, from: Path, to_dir: c_int, to: Path, flags: c_int) -> c_int;
-    libc::SYS_linkat, [from_dir, from, to_dir, to, flags]; from, to, PATH_BYTES
+    libc::SYS_linkat, [from_dir, from, to_dir, to, flags]; from, path to
 }
 path_call! {
     /// `symlink(2)`: the link's text and its path, as `rename`'s two paths.
     fn symlink(target: Path, path: Path) -> c_int;
-    libc::SYS_symlink, [target, path]; target, path, PATH_BYTES
+    libc::SYS_symlink, [target, path]; target, path path
 }
 path_call! {
     /// `symlinkat(2)`: as `symlink`.
     fn symlinkat(target: Path, dir: c_int, path: Path) -> c_int;
-    libc::SYS_symlinkat, [target, dir, path]; target, path, PATH_BYTES
+    libc::SYS_symlinkat, [target, dir, path]; target, path path
 }
 path_call! {
     /// `readlinkat(2)`: as `readlink`.
@@ -1627,7 +1640,7 @@ const MAX_STRINGS: usize = 1 << 16;
 /// `sys::probe_word`, which fails on a bad pointer instead of crashing.
 fn heal_strings(v: usize) -> usize {
     let mut mapped = 0;
-    let n = each_string(v, |s| mapped += alias::map_again(s, string_bytes(s)));
+    let n = each_string(v, |s| mapped += alias::map_again(s, string_reach(s)));
     mapped + alias::map_again(v, (n + 1) * 8)
 }
 
@@ -1648,16 +1661,32 @@ fn each_string(v: usize, mut f: impl FnMut(usize)) -> usize {
 
 /// Bytes of the NUL-terminated string at `s`, its NUL included, as far as it can be read.
 fn string_bytes(s: usize) -> usize {
+    string_extent(s).0.max(1)
+}
+
+/// Bytes of the NUL-terminated string at `s` that the kernel reads: its bytes and its NUL, or,
+/// when it cannot be read that far, those before the first byte that cannot be read and that
+/// byte.
+fn string_reach(s: usize) -> usize {
+    match string_extent(s) {
+        (n, true) => n,
+        (n, false) => n + 1,
+    }
+}
+
+/// The NUL-terminated string at `s`: its bytes with the NUL and true, or, when it cannot be
+/// read that far, the bytes before the first word that cannot be read and false.
+fn string_extent(s: usize) -> (usize, bool) {
     let mut w = s & !7;
     loop {
         let p = sys::probe_word(w);
         if p.status == sys::PROBE_FAILED {
-            return w.saturating_sub(s).max(1);
+            return (w.saturating_sub(s), false);
         }
         // The bytes of this word from the string's start on (little-endian).
         let skip = s.saturating_sub(w).min(8);
         if let Some(b) = (skip..8).find(|b| (p.value >> (8 * b)) & 0xff == 0) {
-            return w + b + 1 - s;
+            return (w + b + 1 - s, true);
         }
         w += 8;
     }

@@ -20,6 +20,11 @@
  *   stress signals-misuse MS KIND   as signals-anywhere; the 300th handler commits KIND
  *                                   (double-free, use-after-free, overflow), which must be
  *                                   reported
+ *   stress resignal ROUNDS          the main thread sets a SIGUSR1 handler with signal() ROUNDS
+ *                                   times while another thread sends it SIGUSR1 without pause;
+ *                                   the handler sets itself again with signal(), as System V
+ *                                   handlers do (sigaction is async-signal-safe: a handler
+ *                                   that interrupts it may call it)
  *   stress dlopen LIB ROUNDS        dlopen/dlclose a library that allocates in its constructor,
  *                                   its functions and its destructor
  *   stress resize THREADS ROUNDS    threads grow their buffers by realloc in steps of bytes to
@@ -32,6 +37,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -472,6 +478,43 @@ static int resize(int threads, long rounds) {
     return 0;
 }
 
+static volatile sig_atomic_t resignal_handled;
+static atomic_int resignal_stop;
+
+static void resignal_handler(int sig) {
+    signal(sig, resignal_handler);
+    resignal_handled++;
+}
+
+static void *resignal_sender(void *arg) {
+    pthread_t target = *(pthread_t *)arg;
+    while (!atomic_load(&resignal_stop)) {
+        pthread_kill(target, SIGUSR1);
+        sched_yield();
+    }
+    return NULL;
+}
+
+static int resignal(long rounds) {
+    pthread_t me = pthread_self(), t;
+    signal(SIGUSR1, resignal_handler);
+    if (pthread_create(&t, NULL, resignal_sender, &me) != 0)
+        return 2;
+    for (long i = 0; i < rounds; i++)
+        if (signal(SIGUSR1, resignal_handler) == SIG_ERR) {
+            printf("STRESS FAIL: signal() failed\n");
+            return 2;
+        }
+    atomic_store(&resignal_stop, 1);
+    pthread_join(t, NULL);
+    if (resignal_handled == 0) {
+        printf("STRESS FAIL: no signal handled\n");
+        return 2;
+    }
+    signal(SIGUSR1, SIG_DFL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     self_exe = "/proc/self/exe";
     if (argc >= 2 && !strcmp(argv[1], "exec-child")) {
@@ -479,7 +522,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 3) {
-        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-anywhere|signals-misuse|dlopen|resize ARGS\n");
+        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-anywhere|signals-misuse|resignal|dlopen|resize ARGS\n");
         return 64;
     }
     int r;
@@ -492,6 +535,7 @@ int main(int argc, char **argv) {
         misuse = argv[3];
         r = signals(atol(argv[2]), 0);
     }
+    else if (!strcmp(argv[1], "resignal")) r = resignal(atol(argv[2]));
     else if (!strcmp(argv[1], "dlopen")) r = dlloop(argv[2], argc > 3 ? atoi(argv[3]) : 50);
     else if (!strcmp(argv[1], "resize")) r = resize(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 2000);
     else return 64;

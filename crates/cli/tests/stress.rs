@@ -4,7 +4,8 @@ mod common;
 // producer/consumer cross-thread frees with 8, 32 and 64 threads; threads created and exiting
 // in a loop; fork in a loop while threads allocate, with exec after fork; signal handlers that
 // allocate, both with the signal blocked around the thread's own allocator calls and landing
-// inside malloc/realloc/free (docs/usage.md "Signals"); dlopen/dlclose of a library that
+// inside malloc/realloc/free (docs/usage.md "Signals"); handlers that set themselves again
+// while interrupting `signal`; dlopen/dlclose of a library that
 // allocates in its constructor and destructor; and idle slab pages given back (`dirty_decay=0`)
 // while threads allocate and fork; buffers resized by realloc in threads and across forks.
 
@@ -174,6 +175,15 @@ fn misuse_in_a_signal_handler_is_reported() {
             assert_report(&o, kind);
         }
     }
+}
+
+/// A handler that sets itself again with `signal` while the thread it interrupted is inside
+/// `signal` too (System V handlers do; `sigaction` is async-signal-safe): the library's
+/// `sigaction` holds a lock while it records the program's handler, and such a handler waited
+/// for ever for its own thread's lock (3 runs of 3 hung) until signals were blocked there.
+#[test]
+fn handlers_that_set_themselves_again_while_interrupting_signal() {
+    stress(&["resignal", "200000"]);
 }
 
 #[test]

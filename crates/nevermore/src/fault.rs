@@ -483,8 +483,7 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
 /// The C contract of `sigaction`.
 pub unsafe fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     match slot_of(sig) {
-        Some(i) if INSTALLED.load(Ordering::Acquire) => {
-            PROGRAM_LOCK.lock();
+        Some(i) if INSTALLED.load(Ordering::Acquire) => program_locked(|| {
             // SAFETY: writes under PROGRAM_LOCK; pointers per the C contract.
             unsafe {
                 let prog = PROGRAM.get_mut();
@@ -495,19 +494,27 @@ pub unsafe fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc:
                     prog[i].write(*act);
                 }
             }
-            PROGRAM_LOCK.unlock();
             0
-        }
+        }),
         _ if INSTALLED.load(Ordering::Acquire) && (1..RELAYED.len() as c_int).contains(&sig) => {
-            PROGRAM_LOCK.lock();
             // SAFETY: pointers per the C contract.
-            let r = unsafe { relayed_action(sig as usize, act, old) };
-            PROGRAM_LOCK.unlock();
-            r
+            program_locked(|| unsafe { relayed_action(sig as usize, act, old) })
         }
         // SAFETY: forwarding to glibc.
         _ => unsafe { __sigaction(sig, act, old) },
     }
+}
+
+/// `f` under PROGRAM_LOCK, with every signal but the synchronous faults blocked meanwhile:
+/// `sigaction` is async-signal-safe, and a handler that sets itself again (`signal` in a
+/// System V handler) must not wait for a lock its own thread holds.
+fn program_locked(f: impl FnOnce() -> c_int) -> c_int {
+    let mask = crate::sweep::block_signals();
+    PROGRAM_LOCK.lock();
+    let r = f();
+    PROGRAM_LOCK.unlock();
+    crate::sweep::restore_signals(mask);
+    r
 }
 
 // Restarted futex waits. A handler that interrupts a futex wait returns to the kernel, which

@@ -3,6 +3,9 @@
 //
 // Usage: cxx_new              runs the conformance checks, prints OK
 //        cxx_new aligned-near-max   aligned new of sizes just below SIZE_MAX (see below)
+//        cxx_new handler-throw      exceptions thrown from a SIGFPE and a SIGSEGV handler, caught
+//                             where the division and the read faulted (built with
+//                             -fnon-call-exceptions): prints "HANDLER THROW OK 6"
 //        cxx_new <misuse>     double-delete | double-delete-array | double-delete-aligned |
 //                             delete-overflow | delete-interior | the sized deletes of
 //                             the wrong size below | the mismatched pairs below: new-free |
@@ -10,6 +13,7 @@
 //                             new-realloc | big-new-array-free | aligned-new-array-delete
 //                             (must be reported and aborted; mismatched pairs in detect mode)
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -471,9 +475,42 @@ static int misuse(const char *what) {
     return 3;
 }
 
+// Exceptions thrown from signal handlers unwind through the frames between the handler and the
+// signal's frame: the library's (its relay of the program's handlers, its fault handler).
+static void throwing_handler(int sig) { throw std::runtime_error(sig == SIGFPE ? "division" : "null"); }
+static volatile int zero_divisor = 0;
+static int *volatile null_pointer = nullptr;
+__attribute__((noinline)) static int divide(int a) { return a / zero_divisor; }
+__attribute__((noinline)) static int read_null() { return *null_pointer; }
+
+static int handler_throw() {
+    struct sigaction sa = {};
+    sa.sa_handler = throwing_handler;
+    sa.sa_flags = SA_NODEFER;
+    sigaction(SIGFPE, &sa, nullptr);
+    sigaction(SIGSEGV, &sa, nullptr);
+    int caught = 0;
+    for (int i = 0; i < 3; i++) {
+        try {
+            divide(i + 1);
+        } catch (const std::runtime_error &e) {
+            caught += !std::strcmp(e.what(), "division");
+        }
+        try {
+            read_null();
+        } catch (const std::runtime_error &e) {
+            caught += !std::strcmp(e.what(), "null");
+        }
+    }
+    std::printf("HANDLER THROW OK %d\n", caught);
+    return caught == 6 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !std::strcmp(argv[1], "aligned-near-max"))
         return aligned_near_max();
+    if (argc > 1 && !std::strcmp(argv[1], "handler-throw"))
+        return handler_throw();
     if (argc > 1)
         return misuse(argv[1]);
     plain_variants();

@@ -1,7 +1,8 @@
 mod common;
 
 // C++: every operator new/delete variant (plain, array, nothrow, sized, aligned), bad_alloc,
-// over-aligned types and standard containers (`tests/c/cxx_new.cc`), and misuse through delete.
+// over-aligned types and standard containers (`tests/c/cxx_new.cc`), misuse through delete, and
+// exceptions thrown from signal handlers.
 
 use common::*;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,21 @@ fn aligned_new_near_size_max() {
     assert_ok(&o);
     assert!(stdout(&o).contains("OK"));
     assert!(!stderr(&o).contains("nevermore:"), "unexpected report on stderr:\n{}", stderr(&o));
+}
+
+/// Exceptions thrown from signal handlers (`-fnon-call-exceptions`: a division by zero's SIGFPE,
+/// whose handler the library calls through its relay, and a null read's SIGSEGV, which its fault
+/// handler passes on) unwind through the library's frames to the program's `catch`, as under
+/// glibc.
+#[test]
+fn exceptions_thrown_from_signal_handlers_reach_the_program() {
+    let bin = compile("cxx_new.cc", &["-fnon-call-exceptions"]);
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}");
+        let o = run_preloaded(&bin, &["handler-throw"], &[("NEVERMORE_OPTIONS", &opts)]);
+        assert_ok(&o);
+        assert_eq!(stdout(&o).trim_end(), "HANDLER THROW OK 6", "{mode}: {}", stderr(&o));
+    }
 }
 
 #[test]

@@ -180,7 +180,7 @@ fn misuse_in_a_signal_handler_is_reported() {
 /// A handler that sets itself again with `signal` while the thread it interrupted is inside
 /// `signal` too (System V handlers do; `sigaction` is async-signal-safe): the library's
 /// `sigaction` holds a lock while it records the program's handler, and such a handler waited
-/// for ever for its own thread's lock (3 runs of 3 hung) until signals were blocked there.
+/// for ever for its own thread's lock (3 runs of 3 hung); the lock now knows its holder.
 #[test]
 fn handlers_that_set_themselves_again_while_interrupting_signal() {
     stress(&["resignal", "200000"]);

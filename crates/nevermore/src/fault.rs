@@ -44,7 +44,8 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// The program's actions for SIGSEGV (0) and SIGBUS (1).
 static PROGRAM: crate::GlobalCell<[MaybeUninit<libc::sigaction>; 2]> =
     crate::GlobalCell::new([MaybeUninit::zeroed(), MaybeUninit::zeroed()]);
-static PROGRAM_LOCK: crate::lock::RawMutex = crate::lock::RawMutex::new();
+/// The thread that holds the lock of the program's actions (0: none); see `program_locked`.
+static PROGRAM_OWNER: AtomicU32 = AtomicU32::new(0);
 
 fn slot_of(sig: c_int) -> Option<usize> {
     match sig {
@@ -440,8 +441,9 @@ fn large_fault(addr: usize, op: &'static str) -> Option<Report> {
 
 fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     let Some(i) = slot_of(sig) else { return };
-    // SAFETY: the stored action was written under PROGRAM_LOCK; a torn read cannot happen for
-    // a signal raised synchronously by this very thread's fault while nobody changes it.
+    // SAFETY: the stored action was written under the lock of the program's actions; a torn
+    // read cannot happen for a signal raised synchronously by this very thread's fault while
+    // nobody changes it.
     let act = unsafe { PROGRAM.get()[i].assume_init_read() };
     let h = act.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
@@ -484,7 +486,8 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
 pub unsafe fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     match slot_of(sig) {
         Some(i) if INSTALLED.load(Ordering::Acquire) => program_locked(|| {
-            // SAFETY: writes under PROGRAM_LOCK; pointers per the C contract.
+            // SAFETY: writes under the lock (or by a handler that interrupted its holder, on
+            // the same thread); pointers per the C contract.
             unsafe {
                 let prog = PROGRAM.get_mut();
                 if !old.is_null() {
@@ -505,16 +508,30 @@ pub unsafe fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc:
     }
 }
 
-/// `f` under PROGRAM_LOCK, with every signal but the synchronous faults blocked meanwhile:
-/// `sigaction` is async-signal-safe, and a handler that sets itself again (`signal` in a
-/// System V handler) must not wait for a lock its own thread holds.
-fn program_locked(f: impl FnOnce() -> c_int) -> c_int {
-    let mask = crate::sweep::block_signals();
-    PROGRAM_LOCK.lock();
+/// `f` under the lock of the program's actions, a lock that knows its holder: `sigaction` is
+/// async-signal-safe, and a handler that sets itself again (`signal` in a System V handler)
+/// while it interrupted its own thread inside `sigaction` runs `f` at once instead of waiting
+/// for ever for its thread's lock (with no system call: a seccomp filter of the program's may
+/// refuse `rt_sigprocmask`, which blocking signals meanwhile would need).
+fn program_locked<R>(f: impl FnOnce() -> R) -> R {
+    let me = crate::heap::my_tid();
+    loop {
+        match PROGRAM_OWNER.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(holder) if holder == me => return f(),
+            Err(holder) => sys::futex_wait(&PROGRAM_OWNER, holder),
+        }
+    }
     let r = f();
-    PROGRAM_LOCK.unlock();
-    crate::sweep::restore_signals(mask);
+    PROGRAM_OWNER.store(0, Ordering::Release);
+    sys::futex_wake_all(&PROGRAM_OWNER);
     r
+}
+
+/// In a fork child: a thread of the parent that held the lock of the program's actions is
+/// not the child's.
+pub fn fork_child() {
+    PROGRAM_OWNER.store(0, Ordering::Relaxed);
 }
 
 // Restarted futex waits. A handler that interrupts a futex wait returns to the kernel, which
@@ -532,7 +549,7 @@ static RELAYED: [AtomicUsize; 65] = [const { AtomicUsize::new(0) }; 65];
 /// Whether that handler takes three arguments (`SA_SIGINFO`).
 static RELAYED_INFO: [AtomicBool; 65] = [const { AtomicBool::new(false) }; 65];
 
-/// `sigaction` of signal `sig` (not SIGSEGV or SIGBUS), under PROGRAM_LOCK: a handler is set
+/// `sigaction` of signal `sig` (not SIGSEGV or SIGBUS), under `program_locked`: a handler is set
 /// to be called through `relay`, and the action read back names the program's handler.
 ///
 /// # Safety
@@ -743,24 +760,25 @@ const NO_STACK: libc::stack_t = libc::stack_t { ss_sp: ptr::null_mut(), ss_flags
 /// The pthread key holding the thread's replacement (its `AltHead`); `u32::MAX` until made.
 static ALT_KEY: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
 
-/// The key of `ALT_KEY`, made on first use (under the lock of the program's handlers).
+/// The key of `ALT_KEY`, made on first use (under the lock of the program's actions).
 pub fn alt_key() -> Option<libc::pthread_key_t> {
     let k = ALT_KEY.load(Ordering::Acquire);
     if k != u32::MAX {
         return Some(k);
     }
-    PROGRAM_LOCK.lock();
-    let mut k = ALT_KEY.load(Ordering::Acquire);
-    if k == u32::MAX {
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: pthread_key_create with a valid destructor; it does not allocate in glibc
-        // for the first keys.
-        if unsafe { libc::pthread_key_create(&mut key, Some(alt_exit)) } == 0 {
-            ALT_KEY.store(key, Ordering::Release);
-            k = key;
+    let k = program_locked(|| {
+        let mut k = ALT_KEY.load(Ordering::Acquire);
+        if k == u32::MAX {
+            let mut key: libc::pthread_key_t = 0;
+            // SAFETY: pthread_key_create with a valid destructor; it does not allocate in glibc
+            // for the first keys.
+            if unsafe { libc::pthread_key_create(&mut key, Some(alt_exit)) } == 0 {
+                ALT_KEY.store(key, Ordering::Release);
+                k = key;
+            }
         }
-    }
-    PROGRAM_LOCK.unlock();
+        k
+    });
     (k != u32::MAX).then_some(k)
 }
 

@@ -207,6 +207,7 @@ pub extern "C" fn child() {
         unsafe { libc::_exit(127) };
     }
     all_locks(|l| l.reset());
+    crate::fault::fork_child();
     // A thread that a sweep's holder let go on to leave the allocator may fork meanwhile: the
     // child has no holder, and no sweep of its own runs.
     crate::reentry::end_park();

@@ -546,7 +546,7 @@ pub fn fork_child() {
 
 /// The program's handler of each signal that the kernel calls through `relay` (0: none).
 static RELAYED: [AtomicUsize; 65] = [const { AtomicUsize::new(0) }; 65];
-/// Whether that handler takes three arguments (`SA_SIGINFO`).
+/// Whether that handler was set with `SA_SIGINFO` (for the action read back).
 static RELAYED_INFO: [AtomicBool; 65] = [const { AtomicBool::new(false) }; 65];
 
 /// `sigaction` of signal `sig` (not SIGSEGV or SIGBUS), under `program_locked`: a handler is set
@@ -605,15 +605,13 @@ extern "C" fn relay(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     else {
         return;
     };
+    // The three arguments whatever the handler takes, as the kernel passes them (a handler of
+    // one ignores the other two registers): read with the handler, `RELAYED_INFO` could be of
+    // the handler set before or after it.
     // SAFETY: calling the program's handler the way the kernel would have.
     unsafe {
-        if RELAYED_INFO[i].load(Ordering::Acquire) {
-            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = core::mem::transmute(h);
-            f(sig, info, ctx);
-        } else {
-            let f: extern "C" fn(c_int) = core::mem::transmute(h);
-            f(sig);
-        }
+        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = core::mem::transmute(h);
+        f(sig, info, ctx);
     }
     mend_restarted_futex(ctx);
 }

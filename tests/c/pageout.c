@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/statvfs.h>
 #include <sys/inotify.h>
 #include <sys/xattr.h>
@@ -2047,8 +2048,9 @@ static void waits_case(void) {
  * the object's pages are paged out, then a waiter gets SIGUSR1, whose handler returns. The
  * kernel reads the futex word when it makes the wait again; glibc aborted the process when
  * that failed ("The futex facility returned an unexpected error code"). The handler is set
- * three ways: sigaction with SA_RESTART, signal (which restarts), and an SA_SIGINFO one; each
- * is what sigaction reads back. */
+ * four ways: sigaction with SA_RESTART, signal (which restarts), an SA_SIGINFO one, and that
+ * one again with syscall(SYS_rt_sigaction) and a restorer of the program's own (as programs
+ * that skip the C library's sigaction do); each is what sigaction reads back. */
 struct restarted {
     sem_t sem;
     pthread_mutex_t lock;
@@ -2069,6 +2071,18 @@ static void restarted_info_handler(int sig, siginfo_t *si, void *uc) {
     if (si->si_signo == sig)
         restarted_handled++;
 }
+
+/* The kernel's struct sigaction, and a restorer (rt_sigreturn), for syscall(SYS_rt_sigaction). */
+struct kernel_action {
+    void (*handler)(int, siginfo_t *, void *);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long mask;
+};
+#define KERNEL_SA_RESTORER 0x04000000UL
+void pageout_restore_rt(void);
+__asm__(".text\n.globl pageout_restore_rt\n.type pageout_restore_rt,@function\n"
+        "pageout_restore_rt:\n\tmov $15, %eax\n\tsyscall\n\thlt\n");
 
 static void *restarted_sem(void *arg) {
     (void)arg;
@@ -2107,10 +2121,19 @@ static void restarted_case(void) {
         if (pthread_create(&t[j], NULL, f[j], NULL) != 0)
             fail("pthread_create", j, 0);
     usleep(20000);
-    for (int way = 0; way < 3; way++) {
+    for (int way = 0; way < 4; way++) {
         struct sigaction sa, back;
         memset(&sa, 0, sizeof sa);
-        if (way == 0) {
+        if (way == 3) {
+            struct kernel_action k = {restarted_info_handler, SA_RESTART | SA_SIGINFO | KERNEL_SA_RESTORER,
+                                      pageout_restore_rt, 0},
+                                 kback;
+            memset(&kback, 0, sizeof kback);
+            if (syscall(SYS_rt_sigaction, SIGUSR1, &k, NULL, 8) != 0 ||
+                syscall(SYS_rt_sigaction, SIGUSR1, NULL, &kback, 8) != 0 || kback.handler != restarted_info_handler ||
+                !(kback.flags & SA_SIGINFO))
+                fail("rt_sigaction read back another handler", way, (long)kback.flags);
+        } else if (way == 0) {
             sa.sa_handler = restarted_handler;
             sa.sa_flags = SA_RESTART;
             sigaction(SIGUSR1, &sa, NULL);

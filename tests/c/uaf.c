@@ -139,11 +139,14 @@
  *   own-segv             the program's own SIGSEGV handler (sigaction) must run for a fault
  *                        that is not the allocator's.
  *   own-segv-signal      the same with signal().
+ *   own-segv-raw         the same with syscall(SYS_rt_sigaction), which must also read back
+ *                        the previous handler (SIG_DFL) and the program's.
  *   ignored-sent         the program ignores SIGSEGV and SIGBUS and sends them to itself
  *                        (raise): both are ignored, as without the allocator (prints
  *                        IGNORED); then a fault still kills it (SIGSEGV).
  *   own-handler-uaf      the program has SIGSEGV/SIGBUS handlers; a use-after-free must
  *                        still be reported by the allocator.
+ *   own-handler-uaf-raw  the same with handlers set by syscall(SYS_rt_sigaction).
  *   blocked-uaf          a thread that blocked every signal reads freed memory.
  *   unique N [touch]     N allocations of random sizes (mixed with frees): no address is
  *                        ever returned twice (prints UNIQUE); with "touch", every page of
@@ -766,6 +769,23 @@ static void on_segv_info(int sig, siginfo_t *si, void *ctx) {
     printf("PROGRAM HANDLER %d\n", sig);
     fflush(stdout);
     _exit(3);
+}
+
+/* The kernel's struct sigaction and a restorer (rt_sigreturn), for syscall(SYS_rt_sigaction). */
+struct kernel_action {
+    void *handler;
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long mask;
+};
+#define KERNEL_SA_RESTORER 0x04000000UL
+void uaf_restore_rt(void);
+__asm__(".text\n.globl uaf_restore_rt\n.type uaf_restore_rt,@function\n"
+        "uaf_restore_rt:\n\tmov $15, %eax\n\tsyscall\n\thlt\n");
+
+static long raw_action(int sig, void *handler, unsigned long flags, struct kernel_action *old) {
+    struct kernel_action k = {handler, flags | KERNEL_SA_RESTORER, uaf_restore_rt, 0};
+    return syscall(SYS_rt_sigaction, sig, &k, old, 8);
 }
 
 static char *freed_for_thread;
@@ -1595,10 +1615,23 @@ int main(int argc, char **argv) {
         for (int i = 0; i < k; i++) free(b[i]), free(cc[i]);
         return 0;
     }
-    if (!strcmp(c, "own-segv") || !strcmp(c, "own-segv-signal")) {
-        if (c[8] == '-')
+    if (!strcmp(c, "own-segv") || !strcmp(c, "own-segv-signal") || !strcmp(c, "own-segv-raw")) {
+        if (!strcmp(c, "own-segv-signal"))
             signal(SIGSEGV, on_segv);
-        else {
+        else if (!strcmp(c, "own-segv-raw")) {
+            struct kernel_action before, now;
+            memset(&before, 0xff, sizeof before);
+            memset(&now, 0, sizeof now);
+            if (raw_action(SIGSEGV, (void *)on_segv, SA_NODEFER, &before) ||
+                syscall(SYS_rt_sigaction, SIGSEGV, NULL, &now, 8)) {
+                perror("rt_sigaction");
+                return 2;
+            }
+            if (before.handler != (void *)SIG_DFL || now.handler != (void *)on_segv || !(now.flags & SA_NODEFER)) {
+                printf("read back %p then %p\n", before.handler, now.handler);
+                return 1;
+            }
+        } else {
             struct sigaction sa;
             memset(&sa, 0, sizeof sa);
             sa.sa_handler = on_segv;
@@ -1627,13 +1660,18 @@ int main(int argc, char **argv) {
         printf("no fault\n");
         return 1;
     }
-    if (!strcmp(c, "own-handler-uaf")) {
+    if (!strcmp(c, "own-handler-uaf") || !strcmp(c, "own-handler-uaf-raw")) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_segv_info;
         sa.sa_flags = SA_SIGINFO;
-        sigaction(SIGSEGV, &sa, NULL);
-        sigaction(SIGBUS, &sa, NULL);
+        if (c[15]) {
+            raw_action(SIGSEGV, (void *)on_segv_info, SA_SIGINFO, NULL);
+            raw_action(SIGBUS, (void *)on_segv_info, SA_SIGINFO, NULL);
+        } else {
+            sigaction(SIGSEGV, &sa, NULL);
+            sigaction(SIGBUS, &sa, NULL);
+        }
         char *p = malloc(size);
         free(p);
         sink = p[1];

@@ -1000,7 +1000,7 @@ fn addresses_are_never_handed_out_twice() {
 #[test]
 fn the_programs_own_segv_handler_still_runs() {
     for mode in ["detect", "prevent"] {
-        for case in ["own-segv", "own-segv-signal"] {
+        for case in ["own-segv", "own-segv-signal", "own-segv-raw"] {
             let o = run(mode, &[case]);
             assert_ok(&o);
             assert!(stdout(&o).contains("HANDLED"), "{mode} {case}: {}", stdout(&o));
@@ -1022,9 +1022,12 @@ fn ignored_signals_stay_ignored_and_faults_still_kill() {
 
 #[test]
 fn use_after_free_is_reported_despite_program_handlers_and_blocked_signals() {
-    let o = run("detect", &["own-handler-uaf", "24"]);
-    assert_report(&o, "heap-use-after-free");
-    assert!(!stdout(&o).contains("PROGRAM HANDLER"), "{}", stdout(&o));
+    // Handlers set through the C library, and with `syscall(SYS_rt_sigaction)`.
+    for case in ["own-handler-uaf", "own-handler-uaf-raw"] {
+        let o = run("detect", &[case, "24"]);
+        assert_report(&o, "heap-use-after-free");
+        assert!(!stdout(&o).contains("PROGRAM HANDLER"), "{case}: {}", stdout(&o));
+    }
     let o = run("detect", &["blocked-uaf", "24"]);
     assert_report(&o, "heap-use-after-free");
 }
@@ -1414,7 +1417,8 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// POSIX message queues, scheduling and threads' names (each EFAULT in both modes; a signal,
 /// an eventfd count, a message lost, also into receive buffers longer than 8 KiB; an
 /// interrupted sleep's `EINTR` lost). `restarted`: futex waits on a paged-out heap object that
-/// a signal handler interrupts and the kernel makes again (glibc aborted the process).
+/// a signal handler interrupts and the kernel makes again (glibc aborted the process), with
+/// handlers set through the C library and with `syscall(SYS_rt_sigaction)`.
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &[]);

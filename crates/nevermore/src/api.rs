@@ -1121,7 +1121,7 @@ pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usiz
 /// glibc's `syscall(number, ...)`, the same instructions: the number and six arguments moved
 /// into the kernel's registers, -1 and `errno` on failure. Only `SYS_seccomp` goes elsewhere
 /// (`seccomp_call`: libseccomp installs filters with it), and so do forks made with it
-/// (`forking_call`). These calls come from the library's
+/// (`forking_call`) and `SYS_rt_sigaction` (`sigaction_call`). These calls come from the library's
 /// code, but are the program's: `seccomp` exempts none of them (`syscall_resume`). Written without a stack frame, so
 /// that a call that returns twice or on another stack (`SYS_clone`, `SYS_vfork`) behaves as
 /// with glibc's.
@@ -1135,6 +1135,8 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
     core::arch::naked_asm!(
         "cmp rdi, {seccomp}",
         "je {filtered}",
+        "cmp rdi, {rt_sigaction}",
+        "je {sigaction_call}",
         // fork, and clone or clone3 without CLONE_VM nor a stack of the child's own.
         "cmp rdi, {fork}",
         "je {forking}",
@@ -1172,6 +1174,8 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
         "ret",
         seccomp = const libc::SYS_seccomp,
         filtered = sym seccomp_call,
+        rt_sigaction = const libc::SYS_rt_sigaction,
+        sigaction_call = sym sigaction_call,
         fork = const libc::SYS_fork,
         clone = const libc::SYS_clone,
         clone3 = const libc::SYS_clone3,
@@ -1230,6 +1234,73 @@ extern "C" fn forking_call(
 /// `syscall(SYS_seccomp, op, flags, args)`, jumped to from `syscall` with its registers.
 extern "C" fn seccomp_call(_nr: core::ffi::c_long, op: usize, flags: usize, args: usize) -> core::ffi::c_long {
     c_result(crate::seccomp::seccomp(op, flags, args)) as core::ffi::c_long
+}
+
+/// The kernel's `struct sigaction` (x86-64), as a program passes it to `rt_sigaction`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KernelAction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+/// `syscall(SYS_rt_sigaction, sig, act, old, 8)`, jumped to from `syscall` with its registers:
+/// made through our `sigaction`, as the C library's would be. Made as it was, the program's
+/// SIGSEGV or SIGBUS handler would replace the library's (a use-after-free would reach the
+/// program's handler instead of a report, and so would the fault of a live page that lost its
+/// entry), and other handlers would not go through the relay. The signals the C library keeps
+/// for itself (32 and 33) and other sizes of signal sets go to the kernel as they are.
+extern "C" fn sigaction_call(
+    nr: core::ffi::c_long,
+    sig: usize,
+    act: usize,
+    old: usize,
+    setsize: usize,
+) -> core::ffi::c_long {
+    const SIGRTMIN_KERNEL: usize = 32;
+    if setsize != 8 || sig == SIGRTMIN_KERNEL || sig == SIGRTMIN_KERNEL + 1 || sig == 0 || sig > 64 {
+        // SAFETY: the program's own call, made as it asked.
+        return c_result(unsafe { sys::raw_syscall(nr, [sig, act, old, setsize, 0, 0]) }) as core::ffi::c_long;
+    }
+    crate::ensure_init();
+    // SAFETY: a `sigaction` record is plain data: all zeroes is a valid one.
+    let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
+    if act != 0 {
+        // SAFETY: `act` points to the kernel's record per the contract of `rt_sigaction`.
+        let k = unsafe { core::ptr::read_unaligned(act as *const KernelAction) };
+        new.sa_sigaction = k.handler;
+        new.sa_flags = k.flags as u32 as c_int;
+        new.sa_restorer = (k.restorer != 0).then(|| {
+            // SAFETY: a restorer is code the kernel jumps to, as C takes it.
+            unsafe { core::mem::transmute::<usize, extern "C" fn()>(k.restorer) }
+        });
+        // SAFETY: the first 8 bytes of the C library's set are the kernel's set.
+        unsafe { core::ptr::write(&mut new.sa_mask as *mut libc::sigset_t as *mut u64, k.mask) };
+    }
+    // SAFETY: as above.
+    let mut before: libc::sigaction = unsafe { core::mem::zeroed() };
+    // SAFETY: both records are ours.
+    let r = unsafe {
+        crate::fault::sigaction(
+            sig as c_int,
+            if act != 0 { &new } else { core::ptr::null() },
+            if old != 0 { &mut before } else { core::ptr::null_mut() },
+        )
+    };
+    if r == 0 && old != 0 {
+        let k = KernelAction {
+            handler: before.sa_sigaction,
+            flags: before.sa_flags as u32 as u64,
+            restorer: before.sa_restorer.map_or(0, |f| f as usize),
+            // SAFETY: the first 8 bytes of the C library's set, as above.
+            mask: unsafe { core::ptr::read(&before.sa_mask as *const libc::sigset_t as *const u64) },
+        };
+        // SAFETY: `old` points to a record of the kernel's per the contract of `rt_sigaction`.
+        unsafe { core::ptr::write_unaligned(old as *mut KernelAction, k) };
+    }
+    r as core::ffi::c_long
 }
 
 /// A failed `syscall`: `errno` from the kernel's result, -1 returned.

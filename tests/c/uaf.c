@@ -148,12 +148,15 @@
  *                        still be reported by the allocator.
  *   own-handler-uaf-raw  the same with handlers set by syscall(SYS_rt_sigaction).
  *   blocked-uaf          a thread that blocked every signal reads freed memory.
+ *   blocked-uaf-raw      the same, signals blocked with syscall(SYS_rt_sigprocmask).
  *   unique N [touch]     N allocations of random sizes (mixed with frees): no address is
  *                        ever returned twice (prints UNIQUE); with "touch", every page of
  *                        every object is written.
  *   dropped-pte          a live object's page-table entry is dropped by the program
  *                        (madvise MADV_DONTNEED): the next access must just work and see
  *                        the data (prints DATA KEPT).
+ *   dropped-pte-blocked  the same after blocking every signal with
+ *                        syscall(SYS_rt_sigprocmask).
  *   churn N [SLOTS [MAX]] N random small allocations and frees (sizes 0..MAX-1, 1500 by
  *                        default) replacing random slots of a ring of SLOTS (<= 1024, the
  *                        default), with every live object's contents checked: prints CHURN OK.
@@ -789,11 +792,21 @@ static long raw_action(int sig, void *handler, unsigned long flags, struct kerne
 }
 
 static char *freed_for_thread;
+/* Blocks every signal with the system call itself (8-byte kernel set), as some programs do. */
+static void block_all_raw(void) {
+    unsigned long all = ~0UL;
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, 8) != 0) {
+        perror("rt_sigprocmask");
+        exit(2);
+    }
+}
 static void *blocked_reader(void *arg) {
-    (void)arg;
     sigset_t all;
     sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    if (arg)
+        block_all_raw();
+    else
+        pthread_sigmask(SIG_BLOCK, &all, NULL);
     sink = freed_for_thread[8];
     printf("no trap\n");
     return NULL;
@@ -1678,15 +1691,17 @@ int main(int argc, char **argv) {
         printf("no trap\n");
         return 0;
     }
-    if (!strcmp(c, "blocked-uaf")) {
+    if (!strcmp(c, "blocked-uaf") || !strcmp(c, "blocked-uaf-raw")) {
         freed_for_thread = malloc(size);
         free(freed_for_thread);
         pthread_t t;
-        pthread_create(&t, NULL, blocked_reader, NULL);
+        pthread_create(&t, NULL, blocked_reader, c[11] ? "raw" : NULL);
         pthread_join(t, NULL);
         return 0;
     }
-    if (!strcmp(c, "dropped-pte")) {
+    if (!strcmp(c, "dropped-pte") || !strcmp(c, "dropped-pte-blocked")) {
+        if (c[11])
+            block_all_raw();
         char *p = malloc(5000);
         memset(p, 0x42, 5000);
         uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;

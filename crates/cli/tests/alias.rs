@@ -1028,8 +1028,11 @@ fn use_after_free_is_reported_despite_program_handlers_and_blocked_signals() {
         assert_report(&o, "heap-use-after-free");
         assert!(!stdout(&o).contains("PROGRAM HANDLER"), "{case}: {}", stdout(&o));
     }
-    let o = run("detect", &["blocked-uaf", "24"]);
-    assert_report(&o, "heap-use-after-free");
+    // Signals blocked through the C library, and with `syscall(SYS_rt_sigprocmask)`.
+    for case in ["blocked-uaf", "blocked-uaf-raw"] {
+        let o = run("detect", &[case, "24"]);
+        assert_report(&o, "heap-use-after-free");
+    }
 }
 
 #[test]
@@ -1373,14 +1376,20 @@ fn grouping_adapts_to_survivors_only() {
 }
 
 /// A live alias whose page-table entry the program itself dropped faults once and is mapped
-/// again by the handler, with its data (counted as a handled fault).
+/// again by the handler, with its data (counted as a handled fault); also when the program
+/// blocked every signal with `syscall(SYS_rt_sigprocmask)` (the kernel killed it with SIGBUS).
 #[test]
 fn a_live_alias_that_lost_its_entry_is_mapped_again() {
-    for mode in ["prevent", "detect"] {
+    for (mode, case) in [
+        ("prevent", "dropped-pte"),
+        ("detect", "dropped-pte"),
+        ("prevent", "dropped-pte-blocked"),
+        ("detect", "dropped-pte-blocked"),
+    ] {
         let opt = format!("mode={mode}:stats=1");
-        let o = run_preloaded(&uaf(), &["dropped-pte"], &[("NEVERMORE_OPTIONS", &opt)]);
+        let o = run_preloaded(&uaf(), &[case], &[("NEVERMORE_OPTIONS", &opt)]);
         assert_ok(&o);
-        assert!(stdout(&o).contains("DATA KEPT"), "{mode}: {}", stdout(&o));
+        assert!(stdout(&o).contains("DATA KEPT"), "{mode} {case}: {}", stdout(&o));
         let err = stderr(&o);
         let n = counter(&err, "faults handled");
         assert!(n >= 1, "{mode}: {err}");

@@ -1121,7 +1121,8 @@ pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usiz
 /// glibc's `syscall(number, ...)`, the same instructions: the number and six arguments moved
 /// into the kernel's registers, -1 and `errno` on failure. Only `SYS_seccomp` goes elsewhere
 /// (`seccomp_call`: libseccomp installs filters with it), and so do forks made with it
-/// (`forking_call`) and `SYS_rt_sigaction` (`sigaction_call`). These calls come from the library's
+/// (`forking_call`), `SYS_rt_sigaction` (`sigaction_call`) and `SYS_rt_sigprocmask`
+/// (`mask_call`). These calls come from the library's
 /// code, but are the program's: `seccomp` exempts none of them (`syscall_resume`). Written without a stack frame, so
 /// that a call that returns twice or on another stack (`SYS_clone`, `SYS_vfork`) behaves as
 /// with glibc's.
@@ -1137,6 +1138,8 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
         "je {filtered}",
         "cmp rdi, {rt_sigaction}",
         "je {sigaction_call}",
+        "cmp rdi, {rt_sigprocmask}",
+        "je {mask_call}",
         // fork, and clone or clone3 without CLONE_VM nor a stack of the child's own.
         "cmp rdi, {fork}",
         "je {forking}",
@@ -1176,6 +1179,8 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
         filtered = sym seccomp_call,
         rt_sigaction = const libc::SYS_rt_sigaction,
         sigaction_call = sym sigaction_call,
+        rt_sigprocmask = const libc::SYS_rt_sigprocmask,
+        mask_call = sym mask_call,
         fork = const libc::SYS_fork,
         clone = const libc::SYS_clone,
         clone3 = const libc::SYS_clone3,
@@ -1301,6 +1306,32 @@ extern "C" fn sigaction_call(
         unsafe { core::ptr::write_unaligned(old as *mut KernelAction, k) };
     }
     r as core::ffi::c_long
+}
+
+/// `syscall(SYS_rt_sigprocmask, how, set, old, 8)`, jumped to from `syscall` with its
+/// registers: SIGSEGV and SIGBUS are taken out of a set to block, as `sigprocmask` does. With
+/// them blocked, the fault of a live page that lost its entry (a pageout, the program's own
+/// `MADV_DONTNEED`) killed the process instead of being mended, and a use-after-free in detect
+/// mode killed it without a report. The library's own calls come here too, with sets that
+/// already leave those two alone.
+extern "C" fn mask_call(
+    nr: core::ffi::c_long,
+    how: usize,
+    set: usize,
+    old: usize,
+    setsize: usize,
+) -> core::ffi::c_long {
+    let mask: u64;
+    let set = if set != 0 && setsize == 8 {
+        // SAFETY: `set` points to the kernel's 8-byte set per the contract of `rt_sigprocmask`.
+        mask = crate::fault::unblockable_mask(how as c_int, unsafe { core::ptr::read_unaligned(set as *const u64) });
+        &mask as *const u64 as usize
+    } else {
+        set
+    };
+    // SAFETY: the program's call, with our copy of its set (live across the call).
+    let r = unsafe { sys::raw_syscall(nr, [how, set, old, setsize, 0, 0]) };
+    c_result(r) as core::ffi::c_long
 }
 
 /// A failed `syscall`: `errno` from the kernel's result, -1 returned.

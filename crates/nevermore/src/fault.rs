@@ -693,6 +693,15 @@ pub fn unblockable(how: c_int, set: *const libc::sigset_t, copy: &mut libc::sigs
     copy
 }
 
+/// `unblockable` for a kernel signal set of 8 bytes (`syscall(SYS_rt_sigprocmask, ...)`).
+pub fn unblockable_mask(how: c_int, mask: u64) -> u64 {
+    if how == libc::SIG_UNBLOCK || !INSTALLED.load(Ordering::Acquire) {
+        return mask;
+    }
+    let faults = (1u64 << (libc::SIGSEGV - 1)) | (1u64 << (libc::SIGBUS - 1));
+    mask & !faults
+}
+
 /// Sets signal `sig` (1..=64) in `set` directly (no library call).
 pub fn add_signal(set: &mut libc::sigset_t, sig: c_int) {
     let words = set as *mut libc::sigset_t as *mut u64;

@@ -574,14 +574,22 @@ static void usr1(int sig) {
     usr1_ran++;
 }
 
+/* Whether alternate stacks are set with syscall(SYS_sigaltstack) rather than sigaltstack (as
+ * programs that skip the C library's wrappers do). */
+static int altstack_raw;
+
+static int set_altstack(const stack_t *ss, stack_t *old) {
+    return altstack_raw ? (int)syscall(SYS_sigaltstack, ss, old) : sigaltstack(ss, old);
+}
+
 /* A thread's alternate signal stack in a heap object, paged out before each signal. */
 static void *altstack_thread(void *arg) {
     size_t n = 64 * 1024;
     char *stack = malloc(n);
     stack_t ss = {.ss_sp = stack, .ss_size = n, .ss_flags = 0}, got;
-    if (sigaltstack(&ss, NULL) != 0)
+    if (set_altstack(&ss, NULL) != 0)
         fail("sigaltstack", errno, 0);
-    if (sigaltstack(NULL, &got) != 0 || got.ss_sp != stack || got.ss_size != n || got.ss_flags != 0)
+    if (set_altstack(NULL, &got) != 0 || got.ss_sp != stack || got.ss_size != n || got.ss_flags != 0)
         fail("sigaltstack tells of another stack than the program's", (long)got.ss_size, (long)n);
     for (int i = 0; i < 20; i++) {
         page_out(stack, n);
@@ -592,13 +600,13 @@ static void *altstack_thread(void *arg) {
     }
     touch_paged_out("a fault in a thread with an alternate stack went to the program's handler");
     ss.ss_flags = SS_DISABLE;
-    if (sigaltstack(&ss, NULL) != 0 || sigaltstack(NULL, &got) != 0 || !(got.ss_flags & SS_DISABLE))
+    if (set_altstack(&ss, NULL) != 0 || set_altstack(NULL, &got) != 0 || !(got.ss_flags & SS_DISABLE))
         fail("sigaltstack(SS_DISABLE)", got.ss_flags, 0);
     free(stack);
     if (arg) { /* the next stack is left on, for the thread's exit */
         char *again = malloc(n);
         ss = (stack_t){.ss_sp = again, .ss_size = n, .ss_flags = 0};
-        if (sigaltstack(&ss, NULL) != 0)
+        if (set_altstack(&ss, NULL) != 0)
             fail("sigaltstack again", errno, 0);
         page_out(again, n);
         raise(SIGUSR1);
@@ -642,17 +650,25 @@ static void signals_case(void) {
     sigsetmask(1 << (SIGBUS - 1));
     touch_paged_out("sigsetmask");
     sigsetmask(0);
+    /* Every signal blocked with the system call itself (an 8-byte kernel set). */
+    unsigned long all = ~0UL, was = 0;
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &was, 8) != 0)
+        fail("rt_sigprocmask", errno, 0);
+    touch_paged_out("rt_sigprocmask");
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &was, NULL, 8);
     signal(SIGBUS, SIG_DFL);
 
     struct sigaction on_stack = {.sa_handler = usr1, .sa_flags = SA_ONSTACK};
     sigemptyset(&on_stack.sa_mask);
     if (sigaction(SIGUSR1, &on_stack, NULL) != 0)
         fail("sigaction(SIGUSR1)", errno, 0);
-    altstack_thread(NULL);
-    for (int i = 0; i < 4; i++) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, altstack_thread, (void *)1) != 0 || pthread_join(t, NULL) != 0)
-            fail("pthread_create", i, 0);
+    for (altstack_raw = 0; altstack_raw < 2; altstack_raw++) {
+        altstack_thread(NULL);
+        for (int i = 0; i < 4; i++) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, altstack_thread, (void *)1) != 0 || pthread_join(t, NULL) != 0)
+                fail("pthread_create", i, 0);
+        }
     }
 }
 

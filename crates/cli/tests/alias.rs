@@ -1413,8 +1413,9 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// pid. The library's fault handler stays the one that sees such a
 /// fault however the program installs its own, ignores or blocks SIGBUS (`signals`: with
 /// `bsd_signal`, `sysv_signal`, `__sysv_signal`, `sigset` the program's handler got the fault;
-/// with `sigignore`, `sighold`, `sigblock`, `sigsetmask` the process died of SIGBUS), and a
-/// signal is delivered on an alternate stack in a heap object paged out (it died of SIGSEGV).
+/// with `sigignore`, `sighold`, `sigblock`, `sigsetmask` and `syscall(SYS_rt_sigprocmask)` the
+/// process died of SIGBUS), and a signal is delivered on an alternate stack in a heap object
+/// paged out, set with `sigaltstack` or `syscall(SYS_sigaltstack)` (it died of SIGSEGV).
 /// `results`: `select`, `pselect`, `ppoll`'s mask, and the calls whose result the kernel
 /// writes after what cannot be undone (the wait calls reaped the child and lost its status,
 /// `accept` took the connection and lost it: EFAULT in both modes). `process`: the process's

@@ -1121,8 +1121,8 @@ pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usiz
 /// glibc's `syscall(number, ...)`, the same instructions: the number and six arguments moved
 /// into the kernel's registers, -1 and `errno` on failure. Only `SYS_seccomp` goes elsewhere
 /// (`seccomp_call`: libseccomp installs filters with it), and so do forks made with it
-/// (`forking_call`), `SYS_rt_sigaction` (`sigaction_call`) and `SYS_rt_sigprocmask`
-/// (`mask_call`). These calls come from the library's
+/// (`forking_call`), `SYS_rt_sigaction` (`sigaction_call`), `SYS_rt_sigprocmask`
+/// (`mask_call`) and `SYS_sigaltstack` (`altstack_call`). These calls come from the library's
 /// code, but are the program's: `seccomp` exempts none of them (`syscall_resume`). Written without a stack frame, so
 /// that a call that returns twice or on another stack (`SYS_clone`, `SYS_vfork`) behaves as
 /// with glibc's.
@@ -1138,8 +1138,15 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
         "je {filtered}",
         "cmp rdi, {rt_sigaction}",
         "je {sigaction_call}",
+        "cmp rdi, {sigaltstack}",
+        "je {altstack_call}",
+        // Unblocking changes nothing here: made from the program's own `syscall`, its seccomp
+        // filter (which lets the library's own unblocking through) still judges it.
         "cmp rdi, {rt_sigprocmask}",
-        "je {mask_call}",
+        "jne 5f",
+        "cmp rsi, {sig_unblock}",
+        "jne {mask_call}",
+        "5:",
         // fork, and clone or clone3 without CLONE_VM nor a stack of the child's own.
         "cmp rdi, {fork}",
         "je {forking}",
@@ -1181,6 +1188,9 @@ pub unsafe extern "C" fn syscall() -> core::ffi::c_long {
         sigaction_call = sym sigaction_call,
         rt_sigprocmask = const libc::SYS_rt_sigprocmask,
         mask_call = sym mask_call,
+        sig_unblock = const libc::SIG_UNBLOCK,
+        sigaltstack = const libc::SYS_sigaltstack,
+        altstack_call = sym altstack_call,
         fork = const libc::SYS_fork,
         clone = const libc::SYS_clone,
         clone3 = const libc::SYS_clone3,
@@ -1308,8 +1318,9 @@ extern "C" fn sigaction_call(
     r as core::ffi::c_long
 }
 
-/// `syscall(SYS_rt_sigprocmask, how, set, old, 8)`, jumped to from `syscall` with its
-/// registers: SIGSEGV and SIGBUS are taken out of a set to block, as `sigprocmask` does. With
+/// `syscall(SYS_rt_sigprocmask, how, set, old, 8)` with `how` other than `SIG_UNBLOCK`, jumped
+/// to from `syscall` with its registers: SIGSEGV and SIGBUS are taken out of a set to block, as
+/// `sigprocmask` does. With
 /// them blocked, the fault of a live page that lost its entry (a pageout, the program's own
 /// `MADV_DONTNEED`) killed the process instead of being mended, and a use-after-free in detect
 /// mode killed it without a report. The library's own calls come here too, with sets that
@@ -1332,6 +1343,16 @@ extern "C" fn mask_call(
     // SAFETY: the program's call, with our copy of its set (live across the call).
     let r = unsafe { sys::raw_syscall(nr, [how, set, old, setsize, 0, 0]) };
     c_result(r) as core::ffi::c_long
+}
+
+/// `syscall(SYS_sigaltstack, ss, oss)`, jumped to from `syscall` with its registers: through
+/// `fault::sigaltstack`, so that an alternate stack in a heap object is replaced for the kernel
+/// by one of the library's (the kernel's `stack_t` is the C library's). Set so, a stack in the
+/// heap went to the kernel as it was, and a signal arriving after the kernel had paged it out
+/// killed the process.
+extern "C" fn altstack_call(_nr: core::ffi::c_long, ss: usize, oss: usize) -> core::ffi::c_long {
+    // SAFETY: the pointers per the contract of `sigaltstack(2)`.
+    unsafe { crate::fault::sigaltstack(ss as *const libc::stack_t, oss as *mut libc::stack_t) as core::ffi::c_long }
 }
 
 /// A failed `syscall`: `errno` from the kernel's result, -1 returned.

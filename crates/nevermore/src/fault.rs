@@ -829,7 +829,7 @@ extern "C" fn alt_exit(h: *mut c_void) {
     // is exiting normally, and nothing of its own runs on it any more), then giving back the
     // mapping this thread made or took; nobody else uses it.
     unsafe {
-        libc::syscall(libc::SYS_sigaltstack, &NO_STACK, ptr::null_mut::<libc::stack_t>());
+        kernel_altstack(&NO_STACK, ptr::null_mut::<libc::stack_t>());
         let len = (*(h as *mut AltHead)).len;
         if len == OWN_STACK + 2 * PAGE
             && SPARE_STACKS
@@ -842,15 +842,27 @@ extern "C" fn alt_exit(h: *mut c_void) {
     }
 }
 
+/// The kernel's `sigaltstack`, made directly: the program's `syscall(SYS_sigaltstack, ...)`
+/// comes to `sigaltstack` below through the library's `syscall`. 0, or -1 with `errno` set.
+fn kernel_altstack(ss: *const libc::stack_t, oss: *mut libc::stack_t) -> c_int {
+    // SAFETY: the kernel reads and writes the records, which the callers pass valid or null.
+    let r = unsafe { sys::raw_syscall(libc::SYS_sigaltstack, [ss as usize, oss as usize, 0, 0, 0, 0]) };
+    if r < 0 {
+        sys::set_errno(-r as c_int);
+        -1
+    } else {
+        0
+    }
+}
+
 /// `sigaltstack`: see above. A stack outside the alias arena is the kernel's as given.
 ///
 /// # Safety
 /// The C contract of `sigaltstack`.
 pub unsafe fn sigaltstack(ss: *const libc::stack_t, oss: *mut libc::stack_t) -> c_int {
-    // SAFETY: the kernel's current stack into a local.
+    // SAFETY: an all-zero stack_t is valid; the kernel's current stack goes there.
     let mut cur: libc::stack_t = unsafe { core::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::syscall(libc::SYS_sigaltstack, ptr::null::<libc::stack_t>(), &mut cur) } != 0 {
+    if kernel_altstack(ptr::null::<libc::stack_t>(), &mut cur) != 0 {
         return -1;
     }
     let h = alt_head();
@@ -874,8 +886,8 @@ pub unsafe fn sigaltstack(ss: *const libc::stack_t, oss: *mut libc::stack_t) -> 
         } else if off && !h.is_null() && wants_own_stack() {
             give_own(h, cur)
         } else {
-            // SAFETY: forwarding the program's own request.
-            unsafe { libc::syscall(libc::SYS_sigaltstack, ss, ptr::null_mut::<libc::stack_t>()) as c_int }
+            // The program's own request, as it made it.
+            kernel_altstack(ss, ptr::null_mut::<libc::stack_t>())
         };
         if r != 0 {
             return r;
@@ -907,8 +919,8 @@ fn replace_stack(new: libc::stack_t, cur: libc::stack_t, mut h: *mut AltHead) ->
     // SAFETY: reading the thread's own head page.
     if !h.is_null() && unsafe { (*h).len } < size + 2 * PAGE {
         if cur.ss_sp as usize == alt_stack(h) {
-            // SAFETY: turning off the kernel's use of the mapping about to go.
-            unsafe { libc::syscall(libc::SYS_sigaltstack, &NO_STACK, ptr::null_mut::<libc::stack_t>()) };
+            // Turning off the kernel's use of the mapping about to go.
+            kernel_altstack(&NO_STACK, ptr::null_mut::<libc::stack_t>());
         }
         // SAFETY: the thread's own mapping, which the kernel no longer uses.
         unsafe {
@@ -929,7 +941,7 @@ fn replace_stack(new: libc::stack_t, cur: libc::stack_t, mut h: *mut AltHead) ->
         (*h).size = new.ss_size;
         let given =
             libc::stack_t { ss_sp: alt_stack(h) as *mut c_void, ss_flags: new.ss_flags, ss_size: (*h).len - 2 * PAGE };
-        libc::syscall(libc::SYS_sigaltstack, &given, ptr::null_mut::<libc::stack_t>()) as c_int
+        kernel_altstack(&given, ptr::null_mut::<libc::stack_t>())
     }
 }
 
@@ -985,7 +997,7 @@ fn give_own(h: *mut AltHead, cur: libc::stack_t) -> c_int {
         (*h).sp = 0;
         (*h).size = 0;
         let given = libc::stack_t { ss_sp: alt_stack(h) as *mut c_void, ss_flags: 0, ss_size: (*h).len - 2 * PAGE };
-        libc::syscall(libc::SYS_sigaltstack, &given, ptr::null_mut::<libc::stack_t>()) as c_int
+        kernel_altstack(&given, ptr::null_mut::<libc::stack_t>())
     }
 }
 
@@ -995,12 +1007,9 @@ pub fn own_stack() {
     if !wants_own_stack() {
         return;
     }
-    // SAFETY: the kernel's current stack into a local.
+    // SAFETY: an all-zero stack_t is valid; the kernel's current stack goes there.
     let mut cur: libc::stack_t = unsafe { core::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::syscall(libc::SYS_sigaltstack, ptr::null::<libc::stack_t>(), &mut cur) } != 0
-        || cur.ss_flags & libc::SS_DISABLE == 0
-    {
+    if kernel_altstack(ptr::null::<libc::stack_t>(), &mut cur) != 0 || cur.ss_flags & libc::SS_DISABLE == 0 {
         return;
     }
     let Some(key) = alt_key() else { return };

@@ -1123,7 +1123,9 @@ pub extern "C" fn prctl(option: c_int, a2: usize, a3: usize, a4: usize, a5: usiz
 /// (`seccomp_call`: libseccomp installs filters with it), and so do forks made with it
 /// (`forking_call`), `SYS_rt_sigaction` (`sigaction_call`), `SYS_rt_sigprocmask`
 /// (`mask_call`) and `SYS_sigaltstack` (`altstack_call`). These calls come from the library's
-/// code, but are the program's: `seccomp` exempts none of them (`syscall_resume`). Written without a stack frame, so
+/// code, but are the program's: `seccomp` exempts none of them (`syscall_resume`), and those
+/// sent elsewhere are made with calls its exemptions do not cover either (the C library's
+/// `sigaction`; blocking, not unblocking, signals; `sigaltstack`). Written without a stack frame, so
 /// that a call that returns twice or on another stack (`SYS_clone`, `SYS_vfork`) behaves as
 /// with glibc's.
 ///
@@ -1320,11 +1322,10 @@ extern "C" fn sigaction_call(
 
 /// `syscall(SYS_rt_sigprocmask, how, set, old, 8)` with `how` other than `SIG_UNBLOCK`, jumped
 /// to from `syscall` with its registers: SIGSEGV and SIGBUS are taken out of a set to block, as
-/// `sigprocmask` does. With
-/// them blocked, the fault of a live page that lost its entry (a pageout, the program's own
-/// `MADV_DONTNEED`) killed the process instead of being mended, and a use-after-free in detect
-/// mode killed it without a report. The library's own calls come here too, with sets that
-/// already leave those two alone.
+/// `sigprocmask` does. With them blocked, the fault of a live page that lost its entry (a
+/// pageout, the program's own `MADV_DONTNEED`) killed the process instead of being mended, and
+/// a use-after-free in detect mode killed it without a report. The library's own calls come
+/// here too, with sets that already leave those two alone.
 extern "C" fn mask_call(
     nr: core::ffi::c_long,
     how: usize,

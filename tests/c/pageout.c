@@ -38,7 +38,6 @@
 #include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <sys/statvfs.h>
 #include <sys/inotify.h>
 #include <sys/xattr.h>
@@ -65,6 +64,7 @@
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include "raw_signals.h"
 
 #define PAGE 4096UL
 
@@ -2088,18 +2088,6 @@ static void restarted_info_handler(int sig, siginfo_t *si, void *uc) {
         restarted_handled++;
 }
 
-/* The kernel's struct sigaction, and a restorer (rt_sigreturn), for syscall(SYS_rt_sigaction). */
-struct kernel_action {
-    void (*handler)(int, siginfo_t *, void *);
-    unsigned long flags;
-    void (*restorer)(void);
-    unsigned long mask;
-};
-#define KERNEL_SA_RESTORER 0x04000000UL
-void pageout_restore_rt(void);
-__asm__(".text\n.globl pageout_restore_rt\n.type pageout_restore_rt,@function\n"
-        "pageout_restore_rt:\n\tmov $15, %eax\n\tsyscall\n\thlt\n");
-
 static void *restarted_sem(void *arg) {
     (void)arg;
     while (sem_wait(&rs->sem) != 0)
@@ -2141,12 +2129,11 @@ static void restarted_case(void) {
         struct sigaction sa, back;
         memset(&sa, 0, sizeof sa);
         if (way == 3) {
-            struct kernel_action k = {restarted_info_handler, SA_RESTART | SA_SIGINFO | KERNEL_SA_RESTORER,
-                                      pageout_restore_rt, 0},
-                                 kback;
+            struct kernel_action kback;
             memset(&kback, 0, sizeof kback);
-            if (syscall(SYS_rt_sigaction, SIGUSR1, &k, NULL, 8) != 0 ||
-                syscall(SYS_rt_sigaction, SIGUSR1, NULL, &kback, 8) != 0 || kback.handler != restarted_info_handler ||
+            if (raw_action(SIGUSR1, (void *)restarted_info_handler, SA_RESTART | SA_SIGINFO, NULL) != 0 ||
+                syscall(SYS_rt_sigaction, SIGUSR1, NULL, &kback, 8) != 0 ||
+                kback.handler != (void *)restarted_info_handler ||
                 !(kback.flags & SA_SIGINFO))
                 fail("rt_sigaction read back another handler", way, (long)kback.flags);
         } else if (way == 0) {

@@ -225,6 +225,7 @@
 #include <netdb.h>
 #include <net/if.h>
 #include "pool_probe.h"
+#include "raw_signals.h"
 
 /* gets, which the headers no longer declare (C11 removed it); the C library still has it. */
 extern char *gets(char *);
@@ -772,23 +773,6 @@ static void on_segv_info(int sig, siginfo_t *si, void *ctx) {
     printf("PROGRAM HANDLER %d\n", sig);
     fflush(stdout);
     _exit(3);
-}
-
-/* The kernel's struct sigaction and a restorer (rt_sigreturn), for syscall(SYS_rt_sigaction). */
-struct kernel_action {
-    void *handler;
-    unsigned long flags;
-    void (*restorer)(void);
-    unsigned long mask;
-};
-#define KERNEL_SA_RESTORER 0x04000000UL
-void uaf_restore_rt(void);
-__asm__(".text\n.globl uaf_restore_rt\n.type uaf_restore_rt,@function\n"
-        "uaf_restore_rt:\n\tmov $15, %eax\n\tsyscall\n\thlt\n");
-
-static long raw_action(int sig, void *handler, unsigned long flags, struct kernel_action *old) {
-    struct kernel_action k = {handler, flags | KERNEL_SA_RESTORER, uaf_restore_rt, 0};
-    return syscall(SYS_rt_sigaction, sig, &k, old, 8);
 }
 
 static char *freed_for_thread;

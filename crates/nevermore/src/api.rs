@@ -1253,16 +1253,6 @@ extern "C" fn seccomp_call(_nr: core::ffi::c_long, op: usize, flags: usize, args
     c_result(crate::seccomp::seccomp(op, flags, args)) as core::ffi::c_long
 }
 
-/// The kernel's `struct sigaction` (x86-64), as a program passes it to `rt_sigaction`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct KernelAction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
-}
-
 /// `syscall(SYS_rt_sigaction, sig, act, old, 8)`, jumped to from `syscall` with its registers:
 /// made through our `sigaction`, as the C library's would be. Made as it was, the program's
 /// SIGSEGV or SIGBUS handler would replace the library's (a use-after-free would reach the
@@ -1286,7 +1276,7 @@ extern "C" fn sigaction_call(
     let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
     if act != 0 {
         // SAFETY: `act` points to the kernel's record per the contract of `rt_sigaction`.
-        let k = unsafe { core::ptr::read_unaligned(act as *const KernelAction) };
+        let k = unsafe { core::ptr::read_unaligned(act as *const sys::KernelSigaction) };
         new.sa_sigaction = k.handler;
         new.sa_flags = k.flags as u32 as c_int;
         new.sa_restorer = (k.restorer != 0).then(|| {
@@ -1307,7 +1297,7 @@ extern "C" fn sigaction_call(
         )
     };
     if r == 0 && old != 0 {
-        let k = KernelAction {
+        let k = sys::KernelSigaction {
             handler: before.sa_sigaction,
             flags: before.sa_flags as u32 as u64,
             restorer: before.sa_restorer.map_or(0, |f| f as usize),
@@ -1315,7 +1305,7 @@ extern "C" fn sigaction_call(
             mask: unsafe { core::ptr::read(&before.sa_mask as *const libc::sigset_t as *const u64) },
         };
         // SAFETY: `old` points to a record of the kernel's per the contract of `rt_sigaction`.
-        unsafe { core::ptr::write_unaligned(old as *mut KernelAction, k) };
+        unsafe { core::ptr::write_unaligned(old as *mut sys::KernelSigaction, k) };
     }
     r as core::ffi::c_long
 }

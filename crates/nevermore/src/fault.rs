@@ -688,12 +688,15 @@ pub fn unblockable(how: c_int, set: *const libc::sigset_t, copy: &mut libc::sigs
     }
     // SAFETY: `set` is a valid sigset per the C contract.
     unsafe { *copy = *set };
-    clear_signal(copy, libc::SIGSEGV);
-    clear_signal(copy, libc::SIGBUS);
+    // SAFETY: glibc's sigset_t is an array of unsigned longs; the first holds signals 1..=64.
+    let first = unsafe { &mut *(copy as *mut libc::sigset_t as *mut u64) };
+    *first = unblockable_mask(how, *first);
     copy
 }
 
-/// `unblockable` for a kernel signal set of 8 bytes (`syscall(SYS_rt_sigprocmask, ...)`).
+/// `mask` (signals 1..=64, bit `sig - 1`) without SIGSEGV and SIGBUS when it is to be blocked:
+/// the rule of `unblockable`, also for a kernel set of 8 bytes
+/// (`syscall(SYS_rt_sigprocmask, ...)`).
 pub fn unblockable_mask(how: c_int, mask: u64) -> u64 {
     if how == libc::SIG_UNBLOCK || !INSTALLED.load(Ordering::Acquire) {
         return mask;

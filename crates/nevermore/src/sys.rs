@@ -231,11 +231,12 @@ pub fn probe_points() -> (usize, usize) {
 
 /// The kernel's `struct sigaction` (x86-64).
 #[repr(C)]
-struct KernelSigaction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
+#[derive(Clone, Copy)]
+pub struct KernelSigaction {
+    pub handler: usize,
+    pub flags: u64,
+    pub restorer: usize,
+    pub mask: u64,
 }
 
 const SA_RESTORER: u64 = 0x0400_0000;

@@ -33,6 +33,10 @@
  *   shrunk     first builds a 48 MiB heap of small objects (too big to sweep with
  *              sweep_max_live=32) and frees it, then the same as `reuse`: once the heap
  *              shrank, sweeps must run again.
+ *   grown      first allocates small objects for 300 ms, 1000 at a time a millisecond apart,
+ *              and frees none (checks of the heap find nothing pinned, and are put off while
+ *              nothing is freed), then frees them all and goes on as `reuse`: the frees
+ *              must bring the checks, and sweeps, back.
  *   undumpable the same in a process that made itself non-dumpable (prctl(PR_SET_DUMPABLE,
  *              0)), with the no-access holder left readable; "undumpable-noaccess" with it
  *              made no-access as in `reuse`; "undumpable-filegap" as "undumpable" with a
@@ -342,6 +346,27 @@ static void swell_and_shrink(void) {
     for (size_t i = 0; i < n; i++)
         free(big[i]);
     free(big);
+}
+
+/* The `grown` case's first phase: for 300 ms, 1000 objects of SIZE at a time, a millisecond
+ * apart, none freed (checks of the heap meanwhile find nothing pinned, and nothing freed
+ * since makes another worth its time); then all freed at once. */
+static void grow_slowly(void) {
+    size_t cap = 400000, n = 0;
+    void **grown = malloc(cap * sizeof *grown);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        for (int i = 0; i < 1000 && n < cap; i++, n++) {
+            grown[n] = malloc(SIZE);
+            memset(grown[n], 0x44, SIZE);
+        }
+        usleep(1000);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 300);
+    for (size_t i = 0; i < n; i++)
+        free(grown[i]);
+    free(grown);
 }
 
 /* --- churn --- */
@@ -942,6 +967,8 @@ int main(int argc, char **argv) {
         swell_and_shrink();
     if (!strcmp(mode, "joined"))
         with_a_thread_then_alone();
+    if (!strcmp(mode, "grown"))
+        grow_slowly();
     int no_access = strcmp(mode, "undumpable") != 0 && strcmp(mode, "undumpable-filegap") != 0;
     /* A file in the page cache: the program itself. */
     int exe = strstr(mode, "-file") ? open("/proc/self/exe", O_RDONLY) : -1;

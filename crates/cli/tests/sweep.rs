@@ -40,10 +40,11 @@ fn in_place(o: &Output) -> u64 {
 /// The `sweeps` stats line: [run, not run (other threads), not run (heap too big or seccomp), gave up,
 /// slots reused, KiB reused, KiB scanned, ms, longest ms, checks that found too little, their ms,
 /// times other threads were held still, threads held in all, times not held (a thread stayed
-/// inside the allocator), KiB of the scans read by a helper task].
+/// inside the allocator), KiB of the scans read by a helper task, checks put off for want of
+/// frees].
 fn sweeps(o: &Output) -> Vec<u64> {
     let v = counters(&stderr(o), "sweeps");
-    assert_eq!(v.len(), 15, "{}", stderr(o));
+    assert_eq!(v.len(), 16, "{}", stderr(o));
     v
 }
 
@@ -190,6 +191,17 @@ fn sweeps_resume_once_a_heap_too_big_to_sweep_shrank() {
     assert_eq!(assert_swept(&o)[2], 1, "{}", stderr(&o));
     let o = run_swept("shrunk", "mode=prevent:stats=1");
     assert_eq!(assert_swept(&o)[2], 0, "{}", stderr(&o));
+}
+
+/// While a heap only grows, the checks after the first that found too little are put off
+/// (nothing freed since could have made another find more), and once objects are freed they
+/// come back and sweep: the same checks as above after such a phase.
+#[test]
+fn checks_are_put_off_while_nothing_is_freed_and_come_back_with_frees() {
+    let _serial = one_at_a_time();
+    let o = run_swept("grown", "mode=prevent:stats=1");
+    let s = assert_swept(&o);
+    assert!(s[9] >= 1 && s[15] >= 1, "no check found too little, or none was put off: {s:?}");
 }
 
 /// With `sweep_threads=0`, a process that had a second thread for a while is swept again once

@@ -125,6 +125,9 @@ pub struct Cache {
     pub frees: AtomicU64,
     pub alloc_bytes: AtomicU64,
     pub free_bytes: AtomicU64,
+    /// Slot bytes (class sizes) of small objects freed in lanes that stay live: the most the
+    /// dead bytes sweeps count as pinned can have grown by (`sweep::census_futile`).
+    pub pinned_bytes: AtomicU64,
     /// The owner's thread id once asked for (0 before): detect mode records it with every
     /// allocation and free, and a `gettid` system call each time cost ~4 % of its time.
     pub tid: u32,
@@ -193,10 +196,11 @@ pub struct Totals {
     pub frees: u64,
     pub alloc_bytes: u64,
     pub free_bytes: u64,
+    pub pinned_bytes: u64,
 }
 
 impl Totals {
-    const ZERO: Totals = Totals { mallocs: 0, frees: 0, alloc_bytes: 0, free_bytes: 0 };
+    const ZERO: Totals = Totals { mallocs: 0, frees: 0, alloc_bytes: 0, free_bytes: 0, pinned_bytes: 0 };
 
     pub fn live_bytes(&self) -> u64 {
         self.alloc_bytes.saturating_sub(self.free_bytes)
@@ -207,6 +211,7 @@ impl Totals {
         self.frees += c.frees.load(Ordering::Relaxed);
         self.alloc_bytes += c.alloc_bytes.load(Ordering::Relaxed);
         self.free_bytes += c.free_bytes.load(Ordering::Relaxed);
+        self.pinned_bytes += c.pinned_bytes.load(Ordering::Relaxed);
     }
 }
 

@@ -1464,6 +1464,10 @@ pub fn finish_free(p: usize, obj: Obj, size: usize) {
             // SAFETY: the lane record of a live slot is valid.
             if unsafe { &*lane }.live.fetch_sub(1, Ordering::AcqRel) == 1 {
                 cache::lane_died(c, p, lane);
+            } else if !c.is_null() {
+                // SAFETY: this thread's own cache.
+                let cache = unsafe { &*c };
+                Cache::count(&cache.pinned_bytes, CLASSES[POOL.span(idx).class as usize].size as u64);
             }
         }
         Obj::Pages { idx } => {

@@ -751,6 +751,12 @@ impl Central {
     }
 }
 
+/// Bytes of the slots on every class's reclaimed stack: reclaimed by the last sweep and not
+/// taken since (they die again at the next sweep's `drain`).
+pub fn reclaimed_bytes() -> u64 {
+    (0..NCLASS).map(|ci| CENTRAL[ci].lock().nreclaimed as u64 * CLASSES[ci].size as u64).sum()
+}
+
 /// Takes one slot off class `ci`'s reclaimed stack.
 pub fn pop_one_reclaimed(ci: usize) -> Option<ReclaimedSlot> {
     CENTRAL[ci].lock().pop_reclaimed(ci)

@@ -183,7 +183,7 @@ pub fn print() {
         use crate::sweep::*;
         let _ = writeln!(
             b,
-            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms; {} checks found too little to sweep, {} ms; other threads held still {} times, {} threads in all; {} times not held (a thread stayed inside the allocator); {} KiB of the scans read by a helper task",
+            "=={pid}==   sweeps             {} run, {} not run (other threads), {} not run (heap too big or seccomp), {} gave up; reused {} dead slots, {} KiB; scanned {} KiB in {} ms, longest {} ms; {} checks found too little to sweep, {} ms; other threads held still {} times, {} threads in all; {} times not held (a thread stayed inside the allocator); {} KiB of the scans read by a helper task; {} checks put off (too little freed since the last)",
             get(&SWEEPS),
             get(&NOT_SINGLE),
             get(&NOT_SWEPT),
@@ -198,7 +198,8 @@ pub fn print() {
             get(&crate::stop::HOLDS),
             get(&crate::stop::HELD_THREADS),
             get(&crate::stop::BUSY_MISSES),
-            get(&HELPER_BYTES) / 1024
+            get(&HELPER_BYTES) / 1024,
+            get(&PUT_OFF)
         );
     }
     crate::alias::print_stats(&mut b, pid);

@@ -61,7 +61,8 @@
 //! a sweep that took `t`, the next waits `2 t`: the slots it gives back need no install and no
 //! revocation, and save memory, so sweeps may take up to a third of the time (on `bench/soak.c` they took about that, and the time per allocation did
 //! not grow: 580 vs 612 ns/op with sweeps off, medians of 3). A census that found too little
-//! waits `9 t`, a sweep that gave up a second; never less than `MIN_GAP_NS`. Reclaimed slots
+//! waits `9 t`, and until enough was freed since for another census to find more
+//! (`census_futile`); a sweep that gave up waits a second; never less than `MIN_GAP_NS`. Reclaimed slots
 //! that nobody took by the next sweep are made dead again first (`drain`).
 //!
 //! State: a dead slot's size-table entry has `FREED` set; during a sweep, `REACHED` marks the
@@ -160,6 +161,21 @@ pub static LONGEST_NS: AtomicU64 = AtomicU64::new(0);
 /// Checks of the heap that found too few dead slots pinned to sweep, and their time.
 pub static IDLE_CENSUSES: AtomicU64 = AtomicU64::new(0);
 pub static IDLE_CENSUS_NS: AtomicU64 = AtomicU64::new(0);
+/// Checks put off because too little was freed since the last one (`census_futile`).
+pub static PUT_OFF: AtomicU64 = AtomicU64::new(0);
+
+/// What the last census that found too little left to wait for (`census_futile`): when it
+/// ran (0: nothing to wait for), the thread caches' counters of slot bytes freed in live
+/// lanes and of bytes freed then, and how many more of each it takes before a census can find
+/// enough.
+static CENSUS_AT: AtomicU64 = AtomicU64::new(0);
+static CENSUS_PINNED: AtomicU64 = AtomicU64::new(0);
+static CENSUS_FREED: AtomicU64 = AtomicU64::new(0);
+static NEED_PINNED: AtomicU64 = AtomicU64::new(0);
+static NEED_BOTH: AtomicU64 = AtomicU64::new(0);
+/// Longest a census is put off for want of frees: the counters miss a few ways slots die
+/// (cursors of an exiting thread dropped unused, frees by a thread without a cache).
+const PUT_OFF_MAX_NS: u64 = SECOND_NS;
 
 /// Called by every refill (a thread's cache of a class ran empty): runs a sweep if one is
 /// due. Cheap when none is (a few loads, then a clock read once the heap has `FIRST` slabs
@@ -211,7 +227,8 @@ fn consider() {
         return;
     }
     let old = block_signals();
-    let live_bytes = cache::totals().live_bytes();
+    let totals = cache::totals();
+    let live_bytes = totals.live_bytes();
     // A sweep that proves retired address ranges unreferenced (`alias::proof_wanted`) comes
     // once per window of the arena taken (hours apart in a busy server): it runs even when
     // few dead slots are pinned, and with a heap up to `PROOF_LIVE_FACTOR` times bigger.
@@ -229,6 +246,15 @@ fn consider() {
         return;
     }
     TOO_BIG.store(false, Ordering::Relaxed);
+    if !proof && census_futile(&totals) {
+        // The last census found too little, and not enough was freed since for another to
+        // find more: not even `/proc/self/status` is read.
+        stats::add(&PUT_OFF, 1);
+        NOT_BEFORE.store(sys::now_ns() + MIN_GAP_NS, Ordering::Relaxed);
+        restore_signals(old);
+        BUSY.store(false, Ordering::Release);
+        return;
+    }
     let t0 = sys::precise_ns();
     // Not on the stack, which may be a small signal stack.
     let mut b = buffers();
@@ -259,10 +285,10 @@ fn consider() {
         NEXT_AT.store(FIRST, Ordering::Relaxed);
         let outcome = match b.as_mut() {
             None => Outcome::GaveUp,
-            Some(b) if single => sweep_alone(b, live_bytes, proof),
+            Some(b) if single => sweep_alone(b, &totals, proof),
             // A first census while the threads run (an estimate): holding them costs each a
             // pause, which a sweep not worth its scan would waste.
-            Some(_) if !proof && !worth(live_bytes) => Outcome::NotWorth,
+            Some(_) if !proof && !worth(&totals) => Outcome::NotWorth,
             Some(b) => match stop::others(HOLDER_SCAN) {
                 Ok(held) => {
                     // The census ran just before the threads were held, and what `drain`
@@ -453,9 +479,9 @@ const HOLDER_SCAN: stop::Scan = stop::Scan { words: scan_words, share: helper_sh
 /// The sweep of a process with one thread, `live` bytes of live objects in its heap: the
 /// census, then the sweep, with a helper task reading a share of the heap beside this
 /// thread where it may run on another processor (`sweep_helper`).
-fn sweep_alone(b: &mut Buffers, live: u64, proof: bool) -> Outcome {
+fn sweep_alone(b: &mut Buffers, totals: &cache::Totals, proof: bool) -> Outcome {
     drain();
-    if !proof && !worth(live) {
+    if !proof && !worth(totals) {
         return Outcome::NotWorth;
     }
     // Without a helper (it could not be started) the sweep reads everything itself.
@@ -518,16 +544,45 @@ fn sweep(b: &mut Buffers, held: Option<&stop::Held>) -> Outcome {
     }
 }
 
-/// Whether the census finds enough dead bytes pinned to be worth a scan of `live` bytes of
-/// live objects and the program's memory.
-fn worth(live: u64) -> bool {
-    let (pinned, slab_bytes) = census();
+/// Whether the census finds enough dead bytes pinned to be worth a scan of the live objects
+/// (the thread caches' counters `t` say how many bytes) and the program's memory. When not,
+/// notes how much must be freed before another census can say yes (`census_futile`).
+fn worth(t: &cache::Totals) -> bool {
+    let (pinned, slab_bytes, young) = census();
     // The scan reads the live bytes and the program's own memory (as much as last time, say);
     // what it may give back is at most the dead bytes pinned. Run only when that is worth it:
     // gcc, whose own garbage-collected heap is ~40 MB, swept 19 times in a compile (0.45 s)
     // when only the live bytes counted, and 6 times (0.1 s) with its memory counted too.
-    let reads = live + PROGRAM_BYTES.load(Ordering::Relaxed);
-    pinned >= MIN_PINNED && pinned * 8 >= slab_bytes && pinned >= reads
+    let reads = t.live_bytes() + PROGRAM_BYTES.load(Ordering::Relaxed);
+    let yes = pinned >= MIN_PINNED && pinned * 8 >= slab_bytes && pinned >= reads;
+    if yes {
+        CENSUS_AT.store(0, Ordering::Relaxed);
+    } else {
+        // Without more frees, a census finds at most what is pinned now, plus the dead slots
+        // of lanes too young to count yet and the reclaimed slots nobody took (dead again at
+        // the next `drain`). A byte of a slot freed in a live lane adds a byte to the pinned,
+        // and a byte freed anywhere takes at most one from what the scan reads.
+        let could = pinned + young + slab::reclaimed_bytes();
+        NEED_PINNED.store(MIN_PINNED.saturating_sub(could), Ordering::Relaxed);
+        NEED_BOTH.store(reads.saturating_sub(could), Ordering::Relaxed);
+        CENSUS_PINNED.store(t.pinned_bytes, Ordering::Relaxed);
+        CENSUS_FREED.store(t.free_bytes, Ordering::Relaxed);
+        CENSUS_AT.store(sys::now_ns().max(1), Ordering::Relaxed);
+    }
+    yes
+}
+
+/// Whether a census now could not find enough to sweep, by what the last one found and what
+/// was freed since (`worth`); never for longer than `PUT_OFF_MAX_NS`. `worth`'s test against
+/// an eighth of the issued slab memory is not bounded so (lanes dying whole shrink that).
+fn census_futile(t: &cache::Totals) -> bool {
+    let at = CENSUS_AT.load(Ordering::Relaxed);
+    if at == 0 || sys::now_ns().wrapping_sub(at) >= PUT_OFF_MAX_NS {
+        return false;
+    }
+    let pinned = t.pinned_bytes.wrapping_sub(CENSUS_PINNED.load(Ordering::Relaxed));
+    let freed = t.free_bytes.wrapping_sub(CENSUS_FREED.load(Ordering::Relaxed));
+    pinned < NEED_PINNED.load(Ordering::Relaxed) || pinned.saturating_add(freed) < NEED_BOTH.load(Ordering::Relaxed)
 }
 
 /// Makes the reclaimed slots that nobody took since the last sweep dead again: a class that is
@@ -609,24 +664,30 @@ pub fn too_old_to_refill(now: u32, e: u32) -> bool {
     now.wrapping_sub(e) > MAX_AGE
 }
 
-/// (bytes of dead slots in pinned lanes, bytes of all issued lanes). A lane's slots that are
-/// not dead are its live count (live objects, slots still in a cache, reclaimed slots), so
-/// this reads one record per lane rather than one entry per slot. (Slots of a fresh slab that
-/// an exiting thread's cache dropped unused count as dead here, though `finish` leaves them:
-/// a slight overestimate once threads have exited.)
-fn census() -> (u64, u64) {
-    let (mut pinned, mut issued) = (0u64, 0u64);
+/// (bytes of dead slots in pinned lanes, bytes of all issued lanes, bytes of dead slots in
+/// live lanes too young to count as pinned yet). A lane's slots that are not dead are its
+/// live count (live objects, slots still in a cache, reclaimed slots), so this reads one
+/// record per lane rather than one entry per slot. (Slots of a fresh slab that an exiting
+/// thread's cache dropped unused count as dead here, though `finish` leaves them: a slight
+/// overestimate once threads have exited.)
+fn census() -> (u64, u64, u64) {
+    let (mut pinned, mut issued, mut young) = (0u64, 0u64, 0u64);
     let now = alias::current();
     for_each_issued_lane(|ci, _, l, _, positions| {
         let size = CLASSES[ci].size as u64;
         let slots = positions.len() as u64;
         issued += slots * size;
         let live = l.live.load(Ordering::Relaxed) as u64;
-        if live > 0 && pinned_age(now, l) {
-            pinned += slots.saturating_sub(live) * size;
+        if live > 0 {
+            let dead = slots.saturating_sub(live) * size;
+            if pinned_age(now, l) {
+                pinned += dead;
+            } else if now.wrapping_sub(l.epoch.load(Ordering::Relaxed)) < MIN_AGE {
+                young += dead;
+            }
         }
     });
-    (pinned, issued)
+    (pinned, issued, young)
 }
 
 /// Marks the unallocated slots of every thread's cursors: they belong to a cache, and their

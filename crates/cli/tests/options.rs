@@ -79,3 +79,34 @@ fn unwritable_report_path_falls_back_to_stderr() {
         assert!(err.contains("reporting to stderr"), "{err}");
     }
 }
+
+/// `stats_interval=1` prints the counters while the program runs, about once a second, from
+/// the refill of a thread cache; never on an alternate signal stack (`periodic.c` refills on
+/// one of two pages above a no-access page for its first 1.5 s: a print there ran into it,
+/// SIGSEGV); each print whole; with `stats=1` the print at exit as before. Without the option
+/// nothing is printed while the program runs.
+#[test]
+fn stats_interval_prints_the_counters_while_the_program_runs() {
+    let bin = compile("periodic.c", &["-pthread"]);
+    for mode in ["prevent", "detect"] {
+        let opts = format!("mode={mode}:stats=1:stats_interval=1");
+        let o = run_preloaded_timeout(&bin, &["1500", "1200"], &[("NEVERMORE_OPTIONS", &opts)], 60);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("PERIODIC OK"), "{}", stdout(&o));
+        let err = stderr(&o);
+        let running: Vec<u64> = err
+            .lines()
+            .filter_map(|l| l.split_once("nevermore stats (running, "))
+            .map(|(_, rest)| rest.split(' ').next().and_then(|n| n.parse().ok()).expect("seconds"))
+            .collect();
+        assert!(!running.is_empty() && running.iter().all(|&s| s >= 1), "{mode}:\n{err}");
+        // Every print whole (its first and last lines), the one at exit too.
+        let headers = err.matches("nevermore stats").count();
+        assert_eq!(headers, running.len() + 1, "{mode}:\n{err}");
+        assert_eq!(err.matches("   allocations ").count(), headers, "{mode}:\n{err}");
+        assert_eq!(err.matches("   pool memory ").count(), headers, "{mode}:\n{err}");
+    }
+    let o = run_preloaded_timeout(&bin, &["300", "1200"], &[("NEVERMORE_OPTIONS", "stats=1")], 60);
+    assert_ok(&o);
+    assert_eq!(stderr(&o).matches("nevermore stats").count(), 1, "{}", stderr(&o));
+}

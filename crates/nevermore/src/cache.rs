@@ -273,6 +273,7 @@ fn refill(bin: &mut Bin, ci: usize) -> bool {
         return false;
     }
     crate::sweep::maybe();
+    crate::stats::maybe_periodic();
     if LIVE.load(Ordering::Relaxed) > 1 || STAGED.load(Ordering::Relaxed) > 0 {
         // A thread that only allocates meets the stale batches of idle ones here.
         reap_if_due(ptr::null_mut());

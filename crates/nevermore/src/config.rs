@@ -21,6 +21,9 @@ pub struct Options {
     pub mode: Mode,
     /// Print counters when the process exits.
     pub stats: bool,
+    /// Also print them every this many seconds while the process runs (0: never), at the
+    /// first refill of a thread cache once the time has come (`stats::maybe_periodic`).
+    pub stats_interval_s: u32,
     /// Append reports (and stats) to this file instead of stderr.
     pub report_path: Option<&'static [u8]>,
     /// Say once on stderr how the allocator set itself up.
@@ -97,6 +100,7 @@ impl Options {
     pub const DEFAULT: Options = Options {
         mode: Mode::Prevent,
         stats: false,
+        stats_interval_s: 0,
         report_path: None,
         verbose: false,
         exitcode: None,
@@ -127,7 +131,7 @@ impl Options {
 
 /// Every option, for the error message and the docs.
 pub const KNOWN: &str =
-    "mode, stats, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, check_at_exit, guard_all, check_copies, check_reads, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
+    "mode, stats, stats_interval, report_path, verbose, exitcode, report_format, stacks, alloc_dealloc_mismatch, detect_leaks, check_at_exit, guard_all, check_copies, check_reads, alias_space, large_space, dirty_decay, sweep, sweep_threads, sweep_helper, sweep_share, sweep_max_live, seccomp_exempt, size_mismatch, first_epoch, mirror_table, syslog, syslog_path";
 
 /// When reports also go to the system log (`syslog`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,6 +254,14 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                     expected: "milliseconds from 0 to 3600000",
                 })?;
                 o.dirty_decay_ms = n as u32;
+            }
+            b"stats_interval" => {
+                let n = parse_uint(value).filter(|&n| n <= 86_400).ok_or(ParseError::BadValue {
+                    key,
+                    value,
+                    expected: "seconds from 0 to 86400",
+                })?;
+                o.stats_interval_s = n as u32;
             }
             b"sweep_share" => {
                 let n = parse_uint(value).filter(|&n| (1..=90).contains(&n)).ok_or(ParseError::BadValue {
@@ -404,6 +416,11 @@ mod tests {
         assert!(Options::DEFAULT.sweep_threads && !parse(b"sweep_threads=0").unwrap().sweep_threads);
         assert!(Options::DEFAULT.sweep_helper && !parse(b"sweep_helper=0").unwrap().sweep_helper);
         assert!(Options::DEFAULT.seccomp_exempt && !parse(b"seccomp_exempt=0").unwrap().seccomp_exempt);
+        assert_eq!(Options::DEFAULT.stats_interval_s, 0);
+        assert_eq!(parse(b"stats_interval=30").unwrap().stats_interval_s, 30);
+        assert_eq!(parse(b"stats_interval=0").unwrap().stats_interval_s, 0);
+        assert!(matches!(parse(b"stats_interval=86401"), Err(ParseError::BadValue { key: b"stats_interval", .. })));
+        assert!(matches!(parse(b"stats_interval=1s"), Err(ParseError::BadValue { key: b"stats_interval", .. })));
         assert_eq!(Options::DEFAULT.sweep_share, 33);
         assert_eq!(parse(b"sweep_share=50").unwrap().sweep_share, 50);
         assert_eq!(parse(b"sweep_share=1").unwrap().sweep_share, 1);

@@ -99,13 +99,63 @@ pub fn vma_count() -> Option<u64> {
     }
 }
 
+/// When the next periodic print is due (`sys::now_ns` time; 0: not scheduled yet), and when
+/// the first was scheduled (the running time the header gives).
+static NEXT_PERIODIC_NS: AtomicU64 = AtomicU64::new(0);
+static PERIODIC_FROM_NS: AtomicU64 = AtomicU64::new(0);
+
+/// With `stats_interval=N`, prints every counter every N seconds while the process runs.
+/// Called by every refill of a thread cache (no allocator lock held; see `sweep::maybe`), so a
+/// process that stopped allocating prints nothing more until it allocates again. A refill that
+/// runs on an alternate signal stack (maybe small: the print takes some 13 KiB of stack) leaves
+/// the print to the next one, and so does a process under a seccomp filter (the counters read
+/// `/proc/self` files, which the filter may refuse or kill the process for).
+#[inline]
+pub fn maybe_periodic() {
+    let every = crate::options().stats_interval_s as u64 * 1_000_000_000;
+    if every == 0 {
+        return;
+    }
+    let next = NEXT_PERIODIC_NS.load(Ordering::Relaxed);
+    let now = sys::now_ns();
+    if next == 0 {
+        if NEXT_PERIODIC_NS.compare_exchange(0, now + every, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            PERIODIC_FROM_NS.store(now, Ordering::Relaxed);
+        }
+        return;
+    }
+    if now < next || on_alt_stack() || crate::seccomp::filtered() {
+        return;
+    }
+    // One thread prints; the others go on.
+    if NEXT_PERIODIC_NS.compare_exchange(next, now + every, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        let secs = now.saturating_sub(PERIODIC_FROM_NS.load(Ordering::Relaxed)) / 1_000_000_000;
+        print_headed(format_args!("nevermore stats (running, {secs} s since the first allocations)"));
+    }
+}
+
+/// Whether this thread runs on its alternate signal stack.
+fn on_alt_stack() -> bool {
+    // SAFETY: an all-zero stack_t is valid; the kernel writes the current one there.
+    let mut cur: libc::stack_t = unsafe { core::mem::zeroed() };
+    // SAFETY: a query (no new stack) into a local record.
+    let r =
+        unsafe { sys::raw_syscall(libc::SYS_sigaltstack, [0, &mut cur as *mut libc::stack_t as usize, 0, 0, 0, 0]) };
+    r != 0 || cur.ss_flags & libc::SS_ONSTACK != 0
+}
+
 /// Prints every counter to the report destination.
 pub fn print() {
+    print_headed(format_args!("nevermore stats"));
+}
+
+/// `print` under the header `what`.
+fn print_headed(what: core::fmt::Arguments) {
     let t = cache::totals();
     let (ps, bump, dirty) = pool::POOL.stats();
     let mut b = Buf::<4096>::new();
     let pid = sys::getpid();
-    let _ = writeln!(b, "=={pid}== nevermore stats");
+    let _ = writeln!(b, "=={pid}== {what}");
     let _ = writeln!(b, "=={pid}==   allocations        {}", t.mallocs);
     let _ = writeln!(b, "=={pid}==   frees              {}", t.frees);
     let _ = writeln!(b, "=={pid}==   bytes requested    {}", t.alloc_bytes);

@@ -237,53 +237,21 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
                 }
                 o.syslog_path = Some(value)
             }
-            b"exitcode" => {
-                let n = parse_uint(value).filter(|&n| (1..=255).contains(&n)).ok_or(ParseError::BadValue {
-                    key,
-                    value,
-                    expected: "a number from 1 to 255",
-                })?;
-                o.exitcode = Some(n as u8);
-            }
+            b"exitcode" => o.exitcode = Some(parse_in(key, value, 1..=255, "a number from 1 to 255")? as u8),
             b"alias_space" => o.alias_space_mib = parse_space(key, value)?,
             b"large_space" => o.large_space_mib = parse_space(key, value)?,
             b"dirty_decay" => {
-                let n = parse_uint(value).filter(|&n| n <= 3_600_000).ok_or(ParseError::BadValue {
-                    key,
-                    value,
-                    expected: "milliseconds from 0 to 3600000",
-                })?;
-                o.dirty_decay_ms = n as u32;
+                o.dirty_decay_ms = parse_in(key, value, 0..=3_600_000, "milliseconds from 0 to 3600000")? as u32
             }
             b"stats_interval" => {
-                let n = parse_uint(value).filter(|&n| n <= 86_400).ok_or(ParseError::BadValue {
-                    key,
-                    value,
-                    expected: "seconds from 0 to 86400",
-                })?;
-                o.stats_interval_s = n as u32;
+                o.stats_interval_s = parse_in(key, value, 0..=86_400, "seconds from 0 to 86400")? as u32
             }
-            b"sweep_share" => {
-                let n = parse_uint(value).filter(|&n| (1..=90).contains(&n)).ok_or(ParseError::BadValue {
-                    key,
-                    value,
-                    expected: "a percentage from 1 to 90",
-                })?;
-                o.sweep_share = n as u32;
-            }
+            b"sweep_share" => o.sweep_share = parse_in(key, value, 1..=90, "a percentage from 1 to 90")? as u32,
             b"sweep_max_live" => {
-                let n = parse_uint(value).filter(|&n| (1..=1 << 20).contains(&n)).ok_or(ParseError::BadValue {
-                    key,
-                    value,
-                    expected: "MiB from 1 to 1048576",
-                })?;
-                o.sweep_max_live_mib = n as u32;
+                o.sweep_max_live_mib = parse_in(key, value, 1..=1 << 20, "MiB from 1 to 1048576")? as u32
             }
             b"first_epoch" => {
-                let n = parse_uint(value)
-                    .filter(|&n| (1..=u32::MAX as u64 - 1).contains(&n))
-                    .ok_or(ParseError::BadValue { key, value, expected: "a number from 1 to 4294967294" })?;
-                o.first_epoch = n as u32;
+                o.first_epoch = parse_in(key, value, 1..=u32::MAX as u64 - 1, "a number from 1 to 4294967294")? as u32
             }
             b"mirror_table" => {
                 let n = parse_uint(value)
@@ -328,11 +296,17 @@ pub fn parse(s: &'static [u8]) -> Result<Options, ParseError<'static>> {
 
 /// An address-space size in MiB (`alias_space`, `large_space`): 16 MiB to 64 TiB.
 fn parse_space(key: &'static [u8], value: &'static [u8]) -> Result<usize, ParseError<'static>> {
-    parse_uint(value).filter(|&n| (16..=(64 << 20)).contains(&n)).map(|n| n as usize).ok_or(ParseError::BadValue {
-        key,
-        value,
-        expected: "a size in MiB from 16 to 67108864",
-    })
+    parse_in(key, value, 16..=64 << 20, "a size in MiB from 16 to 67108864").map(|n| n as usize)
+}
+
+/// A decimal number in `range`, or the error saying what was `expected`.
+fn parse_in(
+    key: &'static [u8],
+    value: &'static [u8],
+    range: core::ops::RangeInclusive<u64>,
+    expected: &'static str,
+) -> Result<u64, ParseError<'static>> {
+    parse_uint(value).filter(|n| range.contains(n)).ok_or(ParseError::BadValue { key, value, expected })
 }
 
 fn parse_bool(key: &'static [u8], value: &'static [u8]) -> Result<bool, ParseError<'static>> {

@@ -49,6 +49,7 @@ Examples:
   nevermore run --leaks -- ./tests                       # detect mode, and leaks at exit
   nevermore run --mode detect --json --report r.json -- ./prog
   nevermore run --stats --report nm-report.txt -- make -j8
+  nevermore run --stats-interval 60 -- redis-server         # the counters every minute too
   NEVERMORE_OPTIONS=mode=detect nevermore run --option stats=1 -- python3 script.py
 
 Exit status: PROGRAM's own (a death by signal is passed on as the same signal); 23 when
@@ -106,6 +107,10 @@ struct RunArgs {
     /// Print allocator statistics when the program exits (adds stats=1)
     #[arg(long)]
     stats: bool,
+    /// Also print allocator statistics every SECS seconds while the program runs (adds
+    /// stats_interval=SECS)
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    stats_interval: Option<u32>,
     /// At exit, report the live objects no pointer leads to (adds detect_leaks=1; implies
     /// --mode detect)
     #[arg(long)]
@@ -385,6 +390,9 @@ fn run(args: RunArgs) -> Result<()> {
     }
     if args.stats {
         options.push("stats=1".into());
+    }
+    if let Some(secs) = args.stats_interval {
+        options.push(format!("stats_interval={secs}").into());
     }
     if args.leaks {
         match args.mode {

@@ -103,6 +103,18 @@ fn options_reach_the_child() {
     assert_eq!(child_options(&["--stats", "--option", "exitcode=9"], None), "stats=1:exitcode=9");
     assert_eq!(child_options(&["--mode", "detect", "--json"], None), "mode=detect:report_format=json");
     assert_eq!(child_options(&["-o", "report_path=/tmp/x.txt"], None), "report_path=/tmp/x.txt");
+    assert_eq!(child_options(&["--stats", "--stats-interval", "60"], None), "stats=1:stats_interval=60");
+}
+
+/// `--stats-interval` takes whole seconds from 1 to a day, as the library's option does (0,
+/// which means never there, is simply leaving the flag out).
+#[test]
+fn stats_interval_out_of_range_is_refused_before_the_program_runs() {
+    for bad in ["0", "86401", "1.5", "x"] {
+        let o = output(&mut nevermore(&["run", "--stats-interval", bad, "--", "true"]));
+        assert_eq!(o.status.code(), Some(2), "--stats-interval {bad}: {}", common::stderr(&o));
+        assert!(common::stderr(&o).contains("--stats-interval"), "{}", common::stderr(&o));
+    }
 }
 
 #[test]

@@ -6,7 +6,8 @@
  *   sizes (so that its thread caches run empty and are refilled there). The statistics are
  *   too big to print on such a stack: printing them there would run into the no-access page.
  *   Then, for MS2 milliseconds, the main thread allocates and frees objects itself.
- *   Prints "PERIODIC OK" and the number of signals handled; exits 2 when something failed. */
+ *   Prints "PERIODIC OK <n> signals, pid <pid>" (the signals handled); exits 2 when something
+ *   failed. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -103,6 +104,6 @@ int main(int argc, char **argv) {
         printf("PERIODIC FAIL: handler (%ld handled)\n", atomic_load(&handled));
         return 2;
     }
-    printf("PERIODIC OK %ld\n", atomic_load(&handled));
+    printf("PERIODIC OK %ld signals, pid %d\n", atomic_load(&handled), (int)getpid());
     return 0;
 }

@@ -110,3 +110,41 @@ fn stats_interval_prints_the_counters_while_the_program_runs() {
     assert_ok(&o);
     assert_eq!(stderr(&o).matches("nevermore stats").count(), 1, "{}", stderr(&o));
 }
+
+/// With `report_format=json` the statistics are JSON too, one object per print on one line
+/// (the report file holds nothing else): each text line's label and its numbers in order;
+/// `running_s` is the seconds of a periodic print, null at exit.
+#[test]
+fn stats_are_one_json_object_per_print_with_report_format_json() {
+    let bin = compile("periodic.c", &["-pthread"]);
+    let opts = "stats=1:stats_interval=1:report_format=json";
+    let o = run_preloaded_timeout(&bin, &["300", "1500"], &[("NEVERMORE_OPTIONS", opts)], 60);
+    assert_ok(&o);
+    let err = stderr(&o);
+    assert!(!err.contains("nevermore stats"), "text statistics in JSON mode:\n{err}");
+    let prints: Vec<serde_json::Value> =
+        err.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{err}"))).collect();
+    assert!(prints.len() >= 2, "{err}");
+    let (last, periodic) = prints.split_last().unwrap();
+    assert!(last["running_s"].is_null(), "{last}");
+    for p in periodic {
+        assert!(p["running_s"].as_u64().is_some_and(|s| s >= 1), "{p}");
+    }
+    for p in &prints {
+        assert_eq!(p["nevermore_stats"], 1, "{p}");
+        assert_eq!(p["pid"].as_u64(), Some(o_pid(&o)), "{p}");
+        let c = &p["counters"];
+        let n = |label: &str| c[label].as_array().unwrap_or_else(|| panic!("no {label}: {p}")).len();
+        assert_eq!(n("sweeps"), 16, "{p}");
+        assert_eq!(n("allocations"), 1, "{p}");
+        assert!(c["allocations"][0].as_u64().is_some_and(|a| a > 1000), "{p}");
+        assert_eq!(n("mirrors"), 5, "{p}");
+        assert_eq!(n("RSS"), 2, "{p}");
+    }
+}
+
+/// The pid `periodic.c` printed (`PERIODIC OK <n> signals, pid <pid>`).
+fn o_pid(o: &std::process::Output) -> u64 {
+    let out = stdout(o);
+    out.split_once(", pid ").and_then(|(_, p)| p.trim().parse().ok()).unwrap_or_else(|| panic!("no pid: {out}"))
+}

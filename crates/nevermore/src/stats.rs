@@ -107,8 +107,8 @@ static PERIODIC_FROM_NS: AtomicU64 = AtomicU64::new(0);
 /// With `stats_interval=N`, prints every counter every N seconds while the process runs.
 /// Called by every refill of a thread cache (no allocator lock held; see `sweep::maybe`), so a
 /// process that stopped allocating prints nothing more until it allocates again. A refill that
-/// runs on an alternate signal stack (maybe small: the print takes some 13 KiB of stack) leaves
-/// the print to the next one, and so does a process under a seccomp filter (the counters read
+/// runs on an alternate signal stack (maybe small: the print's buffers take 8 KiB and more of
+/// stack) leaves the print to the next one, and so does a process under a seccomp filter (the counters read
 /// `/proc/self` files, which the filter may refuse or kill the process for).
 #[inline]
 pub fn maybe_periodic() {
@@ -130,7 +130,7 @@ pub fn maybe_periodic() {
     // One thread prints; the others go on.
     if NEXT_PERIODIC_NS.compare_exchange(next, now + every, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
         let secs = now.saturating_sub(PERIODIC_FROM_NS.load(Ordering::Relaxed)) / 1_000_000_000;
-        print_headed(format_args!("nevermore stats (running, {secs} s since the first allocations)"));
+        print_headed(format_args!("nevermore stats (running, {secs} s since the first allocations)"), Some(secs));
     }
 }
 
@@ -146,11 +146,11 @@ fn on_alt_stack() -> bool {
 
 /// Prints every counter to the report destination.
 pub fn print() {
-    print_headed(format_args!("nevermore stats"));
+    print_headed(format_args!("nevermore stats"), None);
 }
 
-/// `print` under the header `what`.
-fn print_headed(what: core::fmt::Arguments) {
+/// `print` under the header `what`; `running`: the seconds a periodic print gives.
+fn print_headed(what: core::fmt::Arguments, running: Option<u64>) {
     let t = cache::totals();
     let (ps, bump, dirty) = pool::POOL.stats();
     let mut b = Buf::<4096>::new();
@@ -294,5 +294,65 @@ fn print_headed(what: core::fmt::Arguments) {
         "=={pid}==   pool memory        {} KiB in the memfd (physical, mapped or not)",
         sys::file_allocated(pool::POOL.layout().fd).unwrap_or(0) / 1024
     );
-    sys::write_all(crate::report::out_fd(), b.as_bytes());
+    if crate::options().json {
+        write_json(b.as_bytes(), pid, running);
+    } else {
+        sys::write_all(crate::report::out_fd(), b.as_bytes());
+    }
+}
+
+/// The statistics as one JSON object on one line (`report_format=json`), so that a report file
+/// holds nothing but JSON: every line of the text but its header, as its label and the numbers
+/// it holds, in their order (those of its wording too, as the 2 of `dead 2 MiB windows`).
+fn write_json(text: &[u8], pid: u32, running: Option<u64>) {
+    let mut j = Buf::<4096>::new();
+    let _ = write!(j, "{{\"nevermore_stats\":1,\"pid\":{pid},\"running_s\":");
+    match running {
+        Some(s) => {
+            let _ = write!(j, "{s}");
+        }
+        None => j.push_bytes(b"null"),
+    }
+    j.push_bytes(b",\"counters\":{");
+    let mut first = true;
+    for line in text.split(|&c| c == b'\n').skip(1) {
+        // `==PID==   label   what the label counts`; the label ends at the first two spaces.
+        let Some(rest) = line.strip_prefix(b"==") else { continue };
+        let Some(at) = rest.iter().position(|&c| c == b'=') else { continue };
+        let rest = &rest[at..];
+        let start = rest.iter().position(|&c| c != b'=' && c != b' ').unwrap_or(rest.len());
+        let rest = &rest[start..];
+        let cut = rest.windows(2).position(|w| w == b"  ").unwrap_or(rest.len());
+        let (label, values) = rest.split_at(cut);
+        if label.is_empty() || label.iter().any(|&c| c == b'"' || c == b'\\') {
+            continue;
+        }
+        if !first {
+            j.push_bytes(b",");
+        }
+        first = false;
+        j.push_bytes(b"\"");
+        j.push_bytes(label);
+        j.push_bytes(b"\":[");
+        let mut i = 0;
+        let mut any = false;
+        while i < values.len() {
+            if !values[i].is_ascii_digit() {
+                i += 1;
+                continue;
+            }
+            let from = i;
+            while i < values.len() && values[i].is_ascii_digit() {
+                i += 1;
+            }
+            if any {
+                j.push_bytes(b",");
+            }
+            any = true;
+            j.push_bytes(&values[from..i]);
+        }
+        j.push_bytes(b"]");
+    }
+    j.push_bytes(b"}}\n");
+    sys::write_all(crate::report::out_fd(), j.as_bytes());
 }

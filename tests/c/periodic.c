@@ -1,11 +1,13 @@
 /* Statistics printed while the program runs (`stats_interval`).
- * usage: periodic MS1 MS2
+ * usage: periodic MS1 MS2 [reopen]
  *   First, for MS1 milliseconds, the main thread allocates nothing: it spins while a second
  *   thread sends it SIGUSR1 every 200 µs, and the handler, which runs on an alternate signal
  *   stack of two pages with a no-access page below it, allocates and frees objects of several
  *   sizes (so that its thread caches run empty and are refilled there). The statistics are
  *   too big to print on such a stack: printing them there would run into the no-access page.
- *   Then, for MS2 milliseconds, the main thread allocates and frees objects itself.
+ *   Then, for MS2 milliseconds, the main thread allocates and frees objects itself; with
+ *   "reopen", it first closes standard error and opens a file of its own, which takes its
+ *   number, and at the end prints "STDERR FILE <bytes>": what was written into that file.
  *   Prints "PERIODIC OK <n> signals, pid <pid>" (the signals handled); exits 2 when something
  *   failed. */
 #define _GNU_SOURCE
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +97,17 @@ int main(int argc, char **argv) {
         ;
     atomic_store(&stop_sending, 1);
     pthread_join(t, NULL);
+    int reopen = argc > 3 && !strcmp(argv[3], "reopen");
+    char path[] = "/tmp/periodic-stderr-XXXXXX";
+    if (reopen) {
+        close(2);
+        int fd = mkstemp(path);
+        if (fd != 2) {
+            printf("PERIODIC FAIL: the file got descriptor %d\n", fd);
+            return 2;
+        }
+        unlink(path);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; ms_since(&t0) < ms2; i++)
         if (churn_once(i)) {
@@ -104,6 +118,8 @@ int main(int argc, char **argv) {
         printf("PERIODIC FAIL: handler (%ld handled)\n", atomic_load(&handled));
         return 2;
     }
+    if (reopen)
+        printf("STDERR FILE %ld\n", (long)lseek(2, 0, SEEK_END));
     printf("PERIODIC OK %ld signals, pid %d\n", atomic_load(&handled), (int)getpid());
     return 0;
 }

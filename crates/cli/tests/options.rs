@@ -111,6 +111,17 @@ fn stats_interval_prints_the_counters_while_the_program_runs() {
     assert_eq!(stderr(&o).matches("nevermore stats").count(), 1, "{}", stderr(&o));
 }
 
+/// Without `report_path`, periodic prints go to standard error only while it is the file it
+/// was: a program that closed it and opened a file of its own, which took its number, finds
+/// nothing of the library's written into that file.
+#[test]
+fn periodic_stats_are_never_written_into_a_file_the_program_put_at_standard_error() {
+    let bin = compile("periodic.c", &["-pthread"]);
+    let o = run_preloaded_timeout(&bin, &["300", "1500", "reopen"], &[("NEVERMORE_OPTIONS", "stats_interval=1")], 60);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("STDERR FILE 0\n"), "{}", stdout(&o));
+}
+
 /// With `report_format=json` the statistics are JSON too, one object per print on one line
 /// (the report file holds nothing else): each text line's label and its numbers in order;
 /// `running_s` is the seconds of a periodic print, null at exit.

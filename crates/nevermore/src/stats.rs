@@ -103,13 +103,19 @@ pub fn vma_count() -> Option<u64> {
 /// the first was scheduled (the running time the header gives).
 static NEXT_PERIODIC_NS: AtomicU64 = AtomicU64::new(0);
 static PERIODIC_FROM_NS: AtomicU64 = AtomicU64::new(0);
+/// The file standard error was when the first periodic print was scheduled (device, inode):
+/// without `report_path`, periodic prints go there only while it still is.
+static PERIODIC_STDERR: (AtomicU64, AtomicU64) = (AtomicU64::new(0), AtomicU64::new(0));
 
 /// With `stats_interval=N`, prints every counter every N seconds while the process runs.
 /// Called by every refill of a thread cache (no allocator lock held; see `sweep::maybe`), so a
 /// process that stopped allocating prints nothing more until it allocates again. A refill that
 /// runs on an alternate signal stack (maybe small: the print's buffers take 8 KiB and more of
 /// stack) leaves the print to the next one, and so does a process under a seccomp filter (the counters read
-/// `/proc/self` files, which the filter may refuse or kill the process for).
+/// `/proc/self` files, which the filter may refuse or kill the process for). Without
+/// `report_path` they go to standard error only while it is the file it was when the first
+/// was scheduled: a program that closed it may have put a file of its own at its number, and
+/// nothing may be written into that.
 #[inline]
 pub fn maybe_periodic() {
     let every = crate::options().stats_interval_s as u64 * 1_000_000_000;
@@ -121,10 +127,13 @@ pub fn maybe_periodic() {
     if next == 0 {
         if NEXT_PERIODIC_NS.compare_exchange(0, now + every, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
             PERIODIC_FROM_NS.store(now, Ordering::Relaxed);
+            let (dev, ino) = sys::file_id(2).unwrap_or((0, 0));
+            PERIODIC_STDERR.0.store(dev, Ordering::Relaxed);
+            PERIODIC_STDERR.1.store(ino, Ordering::Relaxed);
         }
         return;
     }
-    if now < next || on_alt_stack() || crate::seccomp::filtered() {
+    if now < next || on_alt_stack() || crate::seccomp::filtered() || !destination_kept() {
         return;
     }
     // One thread prints; the others go on.
@@ -132,6 +141,15 @@ pub fn maybe_periodic() {
         let secs = now.saturating_sub(PERIODIC_FROM_NS.load(Ordering::Relaxed)) / 1_000_000_000;
         print_headed(format_args!("nevermore stats (running, {secs} s since the first allocations)"), Some(secs));
     }
+}
+
+/// Whether the periodic prints' destination is still ours: a `report_path` file (reopened by
+/// `report::out_fd` if need be), or standard error while it is the file it was.
+fn destination_kept() -> bool {
+    crate::options().report_path.is_some()
+        || sys::file_id(2).is_some_and(|id| {
+            id == (PERIODIC_STDERR.0.load(Ordering::Relaxed), PERIODIC_STDERR.1.load(Ordering::Relaxed))
+        })
 }
 
 /// Whether this thread runs on its alternate signal stack.

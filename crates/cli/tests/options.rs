@@ -111,15 +111,21 @@ fn stats_interval_prints_the_counters_while_the_program_runs() {
     assert_eq!(stderr(&o).matches("nevermore stats").count(), 1, "{}", stderr(&o));
 }
 
-/// Without `report_path`, periodic prints go to standard error only while it is the file it
-/// was: a program that closed it and opened a file of its own, which took its number, finds
-/// nothing of the library's written into that file.
+/// Without `report_path`, statistics go to standard error while it is the file it was at
+/// start-up, else to the copy of it kept then: a program that closed it and opened a file of
+/// its own, which took its number, finds nothing of the library's written into that file, and
+/// the periodic and exit prints still reach the original standard error.
 #[test]
-fn periodic_stats_are_never_written_into_a_file_the_program_put_at_standard_error() {
+fn statistics_are_never_written_into_a_file_the_program_put_at_standard_error() {
     let bin = compile("periodic.c", &["-pthread"]);
-    let o = run_preloaded_timeout(&bin, &["300", "1500", "reopen"], &[("NEVERMORE_OPTIONS", "stats_interval=1")], 60);
+    let opts = "stats_interval=1:stats=1";
+    let o = run_preloaded_timeout(&bin, &["300", "1500", "reopen"], &[("NEVERMORE_OPTIONS", opts)], 60);
     assert_ok(&o);
     assert!(stdout(&o).contains("STDERR FILE 0\n"), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("nevermore stats (running, "), "{err}");
+    assert_eq!(err.matches("   pool memory ").count(), err.matches("nevermore stats").count(), "{err}");
+    assert!(err.lines().any(|l| l.ends_with("== nevermore stats")), "no print at exit:\n{err}");
 }
 
 /// With `report_format=json` the statistics are JSON too, one object per print on one line

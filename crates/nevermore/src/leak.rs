@@ -55,16 +55,31 @@ static LIST_LEN: AtomicUsize = AtomicUsize::new(0);
 /// its report would be lost.
 static STDERR_COPY: AtomicI32 = AtomicI32::new(-1);
 
-/// At start-up, with `detect_leaks=1`: keeps a copy of standard error (close-on-exec, at a
-/// high number).
+/// At start-up, with `detect_leaks=1` or statistics asked for (`stats`, `stats_interval`):
+/// keeps a copy of standard error (close-on-exec, at a high number).
 pub fn keep_stderr() {
-    if crate::detect() && crate::options().detect_leaks && STDERR_COPY.load(Ordering::Relaxed) < 0 {
-        let fd = sys::dup_high(2, 800);
-        let (dev, ino) = sys::file_id(fd).unwrap_or((0, 0));
+    let o = crate::options();
+    let wanted = (crate::detect() && o.detect_leaks) || o.stats || o.stats_interval_s > 0;
+    if wanted && STDERR_COPY.load(Ordering::Relaxed) < 0 {
+        let (dev, ino) = sys::file_id(2).unwrap_or((0, 0));
         STDERR_DEV.store(dev, Ordering::Relaxed);
         STDERR_INO.store(ino, Ordering::Relaxed);
-        STDERR_COPY.store(fd, Ordering::Release);
+        STDERR_COPY.store(sys::dup_high(2, 800), Ordering::Release);
     }
+}
+
+/// Where statistics go without `report_path`: standard error while it is the file it was at
+/// start-up, else the copy kept then (the program closed it, or put a file of its own at its
+/// number, which nothing may be written into); None when neither is left (the program closed
+/// the copy too).
+pub fn stats_fd() -> Option<i32> {
+    let started = (STDERR_DEV.load(Ordering::Relaxed), STDERR_INO.load(Ordering::Relaxed));
+    if started == (0, 0) || sys::file_id(2) == Some(started) {
+        // Nothing kept (no statistics asked for at start-up: `malloc_stats`), or unchanged.
+        return Some(2);
+    }
+    let copy = STDERR_COPY.load(Ordering::Acquire);
+    is_stderr_copy(copy).then_some(copy)
 }
 
 /// The file of `STDERR_COPY` (device, inode).

@@ -103,19 +103,14 @@ pub fn vma_count() -> Option<u64> {
 /// the first was scheduled (the running time the header gives).
 static NEXT_PERIODIC_NS: AtomicU64 = AtomicU64::new(0);
 static PERIODIC_FROM_NS: AtomicU64 = AtomicU64::new(0);
-/// The file standard error was when the first periodic print was scheduled (device, inode):
-/// without `report_path`, periodic prints go there only while it still is.
-static PERIODIC_STDERR: (AtomicU64, AtomicU64) = (AtomicU64::new(0), AtomicU64::new(0));
 
 /// With `stats_interval=N`, prints every counter every N seconds while the process runs.
 /// Called by every refill of a thread cache (no allocator lock held; see `sweep::maybe`), so a
 /// process that stopped allocating prints nothing more until it allocates again. A refill that
 /// runs on an alternate signal stack (maybe small: the print's buffers take 8 KiB and more of
 /// stack) leaves the print to the next one, and so does a process under a seccomp filter (the counters read
-/// `/proc/self` files, which the filter may refuse or kill the process for). Without
-/// `report_path` they go to standard error only while it is the file it was when the first
-/// was scheduled: a program that closed it may have put a file of its own at its number, and
-/// nothing may be written into that.
+/// `/proc/self` files, which the filter may refuse or kill the process for). Where they go:
+/// `destination`.
 #[inline]
 pub fn maybe_periodic() {
     let every = crate::options().stats_interval_s as u64 * 1_000_000_000;
@@ -127,13 +122,10 @@ pub fn maybe_periodic() {
     if next == 0 {
         if NEXT_PERIODIC_NS.compare_exchange(0, now + every, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
             PERIODIC_FROM_NS.store(now, Ordering::Relaxed);
-            let (dev, ino) = sys::file_id(2).unwrap_or((0, 0));
-            PERIODIC_STDERR.0.store(dev, Ordering::Relaxed);
-            PERIODIC_STDERR.1.store(ino, Ordering::Relaxed);
         }
         return;
     }
-    if now < next || on_alt_stack() || crate::seccomp::filtered() || !destination_kept() {
+    if now < next || on_alt_stack() || crate::seccomp::filtered() {
         return;
     }
     // One thread prints; the others go on.
@@ -143,13 +135,15 @@ pub fn maybe_periodic() {
     }
 }
 
-/// Whether the periodic prints' destination is still ours: a `report_path` file (reopened by
-/// `report::out_fd` if need be), or standard error while it is the file it was.
-fn destination_kept() -> bool {
-    crate::options().report_path.is_some()
-        || sys::file_id(2).is_some_and(|id| {
-            id == (PERIODIC_STDERR.0.load(Ordering::Relaxed), PERIODIC_STDERR.1.load(Ordering::Relaxed))
-        })
+/// Where the statistics go: the `report_path` file (reopened by `report::out_fd` if need be),
+/// else standard error while it is the file it was at start-up, else the copy of it kept then
+/// (`leak::stats_fd`): never into a file the program put at its number.
+fn destination() -> Option<i32> {
+    if crate::options().report_path.is_some() {
+        Some(crate::report::out_fd())
+    } else {
+        crate::leak::stats_fd()
+    }
 }
 
 /// Whether this thread runs on its alternate signal stack.
@@ -169,6 +163,7 @@ pub fn print() {
 
 /// `print` under the header `what`; `running`: the seconds a periodic print gives.
 fn print_headed(what: core::fmt::Arguments, running: Option<u64>) {
+    let Some(fd) = destination() else { return };
     let t = cache::totals();
     let (ps, bump, dirty) = pool::POOL.stats();
     let mut b = Buf::<4096>::new();
@@ -313,16 +308,16 @@ fn print_headed(what: core::fmt::Arguments, running: Option<u64>) {
         sys::file_allocated(pool::POOL.layout().fd).unwrap_or(0) / 1024
     );
     if crate::options().json {
-        write_json(b.as_bytes(), pid, running);
+        write_json(fd, b.as_bytes(), pid, running);
     } else {
-        sys::write_all(crate::report::out_fd(), b.as_bytes());
+        sys::write_all(fd, b.as_bytes());
     }
 }
 
 /// The statistics as one JSON object on one line (`report_format=json`), so that a report file
 /// holds nothing but JSON: every line of the text but its header, as its label and the numbers
 /// it holds, in their order (those of its wording too, as the 2 of `dead 2 MiB windows`).
-fn write_json(text: &[u8], pid: u32, running: Option<u64>) {
+fn write_json(fd: i32, text: &[u8], pid: u32, running: Option<u64>) {
     let mut j = Buf::<4096>::new();
     let _ = write!(j, "{{\"nevermore_stats\":1,\"pid\":{pid},\"running_s\":");
     match running {
@@ -372,5 +367,5 @@ fn write_json(text: &[u8], pid: u32, running: Option<u64>) {
         j.push_bytes(b"]");
     }
     j.push_bytes(b"}}\n");
-    sys::write_all(crate::report::out_fd(), j.as_bytes());
+    sys::write_all(fd, j.as_bytes());
 }

@@ -14,7 +14,11 @@
  *                   report comes at exit)
  *   leaks freed     allocates and frees everything again; prints "freed"
  *   leaks closed    leaks one object (make_deep), then closes its standard output and
- *                   standard error (as coreutils do at exit) */
+ *                   standard error (as coreutils do at exit)
+ *   leaks reopened FILE
+ *                   leaks one object (make_deep), closes standard error and creates FILE,
+ *                   which takes descriptor 2, and writes "data\n" into it */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +141,17 @@ int main(int argc, char **argv) {
         sink += make_deep(300);
         fclose(stdout);
         fclose(stderr);
+        return 0;
+    }
+    else if (!strcmp(c, "reopened") && argc > 2) {
+        sink += make_deep(300);
+        close(2);
+        int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd != 2) {
+            printf("the file took descriptor %d, not 2\n", fd);
+            return 3;
+        }
+        if (write(fd, "data\n", 5) != 5) return 4;
         return 0;
     }
     else {

@@ -147,6 +147,22 @@ fn report_reaches_a_standard_error_the_program_closed() {
     assert!(stderr(&o).contains("24 bytes in 1 objects, from 1 allocation stacks"), "{}", stderr(&o));
 }
 
+/// A program that closes its standard error and opens a file of its own, which takes number
+/// 2, keeps that file as it wrote it: the report goes to the standard error the program had
+/// at start-up.
+#[test]
+fn report_never_goes_into_a_file_the_program_put_at_standard_error() {
+    let file = common::scratch("leaks-reopened").join("data");
+    let o = run_preloaded(
+        bin(),
+        &["reopened", file.to_str().unwrap()],
+        &[("NEVERMORE_OPTIONS", "mode=detect:detect_leaks=1")],
+    );
+    assert_report(&o, "memory-leak");
+    assert!(stderr(&o).contains("24 bytes in 1 objects, from 1 allocation stacks"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "data\n");
+}
+
 /// The check runs only when asked for, in detect mode; without stacks the report says so;
 /// under plain `LD_PRELOAD` a leak ends the process as any report does (SIGABRT).
 #[test]

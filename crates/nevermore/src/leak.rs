@@ -52,7 +52,7 @@ static LIST_LEN: AtomicUsize = AtomicUsize::new(0);
 
 /// A copy of standard error taken at start-up: many programs close their standard streams at
 /// exit (coreutils' `close_stdout` closes standard error too), before the check runs, and
-/// its report would be lost.
+/// its report would be lost; some then open a file of their own, which takes number 2.
 static STDERR_COPY: AtomicI32 = AtomicI32::new(-1);
 
 /// At start-up, with `detect_leaks=1` or statistics asked for (`stats`, `stats_interval`):
@@ -68,11 +68,16 @@ pub fn keep_stderr() {
     }
 }
 
-/// Where statistics go without `report_path`: standard error while it is the file it was at
-/// start-up, else the copy kept then (the program closed it, or put a file of its own at its
-/// number, which nothing may be written into); None when neither is left (the program closed
-/// the copy too).
-pub fn stats_fd() -> Option<i32> {
+/// Where the library's own output goes (statistics, the leak report): the `report_path` file
+/// (reopened by `report::out_fd` if need be), else standard error while it is the file it was
+/// at start-up, else the copy kept then (the program closed it, or put a file of its own at
+/// its number, which nothing may be written into); None when neither is left (the program
+/// closed the copy too). Error reports go to `report::out_fd`: descriptor 2 as it is then
+/// (where a server that moved its error log there wants them).
+pub fn own_output_fd() -> Option<i32> {
+    if crate::options().report_path.is_some() {
+        return Some(report::out_fd());
+    }
     let started = (STDERR_DEV.load(Ordering::Relaxed), STDERR_INO.load(Ordering::Relaxed));
     if started == (0, 0) || sys::file_id(2) == Some(started) {
         // Nothing kept (no statistics asked for at start-up: `malloc_stats`), or unchanged.
@@ -91,16 +96,6 @@ static STDERR_INO: AtomicU64 = AtomicU64::new(0);
 pub fn is_stderr_copy(fd: i32) -> bool {
     let id = (STDERR_DEV.load(Ordering::Relaxed), STDERR_INO.load(Ordering::Relaxed));
     sys::is_own(fd, STDERR_COPY.load(Ordering::Acquire), id)
-}
-
-/// Where the leak report goes: the report destination, unless that is standard error and the
-/// program closed it; then the copy taken at start-up, if the program left it alone.
-pub fn out_fd() -> i32 {
-    let copy = STDERR_COPY.load(Ordering::Acquire);
-    if crate::options().report_path.is_some() || sys::stat(2).is_some() || !is_stderr_copy(copy) {
-        return report::out_fd();
-    }
-    copy
 }
 
 /// Runs the checks at exit that are asked for (detect mode: `check_at_exit`, `detect_leaks=1`);

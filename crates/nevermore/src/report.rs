@@ -525,7 +525,9 @@ pub fn leaks(groups: &[LeakGroup], total: (u64, u64)) -> ! {
         pointer: None,
     };
     let out = |b: &mut Buf<32768>| {
-        sys::write_all(crate::leak::out_fd(), b.as_bytes());
+        if let Some(fd) = crate::leak::own_output_fd() {
+            sys::write_all(fd, b.as_bytes());
+        }
         to_syslog(b.as_bytes());
         b.len = 0;
     };

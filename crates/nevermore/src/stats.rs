@@ -135,17 +135,6 @@ pub fn maybe_periodic() {
     }
 }
 
-/// Where the statistics go: the `report_path` file (reopened by `report::out_fd` if need be),
-/// else standard error while it is the file it was at start-up, else the copy of it kept then
-/// (`leak::stats_fd`): never into a file the program put at its number.
-fn destination() -> Option<i32> {
-    if crate::options().report_path.is_some() {
-        Some(crate::report::out_fd())
-    } else {
-        crate::leak::stats_fd()
-    }
-}
-
 /// Whether this thread runs on its alternate signal stack.
 fn on_alt_stack() -> bool {
     // SAFETY: an all-zero stack_t is valid; the kernel writes the current one there.
@@ -163,7 +152,7 @@ pub fn print() {
 
 /// `print` under the header `what`; `running`: the seconds a periodic print gives.
 fn print_headed(what: core::fmt::Arguments, running: Option<u64>) {
-    let Some(fd) = destination() else { return };
+    let Some(fd) = crate::leak::own_output_fd() else { return };
     let t = cache::totals();
     let (ps, bump, dirty) = pool::POOL.stats();
     let mut b = Buf::<4096>::new();

@@ -1108,7 +1108,7 @@ fn idle_pages_of_slabs_kept_by_survivors_decay_back_to_the_system() {
 /// The stats say what the slab pages hold: `tests/c/uaf.c phase` keeps 391 objects of 640
 /// bytes, one in 256 of ~64 MiB, each on a page of its own; every other page of their slabs
 /// is waiting for revocation or ready, and with a short `dirty_decay` the ready pages of the
-/// idle slabs have been given back.
+/// idle slabs have been given back. Their class is the one that holds the most pages.
 #[test]
 fn stats_count_what_slab_pages_hold() {
     for (decay, punched_expected) in [("200", true), ("3600000", false)] {
@@ -1124,6 +1124,17 @@ fn stats_count_what_slab_pages_hold() {
         assert!(held >= 391 && objects >= 391 && objects <= slots && old <= held, "{opts}:\n{err}");
         // The survivors' slabs (11 pages each) are mostly empty.
         assert!(ready >= 391 * 5, "{opts}: {ready} ready pages:\n{err}");
+        // The classes holding the most pages, the most first: the survivors' (640 bytes and
+        // their canary: slots of 672, 6 to a page), each alone on its page.
+        let classes = counters(&err, "slab classes");
+        assert!(!classes.is_empty() && classes.len() <= 16 && classes.len() % 4 == 0, "{opts}:\n{err}");
+        let shown: Vec<&[u64]> = classes.chunks(4).collect();
+        let [size, pages, live, class_slots] = shown[0][..] else { unreachable!() };
+        assert!(size == 672 && pages >= 391 && live >= 391 && class_slots == pages * 6, "{opts}:\n{err}");
+        assert!(shown.windows(2).all(|w| w[0][1] >= w[1][1]), "{opts}: not the most pages first:\n{err}");
+        assert!(shown.iter().all(|c| c[2] <= c[3]), "{opts}:\n{err}");
+        assert!(shown.iter().map(|c| c[1]).sum::<u64>() <= held, "{opts}:\n{err}");
+        assert!(shown.iter().map(|c| c[2]).sum::<u64>() <= objects, "{opts}:\n{err}");
         let idle_punched = counters(&err, "pool pages")[5];
         if punched_expected {
             assert!(punched > 0 && punched <= ready && punched <= idle_punched, "{opts}:\n{err}");

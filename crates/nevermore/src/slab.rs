@@ -517,6 +517,9 @@ pub struct PageCensus {
     pub ready: u64,
     /// Those of the ready pages that were punched (idle slabs: they hold no memory).
     pub punched: u64,
+    /// Per class: held pages and the live objects on them (which classes hold the memory).
+    pub class_held: [u32; NCLASS],
+    pub class_objects: [u32; NCLASS],
 }
 
 /// Counts the slab pages among the first `pages` pool pages by what they hold. Safe while
@@ -554,7 +557,7 @@ pub fn page_census(pages: u32, old: impl Fn(u32) -> bool) -> PageCensus {
         n.held += 1;
         n.old += !young as u64;
         n.slots += c.spp as u64;
-        n.objects += (0..c.spp)
+        let live = (0..c.spp)
             .filter(|&pos| {
                 // SAFETY: the size table starts the slot table, which has room for `nslots`
                 // entries (slot_index < nslots), and metadata memory keeps `READ_SLACK` past it.
@@ -563,7 +566,11 @@ pub fn page_census(pages: u32, old: impl Fn(u32) -> bool) -> PageCensus {
                 };
                 v & FREED == 0
             })
-            .count() as u64;
+            .count() as u32;
+        n.objects += live as u64;
+        let ci = s.class as usize % NCLASS;
+        n.class_held[ci] = n.class_held[ci].saturating_add(1);
+        n.class_objects[ci] = n.class_objects[ci].saturating_add(live);
     }
     n
 }

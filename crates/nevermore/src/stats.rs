@@ -218,6 +218,19 @@ fn print_headed(what: core::fmt::Arguments, running: Option<u64>) {
         "; + {} awaiting revocation + {} ready for the next epoch, {} of them given back to the system",
         n.revoking, n.ready, n.punched
     );
+    // The classes that hold the most pages, and how full their pages are: where the memory of
+    // dead slots beside live objects goes.
+    let _ = write!(b, "=={pid}==   slab classes       the most pages holding objects:");
+    let mut shown = [false; slab::NCLASS];
+    for _ in 0..4 {
+        let top = (0..slab::NCLASS).filter(|&ci| !shown[ci]).max_by_key(|&ci| n.class_held[ci]);
+        let Some(ci) = top.filter(|&ci| n.class_held[ci] > 0) else { break };
+        shown[ci] = true;
+        let size = slab::CLASSES[ci].size;
+        let slots = n.class_held[ci] as u64 * slab::CLASSES[ci].spp as u64;
+        let _ = write!(b, " {size} B {} pages, {} live of {slots} slots;", n.class_held[ci], n.class_objects[ci]);
+    }
+    let _ = writeln!(b);
     let _ =
         writeln!(b, "=={pid}==   forks              {} ({} KiB copied)", get(&FORKS), get(&FORK_COPIED_BYTES) / 1024);
     {

@@ -606,6 +606,15 @@ extern int plain_vfscanf(FILE *, const char *, va_list) __asm__("vfscanf");
 extern int plain_vscanf(const char *, va_list) __asm__("vscanf");
 extern int plain_fscanf(FILE *, const char *, ...) __asm__("fscanf");
 extern int plain_scanf(const char *, ...) __asm__("scanf");
+/* C23's names (glibc 2.38 and later: what GCC 15 calls by default), weak: a C library older
+ * than that has none, and the calls then return -2 (not run) unless the library under test
+ * defines them. */
+extern int c23_sscanf(const char *, const char *, ...) __asm__("__isoc23_sscanf") __attribute__((weak));
+extern int c23_fscanf(FILE *, const char *, ...) __asm__("__isoc23_fscanf") __attribute__((weak));
+extern int c23_scanf(const char *, ...) __asm__("__isoc23_scanf") __attribute__((weak));
+extern int c23_vsscanf(const char *, const char *, va_list) __asm__("__isoc23_vsscanf") __attribute__((weak));
+extern int c23_vfscanf(FILE *, const char *, va_list) __asm__("__isoc23_vfscanf") __attribute__((weak));
+extern int c23_vscanf(const char *, va_list) __asm__("__isoc23_vscanf") __attribute__((weak));
 
 /* The `v` scanning call named `call` of `fmt` from `in` (a string) or `f`. */
 static int scan_v(const char *call, const char *in, FILE *f, const char *fmt, ...) {
@@ -618,6 +627,9 @@ static int scan_v(const char *call, const char *in, FILE *f, const char *fmt, ..
     else if (!strcmp(call, "__isoc99_vfscanf")) r = __isoc99_vfscanf(f, fmt, ap);
     else if (!strcmp(call, "vscanf")) r = plain_vscanf(fmt, ap);
     else if (!strcmp(call, "__isoc99_vscanf")) r = __isoc99_vscanf(fmt, ap);
+    else if (!strcmp(call, "__isoc23_vsscanf")) r = c23_vsscanf ? c23_vsscanf(in, fmt, ap) : -2;
+    else if (!strcmp(call, "__isoc23_vfscanf")) r = c23_vfscanf ? c23_vfscanf(f, fmt, ap) : -2;
+    else if (!strcmp(call, "__isoc23_vscanf")) r = c23_vscanf ? c23_vscanf(fmt, ap) : -2;
     va_end(ap);
     return r;
 }
@@ -631,6 +643,9 @@ static int scan_call(const char *call, const char *in, FILE *f, const char *fmt,
     if (!strcmp(call, "__isoc99_fscanf")) return __isoc99_fscanf(f, fmt, x, p);
     if (!strcmp(call, "scanf")) return plain_scanf(fmt, x, p);
     if (!strcmp(call, "__isoc99_scanf")) return __isoc99_scanf(fmt, x, p);
+    if (!strcmp(call, "__isoc23_sscanf")) return c23_sscanf ? c23_sscanf(in, fmt, x, p) : -2;
+    if (!strcmp(call, "__isoc23_fscanf")) return c23_fscanf ? c23_fscanf(f, fmt, x, p) : -2;
+    if (!strcmp(call, "__isoc23_scanf")) return c23_scanf ? c23_scanf(fmt, x, p) : -2;
     return scan_v(call, in, f, fmt, x, p);
 }
 

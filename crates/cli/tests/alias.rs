@@ -837,7 +837,7 @@ fn assert_reported_first(mode: &str, case: &str, args: &[&str], call: &str, size
     assert!(stdout(&o).is_empty(), "{mode} {case} {args:?}: {}", stdout(&o));
 }
 
-/// A scan (`sscanf`, `fscanf`, `scanf` and their `v` and C99 names) that wrote a string past
+/// A scan (`sscanf`, `fscanf`, `scanf` and their `v`, C99 and C23 names) that wrote a string past
 /// the end of its heap object is reported when it returns, before the program goes on; one
 /// that fits is left alone, and the formats the check follows make the C library's values.
 #[test]
@@ -855,6 +855,12 @@ fn scans_writing_past_the_end_of_an_object_are_reported() {
         "__isoc99_scanf",
         "vscanf",
         "__isoc99_vscanf",
+        "__isoc23_sscanf",
+        "__isoc23_vsscanf",
+        "__isoc23_fscanf",
+        "__isoc23_vfscanf",
+        "__isoc23_scanf",
+        "__isoc23_vscanf",
     ];
     for mode in ["detect", "prevent"] {
         for call in calls {

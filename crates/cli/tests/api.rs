@@ -209,7 +209,8 @@ const EXPORTS: &str = "
     wcsncpy wcpncpy wcsncat __wmemcpy_chk __wmemmove_chk __wmempcpy_chk __wmemset_chk __wcscpy_chk __wcpcpy_chk
     __wcscat_chk __wcsncpy_chk __wcpncpy_chk __wcsncat_chk swprintf vswprintf __swprintf_chk __vswprintf_chk strftime strftime_l inet_ntop mbstowcs wcstombs
     sscanf vsscanf __isoc99_sscanf __isoc99_vsscanf fscanf vfscanf __isoc99_fscanf __isoc99_vfscanf
-    scanf vscanf __isoc99_scanf __isoc99_vscanf realpath __realpath_chk
+    scanf vscanf __isoc99_scanf __isoc99_vscanf __isoc23_sscanf __isoc23_vsscanf __isoc23_fscanf
+    __isoc23_vfscanf __isoc23_scanf __isoc23_vscanf realpath __realpath_chk
     strdup __strdup strndup wcsdup iconv getline getdelim __getdelim explicit_bzero __explicit_bzero_chk
     strlen strnlen strchr strchrnul strrchr memchr memrchr memcmp bcmp strcmp strncmp strcasecmp
     strncasecmp strstr memmem strspn strcspn strpbrk wcslen wcscmp wmemcmp rawmemchr strcasestr wcschr wcsrchr

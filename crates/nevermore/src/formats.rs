@@ -504,13 +504,16 @@ entry! {
 type VScan = unsafe extern "C" fn(*const c_void, *const c_char, *mut VaList) -> c_int;
 type VScanStdin = unsafe extern "C" fn(*const c_char, *mut VaList) -> c_int;
 
-/// Which reading of a format: the GNU one of the plain names (`%as` allocates, as `%ms` does)
-/// or C99's (`__isoc99_*`, what compilers call). (C23's `__isoc23_*` names, which a program
-/// built for glibc 2.38 and later calls, are not wrapped: the C library here has none.)
+/// Which reading of a format: the GNU one of the plain names (`%as` allocates, as `%ms` does),
+/// C99's (`__isoc99_*`, what compilers call) or C23's (`__isoc23_*`, what they call for C23
+/// and later with glibc 2.38 and later: GCC 15 by default). C23 adds `%b` and the `wN`
+/// lengths, which the check does not follow (it stops at them, as at any conversion it does
+/// not know).
 #[derive(Clone, Copy, PartialEq)]
 enum Dialect {
     Gnu,
     C99,
+    C23,
 }
 
 /// The pointer arguments a copy of a `va_list` leads to, in order (every argument of a
@@ -640,17 +643,22 @@ fn scanned(fmt: *const c_char, mut args: Pointers, assigned: c_int, dialect: Dia
     }
 }
 
-/// A C library function found at its first call (`sys::next_symbol`).
+/// A C library function found at its first call (`sys::next_symbol`); `or`, the one used
+/// where the C library has none of that name: C99's reading for C23's names in a C library
+/// older than 2.38, which no program built for it calls (it could not be loaded), only a
+/// program that looks the name up (the tests).
 struct Next {
     slot: AtomicUsize,
     name: &'static CStr,
+    or: Option<&'static CStr>,
 }
 
 /// A scanning call: `name(source, format, ...)` (`format` = 1) or `name(format, ...)`
 /// (standard input, `format` = 0), or its `v` form, with the arguments `ap` leads to: the C
 /// library's `v` function, then the check of what it wrote (when the program made it).
 fn scan(a: &Args, ap: *mut VaList, ret: usize, lib: &Next, dialect: Dialect, op: &'static str, format: usize) -> c_int {
-    let Some(f) = crate::sys::next_symbol(&lib.slot, lib.name) else { return -1 };
+    let found = crate::sys::next_symbol(&lib.slot, lib.name);
+    let Some(f) = found.or_else(|| lib.or.and_then(|or| crate::sys::next_symbol(&lib.slot, or))) else { return -1 };
     // SAFETY: the call's `va_list`, copied before the call consumes it.
     let walk = Pointers(unsafe { *ap });
     // SAFETY: the C library's function of that name, of the type its arguments say, with the
@@ -668,24 +676,33 @@ fn scan(a: &Args, ap: *mut VaList, ret: usize, lib: &Next, dialect: Dialect, op:
     r
 }
 
+/// The first of `names`, if any (a `Next`'s `or`, made in a static).
+const fn first(names: &[&'static CStr]) -> Option<&'static CStr> {
+    if names.is_empty() {
+        None
+    } else {
+        Some(names[0])
+    }
+}
+
 /// Defines an exported scanning function: its stub (`formatting!`) and what the stub calls,
-/// `scan` of the C library's `v` function `$lib` with the format at argument `$format`, and
-/// the stub's own `va_list` (`variadic`) or the one the caller passed as argument `$k`
-/// (`list $k`).
+/// `scan` of the C library's `v` function `$lib` (or `$or` where it has none) with the format
+/// at argument `$format`, and the stub's own `va_list` (`variadic`) or the one the caller
+/// passed as argument `$k` (`list $k`).
 macro_rules! scanning {
-    (fn $name:ident => $body:ident, $named:literal, $format:literal, variadic, $lib:literal, $dialect:ident) => {
-        scanning!(@ $name, $body, $named, $format, |_a: &Args, ap: *mut VaList| ap, $lib, $dialect);
+    (fn $name:ident => $body:ident, $named:literal, $format:literal, variadic, $lib:literal $(or $or:literal)?, $dialect:ident) => {
+        scanning!(@ $name, $body, $named, $format, |_a: &Args, ap: *mut VaList| ap, $lib, [$($or)?], $dialect);
     };
-    (fn $name:ident => $body:ident, $named:literal, $format:literal, list $k:literal, $lib:literal, $dialect:ident) => {
-        scanning!(@ $name, $body, $named, $format, |a: &Args, _ap: *mut VaList| a[$k] as *mut VaList, $lib, $dialect);
+    (fn $name:ident => $body:ident, $named:literal, $format:literal, list $k:literal, $lib:literal $(or $or:literal)?, $dialect:ident) => {
+        scanning!(@ $name, $body, $named, $format, |a: &Args, _ap: *mut VaList| a[$k] as *mut VaList, $lib, [$($or)?], $dialect);
     };
-    (@ $name:ident, $body:ident, $named:literal, $format:literal, $list:expr, $lib:literal, $dialect:ident) => {
+    (@ $name:ident, $body:ident, $named:literal, $format:literal, $list:expr, $lib:literal, [$($or:literal)?], $dialect:ident) => {
         formatting! {
             #[doc = concat!("`", stringify!($name), "`: see \"Input\" in the module.")]
             fn $name(src: *const c_void, fmt: *const c_char) => $body, $named
         }
         extern "C" fn $body(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
-            static LIB: Next = Next { slot: AtomicUsize::new(0), name: $lib };
+            static LIB: Next = Next { slot: AtomicUsize::new(0), name: $lib, or: first(&[$($or)?]) };
             scan(a, ($list)(a, ap), ret, &LIB, Dialect::$dialect, stringify!($name), $format)
         }
     };
@@ -703,3 +720,9 @@ scanning!(fn scanf => scanf_checked, 1, 0, variadic, c"vscanf", Gnu);
 scanning!(fn vscanf => vscanf_checked, 2, 0, list 1, c"vscanf", Gnu);
 scanning!(fn __isoc99_scanf => scanf99_checked, 1, 0, variadic, c"__isoc99_vscanf", C99);
 scanning!(fn __isoc99_vscanf => vscanf99_checked, 2, 0, list 1, c"__isoc99_vscanf", C99);
+scanning!(fn __isoc23_sscanf => sscanf23_checked, 2, 1, variadic, c"__isoc23_vsscanf" or c"__isoc99_vsscanf", C23);
+scanning!(fn __isoc23_vsscanf => vsscanf23_checked, 3, 1, list 2, c"__isoc23_vsscanf" or c"__isoc99_vsscanf", C23);
+scanning!(fn __isoc23_fscanf => fscanf23_checked, 2, 1, variadic, c"__isoc23_vfscanf" or c"__isoc99_vfscanf", C23);
+scanning!(fn __isoc23_vfscanf => vfscanf23_checked, 3, 1, list 2, c"__isoc23_vfscanf" or c"__isoc99_vfscanf", C23);
+scanning!(fn __isoc23_scanf => scanf23_checked, 1, 0, variadic, c"__isoc23_vscanf" or c"__isoc99_vscanf", C23);
+scanning!(fn __isoc23_vscanf => vscanf23_checked, 2, 0, list 1, c"__isoc23_vscanf" or c"__isoc99_vscanf", C23);

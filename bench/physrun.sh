@@ -4,21 +4,15 @@
 # peaks. Physical memory = Pss - Pss_Shmem + max(Pss_Shmem, pool memfd) + VmPTE (for programs
 # without shared memory of their own, as the benchmarks here).
 # usage: bench/physrun.sh LIB|"" PROGRAM ARGS...   (e.g. "" for glibc)
+. "$(dirname "$0")/physmem.sh"
 LIB=$1; shift
 OUT=$(mktemp)
 LD_PRELOAD=$LIB "$@" > "$OUT" 2>&1 &
 P=$!
 peakm=0; peakp=0; peakphys=0
 while kill -0 $P 2>/dev/null; do
-  m=0
-  for fd in /proc/$P/fd/*; do
-    case "$(readlink "$fd" 2>/dev/null)" in *nevermore-pool*) m=$(( $(stat -L -c '%b' "$fd" 2>/dev/null || echo 0) / 2 ));; esac
-  done
-  r=$(cat /proc/$P/smaps_rollup 2>/dev/null)
-  pss=$(echo "$r" | awk '/^Pss:/{print $2}'); sh=$(echo "$r" | awk '/^Pss_Shmem:/{print $2}')
-  pte=$(awk '/^VmPTE:/{print $2}' /proc/$P/status 2>/dev/null)
-  [ -z "$pss" ] || [ -z "$pte" ] && break
-  phys=$(( pss - sh + (m > sh ? m : sh) + pte ))
+  physmem $P || break
+  m=$POOL; pss=$PSS; phys=$PHYS
   [ "$m" -gt $peakm ] && peakm=$m; [ "$pss" -gt $peakp ] && peakp=$pss; [ $phys -gt $peakphys ] && peakphys=$phys
   sleep 0.5
 done

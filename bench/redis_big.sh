@@ -10,23 +10,15 @@
 # (default: sweeps, pool memory, slab pages).
 # For glibc, LIB is the bench's glibc_shim.so (Debian's redis links jemalloc).
 # usage: bench/redis_big.sh LIB.so ROUNDS [KEYS]
-LIB=$1; RUNS=$2; KEYS=${3:-1000000}; PORT=$((20000 + RANDOM % 10000))
-D=$(mktemp -d)
-NEVERMORE_OPTIONS=${NVO:-stats=1} LD_PRELOAD=$LIB redis-server --port $PORT --save "" --appendonly no --dir "$D" > "$D/out" 2> "$D/err" &
-P=$!
-sleep 1
+. "$(dirname "$0")/physmem.sh"
+. "$(dirname "$0")/redis_server.sh"
+LIB=$1; RUNS=$2; KEYS=${3:-1000000}
+redis_start "$LIB" "${NVO:-stats=1}"
 phys() {
-  m=0
-  for fd in /proc/$P/fd/*; do
-    case "$(readlink "$fd")" in *nevermore-pool*) m=$(( $(stat -L -c %b "$fd") / 2 ));; esac
-  done
-  r=$(cat /proc/$P/smaps_rollup)
-  pss=$(echo "$r" | awk '/^Pss:/{print $2}'); sh=$(echo "$r" | awk '/^Pss_Shmem:/{print $2}')
-  pte=$(awk '/^VmPTE:/{print $2}' /proc/$P/status)
+  physmem $P; m=$POOL; pte=$PTE
   used=$(redis-cli -p $PORT info memory | tr -d '\r' | awk -F: '/^used_memory:/{print int($2/1048576)}')
-  echo "physical $(( (pss - sh + (m > sh ? m : sh) + pte) / 1024 )) MiB (pool $((m / 1024)), PTE $((pte / 1024)), redis used_memory $used MiB)"
+  echo "physical $(( PHYS / 1024 )) MiB (pool $((m / 1024)), PTE $((pte / 1024)), redis used_memory $used MiB)"
 }
-S=$(date +%s.%N)
 redis-benchmark -p $PORT -q -n $KEYS -r $KEYS -d 300 -P 32 -t set > /dev/null 2>&1
 echo "loaded: $(phys)"
 for i in $(seq "$RUNS"); do
@@ -34,9 +26,4 @@ for i in $(seq "$RUNS"); do
   R=$(redis-benchmark -p $PORT -q -n $((KEYS/2)) -r $KEYS -d $sz -P 32 -t set | tr '\r' '\n' | grep -o "[0-9.]* requests per second" | head -1)
   echo "round $i (d=$sz): $R, $(phys)"
 done
-E=$(date +%s.%N)
-redis-cli -p $PORT shutdown nosave > /dev/null 2>&1
-wait $P
-echo "elapsed $(echo "$E - $S" | bc) s"
-cat "$D/out" "$D/err" | grep "==" | cut -c1-400 | grep -E "${STATGREP:-sweeps|pool memory|slab pages}"
-rm -rf "$D"
+redis_stop "${STATGREP:-sweeps|pool memory|slab pages}"

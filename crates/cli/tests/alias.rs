@@ -1133,7 +1133,7 @@ fn stats_count_what_slab_pages_hold() {
         // The classes holding the most pages, the most first: the survivors' (640 bytes and
         // their canary: slots of 672, 6 to a page), each alone on its page.
         let classes = counters(&err, "slab classes");
-        assert!(!classes.is_empty() && classes.len() <= 16 && classes.len() % 4 == 0, "{opts}:\n{err}");
+        assert!(!classes.is_empty() && classes.len() <= 16 && classes.len().is_multiple_of(4), "{opts}:\n{err}");
         let shown: Vec<&[u64]> = classes.chunks(4).collect();
         let [size, pages, live, class_slots] = shown[0][..] else { unreachable!() };
         assert!(size == 672 && pages >= 391 && live >= 391 && class_slots == pages * 6, "{opts}:\n{err}");

@@ -1194,6 +1194,29 @@ int main(int argc, char **argv) {
         free(p);
         return 0;
     }
+    if (!strcmp(c, "conv1") && argc > 4) {
+        /* CALL (wcrtomb: 'é', two bytes in UTF-8; mbrtowc: "a", or with "part" the first of
+         * the two bytes of 'é') converted to or from one character at offset OFF of a live
+         * object of SIZE bytes with live neighbours, in the C.UTF-8 locale. Prints "conv R". */
+        const char *call = argv[2];
+        size_t size = (size_t)atol(argv[3]), off = (size_t)atol(argv[4]);
+        int part = argc > 5;
+        if (!setlocale(LC_ALL, "C.UTF-8") || off >= size) return 2;
+        char *p = malloc(size), *next[8];
+        for (int i = 0; i < 8; i++)
+            next[i] = malloc(size);
+        mbstate_t st;
+        memset(&st, 0, sizeof st);
+        size_t r;
+        if (!strcmp(call, "wcrtomb")) r = wcrtomb(p + off, L'\u00e9', &st);
+        else if (!strcmp(call, "mbrtowc")) r = mbrtowc((wchar_t *)(p + off), part ? "\xc3" : "a", part ? 1 : 2, &st);
+        else return 2;
+        printf("conv %zd\n", (ssize_t)r);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(p);
+        return 0;
+    }
     if (!strcmp(c, "strread") && argc > 4) {
         /* CALL (a string or memory read: strlen, memcmp, ...) of a live object of SIZE bytes
          * full of 'a' (the other string 'A' for the caseless comparisons) whose last byte is a

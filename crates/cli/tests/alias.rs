@@ -545,6 +545,28 @@ fn conversions_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// `wcrtomb` and `mbrtowc` at the end of a heap object: a character that fits is converted,
+/// one whose bytes (or wide character) would run past the end is reported before it is
+/// written, and an incomplete sequence, which writes nothing, is left alone.
+#[test]
+fn one_character_conversions_past_the_end_of_an_object_are_reported() {
+    for mode in ["detect", "prevent"] {
+        for (args, out) in [
+            (&["wcrtomb", "100", "98"][..], "conv 2"),
+            (&["wcrtomb", "100", "0"], "conv 2"),
+            (&["mbrtowc", "100", "96"], "conv 1"),
+            (&["mbrtowc", "100", "98", "part"], "conv -2"),
+        ] {
+            let o = run(mode, &[&["conv1"][..], args].concat());
+            assert_ok(&o);
+            assert_eq!(stdout(&o).trim_end(), out, "{mode} {args:?}");
+        }
+        for args in [&["wcrtomb", "100", "99"][..], &["mbrtowc", "100", "98"], &["mbrtowc", "4096", "4093"]] {
+            assert_reported_before_writing(mode, "conv1", args, args[0], args[1]);
+        }
+    }
+}
+
 /// The string and memory reads the program calls (`strlen`, `memcmp`, `strchr`, ...), on a
 /// live heap object: one that stays within it returns what glibc's returns; one that runs past
 /// its end (a string without a NUL, a length past the end) is reported in detect mode when it

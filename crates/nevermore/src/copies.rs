@@ -909,6 +909,74 @@ entry! {
     }
 }
 
+// One character at a time, `wcrtomb` and `mbrtowc`: the bytes of one character (up to
+// `MB_CUR_MAX`) or one wide character are written at the destination, which a program moves
+// along its buffer and may take past the end. Into a live heap object with less room than the
+// most they can write, the conversion is made first into memory of the library's own, from a
+// copy of the state (the initial one for a null `ps`, where the C library's own is after every
+// complete character); one that would write past the object is reported before it is made.
+// One that fails (an invalid character, an incomplete sequence) writes nothing and is passed
+// on as it is.
+
+type Wcrtomb = unsafe extern "C" fn(*mut c_char, wchar_t, *mut libc::mbstate_t) -> usize;
+type Mbrtowc = unsafe extern "C" fn(*mut wchar_t, *const c_char, usize, *mut libc::mbstate_t) -> usize;
+
+static WCRTOMB: AtomicUsize = AtomicUsize::new(0);
+static MBRTOWC: AtomicUsize = AtomicUsize::new(0);
+
+/// The most bytes one character takes in any locale (`MB_LEN_MAX`).
+const MB_LEN_MAX: usize = 16;
+
+/// A copy of the conversion state `ps`, or the initial state for a null one.
+fn state_copy(ps: *const libc::mbstate_t) -> libc::mbstate_t {
+    // SAFETY: the caller's state when given; an all-zero state is the initial one.
+    unsafe {
+        if ps.is_null() {
+            core::mem::zeroed()
+        } else {
+            core::ptr::read(ps)
+        }
+    }
+}
+
+entry! {
+    /// `wcrtomb`: see "One character at a time" above.
+    fn wcrtomb(d: *mut c_char, wc: wchar_t, ps: *mut libc::mbstate_t) -> usize, "rcx", ret => {
+        let f = next!(WCRTOMB, c"wcrtomb", Wcrtomb, or usize::MAX);
+        if !d.is_null() && room_below(ret, d as usize, MB_LEN_MAX).is_some() {
+            let mut state = state_copy(ps);
+            let mut bytes = [0 as c_char; MB_LEN_MAX];
+            // SAFETY: the caller's character, into a local buffer that holds any character.
+            let n = unsafe { f(bytes.as_mut_ptr(), wc, &mut state) };
+            if n != usize::MAX {
+                bounded(d as usize, n, Way::WouldWrite, "wcrtomb");
+            }
+        }
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, wc, ps) }
+    }
+}
+
+entry! {
+    /// `mbrtowc`: see "One character at a time" above.
+    fn mbrtowc(d: *mut wchar_t, s: *const c_char, n: usize, ps: *mut libc::mbstate_t) -> usize, "r8", ret => {
+        let f = next!(MBRTOWC, c"mbrtowc", Mbrtowc, or usize::MAX);
+        let unit = core::mem::size_of::<wchar_t>();
+        if !d.is_null() && !s.is_null() && room_below(ret, d as usize, unit).is_some() {
+            let mut state = state_copy(ps);
+            let mut wide: wchar_t = 0;
+            // SAFETY: the caller's bytes, converted into a local wide character.
+            let r = unsafe { f(&mut wide, s, n, &mut state) };
+            // -1: an invalid sequence; -2: an incomplete one (nothing written either way).
+            if r < usize::MAX - 1 {
+                bounded(d as usize, unit, Way::WouldWrite, "mbrtowc");
+            }
+        }
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, n, ps) }
+    }
+}
+
 // `iconv` converts into `*outbuf`, whose length `*outbytesleft` says; a length that runs past
 // the end of the buffer's heap object (the input's length for an output whose characters take
 // more bytes: Latin-1 to UTF-8) lets a conversion write past it. Such a call converts into

@@ -505,8 +505,9 @@ type VScan = unsafe extern "C" fn(*const c_void, *const c_char, *mut VaList) -> 
 type VScanStdin = unsafe extern "C" fn(*const c_char, *mut VaList) -> c_int;
 
 /// Which reading of a format: the GNU one of the plain names (`%as` allocates, as `%ms` does),
-/// C99's (`__isoc99_*`, what compilers call) or C23's (`__isoc23_*`, what they call for C23
-/// and later with glibc 2.38 and later: GCC 15 by default). C23 adds `%b` and the `wN`
+/// C99's (`__isoc99_*`, what compilers call) or C23's (`__isoc23_*`, what glibc 2.38's and
+/// later headers make of the calls of a program built for C23, GCC 15's default, or with
+/// `_GNU_SOURCE`, which `g++` always defines). C23 adds `%b` and the `wN`
 /// lengths, which the check does not follow (it stops at them, as at any conversion it does
 /// not know).
 #[derive(Clone, Copy, PartialEq)]

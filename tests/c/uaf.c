@@ -441,6 +441,19 @@ extern size_t __wcsftime_l(wchar_t *, size_t, const wchar_t *, const struct tm *
 /* The wide-character copy named `call` of `k` characters (a string's with its NUL; 1 << 18
  * at most) into `p`, told the destination holds `dl` characters where the call is fortified:
  * 1 if it returned what it should, 0 if not, -1 for an unknown name. */
+/* The size-bounded copies (glibc 2.38 and later has them; an older one none): weak, so that
+ * the calls return -1 (unknown) unless the library under test defines them. */
+extern size_t nm_strlcpy(char *, const char *, size_t) __asm__("strlcpy") __attribute__((weak));
+extern size_t nm_strlcat(char *, const char *, size_t) __asm__("strlcat") __attribute__((weak));
+extern size_t nm_strlcpy_chk(char *, const char *, size_t, size_t) __asm__("__strlcpy_chk") __attribute__((weak));
+extern size_t nm_strlcat_chk(char *, const char *, size_t, size_t) __asm__("__strlcat_chk") __attribute__((weak));
+extern size_t nm_wcslcpy(wchar_t *, const wchar_t *, size_t) __asm__("wcslcpy") __attribute__((weak));
+extern size_t nm_wcslcat(wchar_t *, const wchar_t *, size_t) __asm__("wcslcat") __attribute__((weak));
+extern size_t nm_wcslcpy_chk(wchar_t *, const wchar_t *, size_t, size_t) __asm__("__wcslcpy_chk")
+    __attribute__((weak));
+extern size_t nm_wcslcat_chk(wchar_t *, const wchar_t *, size_t, size_t) __asm__("__wcslcat_chk")
+    __attribute__((weak));
+
 static int wcopy_call(const char *call, char *bytes, size_t k, size_t dl) {
     static wchar_t src[1 << 18];
     if (k == 0 || k > sizeof src / sizeof *src) return -1;
@@ -467,6 +480,10 @@ static int wcopy_call(const char *call, char *bytes, size_t k, size_t dl) {
     if (!strcmp(call, "__wcsncpy_chk")) return __wcsncpy_chk(p, src, k, dl) == p;
     if (!strcmp(call, "__wcpncpy_chk")) return __wcpncpy_chk(p, src, k, dl) == p + k - 1;
     if (!strcmp(call, "__wcsncat_chk")) return __wcsncat_chk(p, src, k - 1, dl) == p;
+    if (!strcmp(call, "wcslcpy")) return nm_wcslcpy ? nm_wcslcpy(p, src, k) == k - 1 : -1;
+    if (!strcmp(call, "wcslcat")) return nm_wcslcat ? nm_wcslcat(p, src, k) == k - 1 : -1;
+    if (!strcmp(call, "__wcslcpy_chk")) return nm_wcslcpy_chk ? nm_wcslcpy_chk(p, src, k, dl) == k - 1 : -1;
+    if (!strcmp(call, "__wcslcat_chk")) return nm_wcslcat_chk ? nm_wcslcat_chk(p, src, k, dl) == k - 1 : -1;
     if (!strcmp(call, "wmemcpy-out")) return wmemcpy(src, p, k) == src;
     if (strstr(call, "swprintf")) return WFORMAT(call, p, k, dl, L"%ls", src) == (int)(k - 1);
     if (strstr(call, "wcsftime")) {
@@ -582,6 +599,10 @@ static int copy_call(const char *call, char *p, const char *src, size_t total, s
     if (!strcmp(call, "stpncpy")) return stpncpy(p, src, total) == p + total - 1;
     if (!strcmp(call, "__stpncpy")) return __stpncpy(p, src, total) == p + total - 1;
     if (!strcmp(call, "__stpncpy_chk")) return __stpncpy_chk(p, src, total, dl) == p + total - 1;
+    if (!strcmp(call, "strlcpy")) return nm_strlcpy ? nm_strlcpy(p, src, total) == total - 1 : -1;
+    if (!strcmp(call, "strlcat")) return nm_strlcat ? nm_strlcat(p, src, total) == total - 1 : -1;
+    if (!strcmp(call, "__strlcpy_chk")) return nm_strlcpy_chk ? nm_strlcpy_chk(p, src, total, dl) == total - 1 : -1;
+    if (!strcmp(call, "__strlcat_chk")) return nm_strlcat_chk ? nm_strlcat_chk(p, src, total, dl) == total - 1 : -1;
     if (!strcmp(call, "strftime") || !strcmp(call, "strftime_l")) {
         /* A format of plain characters is its own text. */
         struct tm tm = {0};

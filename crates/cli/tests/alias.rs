@@ -318,7 +318,7 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
 /// The copies (and wide formatting calls) a program built with `_FORTIFY_SOURCE` calls where
 /// the compiler knows the size of the destination (the tests call them with none known, and
 /// with a size too small).
-const FORTIFIED_COPIES: [&str; 11] = [
+const FORTIFIED_COPIES: [&str; 13] = [
     "__memcpy_chk",
     "__memmove_chk",
     "__mempcpy_chk",
@@ -330,10 +330,12 @@ const FORTIFIED_COPIES: [&str; 11] = [
     "__strncpy_chk",
     "__stpncpy_chk",
     "__strncat_chk",
+    "__strlcpy_chk",
+    "__strlcat_chk",
 ];
 
 /// The fortified names of the wide-character copies and formatting calls.
-const WIDE_FORTIFIED: [&str; 12] = [
+const WIDE_FORTIFIED: [&str; 14] = [
     "__wmemcpy_chk",
     "__wmemmove_chk",
     "__wmempcpy_chk",
@@ -344,6 +346,8 @@ const WIDE_FORTIFIED: [&str; 12] = [
     "__wcsncpy_chk",
     "__wcpncpy_chk",
     "__wcsncat_chk",
+    "__wcslcpy_chk",
+    "__wcslcat_chk",
     "__swprintf_chk",
     "__vswprintf_chk",
 ];
@@ -383,6 +387,8 @@ fn copies_running_past_the_end_of_an_object_are_reported() {
         "stpncpy",
         "__stpncpy",
         "strncat",
+        "strlcpy",
+        "strlcat",
         "memcpy-out",
         "strdup-out",
         "__strdup-out",
@@ -419,6 +425,8 @@ fn wide_copies_running_past_the_end_of_an_object_are_reported() {
         "wcsncpy",
         "wcpncpy",
         "wcsncat",
+        "wcslcpy",
+        "wcslcat",
         "wmemcpy-out",
         "wcsdup-out",
         "swprintf",

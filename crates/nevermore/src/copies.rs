@@ -5,7 +5,8 @@
 //! (a callback, a length, a key) long before the canary is checked at `free`; and a copy *out*
 //! of a heap object past its end (Heartbleed's `memcpy`) hands out what follows it, which no
 //! canary ever sees. So `memcpy`, `memmove`, `mempcpy`, `memset`, `explicit_bzero`, `strcpy`,
-//! `stpcpy`, `strcat`, `strncpy`, `stpncpy` and `strncat`, their wide-character forms
+//! `stpcpy`, `strcat`, `strncpy`, `stpncpy`, `strncat`, `strlcpy` and `strlcat` (see "The
+//! size-bounded copies" below), their wide-character forms
 //! (`wmemcpy`, `wcscpy`, ...), and the fortified names of both (`__memcpy_chk`,
 //! `__wmemcpy_chk`, ...: see "The fortified copies" below), when the program calls them on a
 //! heap buffer, look its object up first (as the I/O calls do, `io::bounded_live`) and report
@@ -467,6 +468,64 @@ entry! {
     }
 }
 
+// The size-bounded copies of the BSDs, in glibc since 2.38 (and in libbsd before): `strlcpy`
+// and `strlcat` copy what fits of the source into a destination of `n` characters, always
+// with a NUL, and return the length they tried to make, so that a caller can tell a cut
+// string. `n` is meant to be the destination's size, and a wrong one (another buffer's size,
+// a constant) lets them write past it, while they read the whole source whatever `n` says.
+// They are made here (their work is two copies), so that they are checked whether the C
+// library has them or not, with their fortified names (glibc's `_FORTIFY_SOURCE` checks `n`
+// against the destination's size the compiler knows).
+
+entry! {
+    /// `strlcpy`: see "The size-bounded copies" above.
+    fn strlcpy(d: *mut c_char, s: *const c_char, n: usize) -> usize, "rcx", ret => {
+        strlcpy_of(d, s, n, ANY, ret, "strlcpy")
+    }
+}
+entry! {
+    /// `strlcat`: see "The size-bounded copies" above.
+    fn strlcat(d: *mut c_char, s: *const c_char, n: usize) -> usize, "rcx", ret => {
+        strlcat_of(d, s, n, ANY, ret, "strlcat")
+    }
+}
+entry! {
+    /// `__strlcpy_chk`: see "The fortified copies" in the module.
+    fn __strlcpy_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> usize, "r8", ret => {
+        strlcpy_of(d, s, n, dl, ret, "__strlcpy_chk")
+    }
+}
+entry! {
+    /// `__strlcat_chk`: see "The fortified copies" in the module.
+    fn __strlcat_chk(d: *mut c_char, s: *const c_char, n: usize, dl: usize) -> usize, "r8", ret => {
+        strlcat_of(d, s, n, dl, ret, "__strlcat_chk")
+    }
+}
+entry! {
+    /// `wcslcpy`: see "The size-bounded copies" above.
+    fn wcslcpy(d: *mut wchar_t, s: *const wchar_t, n: usize) -> usize, "rcx", ret => {
+        strlcpy_of(d, s, n, ANY, ret, "wcslcpy")
+    }
+}
+entry! {
+    /// `wcslcat`: see "The size-bounded copies" above.
+    fn wcslcat(d: *mut wchar_t, s: *const wchar_t, n: usize) -> usize, "rcx", ret => {
+        strlcat_of(d, s, n, ANY, ret, "wcslcat")
+    }
+}
+entry! {
+    /// `__wcslcpy_chk`: see "The fortified copies" in the module.
+    fn __wcslcpy_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> usize, "r8", ret => {
+        strlcpy_of(d, s, n, dl, ret, "__wcslcpy_chk")
+    }
+}
+entry! {
+    /// `__wcslcat_chk`: see "The fortified copies" in the module.
+    fn __wcslcat_chk(d: *mut wchar_t, s: *const wchar_t, n: usize, dl: usize) -> usize, "r8", ret => {
+        strlcat_of(d, s, n, dl, ret, "__wcslcat_chk")
+    }
+}
+
 unsafe extern "C" {
     /// The C library's end of a fortified call that would overflow its destination: prints
     /// "*** buffer overflow detected ***: terminated" and aborts.
@@ -670,6 +729,56 @@ fn strncat_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, 
         d.add(dl0 + read).write_unaligned(C::NUL);
     }
     d
+}
+
+/// `strlcpy`, `wcslcpy` and their fortified names: copies what fits of the string at `s` into
+/// the `n` characters at `d` (at most `n - 1`, then a NUL; nothing when `n` is 0) once
+/// checked, and returns the source's length.
+#[inline(always)]
+fn strlcpy_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, op: &'static str) -> usize {
+    // SAFETY: the caller's string, all of which the call reads (its length is the answer).
+    let len = unsafe { C::len(s) };
+    let wrote = if n == 0 { 0 } else { len.min(n - 1) + 1 };
+    if bytes::<C>(len.max(wrote) + 1) > crate::guard::CANARY && from_program(ret) {
+        bounded(d as usize, bytes::<C>(wrote), Way::WouldWrite, op);
+        bounded(s as usize, bytes::<C>(len + 1), Way::OutOf, op);
+    }
+    fortified(n, dl);
+    if wrote > 0 {
+        // SAFETY: the caller's buffers: `wrote - 1` characters of the source, then a NUL,
+        // within the `n` the caller says `d` holds.
+        unsafe {
+            copy(d, s, wrote - 1);
+            d.add(wrote - 1).write_unaligned(C::NUL);
+        }
+    }
+    len
+}
+
+/// `strlcat`, `wcslcat` and their fortified names: appends what fits of the string at `s` to
+/// the string in the `n` characters at `d` (none when that string fills them: no NUL among
+/// them), with a NUL, once checked; returns the length of the string it tried to make.
+#[inline(always)]
+fn strlcat_of<C: Char>(d: *mut C, s: *const C, n: usize, dl: usize, ret: usize, op: &'static str) -> usize {
+    // SAFETY: the caller's strings: the whole source, the destination's within `n`.
+    let (len, had) = unsafe { (C::len(s), if n == 0 { 0 } else { C::len_within(d, n) }) };
+    let appended = if had < n { len.min(n - had - 1) } else { 0 };
+    if bytes::<C>(len.max(appended) + 1) > crate::guard::CANARY && from_program(ret) {
+        if had < n {
+            bounded(d as usize, bytes::<C>(had + appended + 1), Way::WouldWrite, op);
+        }
+        bounded(s as usize, bytes::<C>(len + 1), Way::OutOf, op);
+    }
+    fortified(n, dl);
+    if had < n {
+        // SAFETY: the caller's buffers: the appended characters and the NUL end within the
+        // `n` the caller says `d` holds.
+        unsafe {
+            copy(d.add(had), s, appended);
+            d.add(had + appended).write_unaligned(C::NUL);
+        }
+    }
+    had.saturating_add(len)
 }
 
 // Duplicates, `strdup`, `strndup` and `wcsdup` (and `__strdup`, the C library's own name

@@ -23,7 +23,7 @@ redis-benchmark -p $PORT -q -n $KEYS -r $KEYS -d 300 -P 32 -t set > /dev/null 2>
 echo "loaded: $(phys)"
 for i in $(seq "$RUNS"); do
   sz=$(( ${VARY:-1} ? 100 + (i * 137) % 500 : 300 ))
-  R=$(redis-benchmark -p $PORT -q -n $((KEYS/2)) -r $KEYS -d $sz -P 32 -t set | tr '\r' '\n' | grep -o "[0-9.]* requests per second" | head -1)
+  R=$(redis-benchmark -p $PORT -q -n $((KEYS/2)) -r $KEYS -d $sz -P 32 -t set | tr '\r' '\n' | grep -o "[0-9.]* requests per second" | tail -1)
   echo "round $i (d=$sz): $R, $(phys)"
 done
 redis_stop "${STATGREP:-sweeps|pool memory|slab pages}"

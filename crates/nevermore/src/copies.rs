@@ -938,6 +938,18 @@ static WCSNRTOMBS: AtomicUsize = AtomicUsize::new(0);
 /// bytes (`MB_LEN_MAX`).
 const RESTART_MARGIN: usize = 16;
 
+/// A copy of the conversion state `ps`, or the initial state for a null one.
+fn state_copy(ps: *const libc::mbstate_t) -> libc::mbstate_t {
+    // SAFETY: the caller's state when given; an all-zero state is the initial one.
+    unsafe {
+        if ps.is_null() {
+            core::mem::zeroed()
+        } else {
+            core::ptr::read(ps)
+        }
+    }
+}
+
 /// Checks a restartable conversion `call(d, src, n, ps)` the program makes into `d` (units of
 /// `D`) from `*src` (units of `S`): see above.
 fn restartable<D, S>(
@@ -959,9 +971,9 @@ fn restartable<D, S>(
     if scratch.is_null() {
         return;
     }
-    // SAFETY: the caller's source pointer, and its state when given (an all-zero state is the
-    // initial one).
-    let (mut from, mut state) = unsafe { (*src, if ps.is_null() { core::mem::zeroed() } else { core::ptr::read(ps) }) };
+    // SAFETY: the caller's source pointer.
+    let mut from = unsafe { *src };
+    let mut state = state_copy(ps);
     // The caller's string, converted from copies of its pointer and state into `probe` units
     // of the library's own.
     let r = call(scratch.cast(), &mut from, probe, &mut state);
@@ -1035,18 +1047,6 @@ static MBRTOWC: AtomicUsize = AtomicUsize::new(0);
 
 /// The most bytes one character takes in any locale (`MB_LEN_MAX`).
 const MB_LEN_MAX: usize = 16;
-
-/// A copy of the conversion state `ps`, or the initial state for a null one.
-fn state_copy(ps: *const libc::mbstate_t) -> libc::mbstate_t {
-    // SAFETY: the caller's state when given; an all-zero state is the initial one.
-    unsafe {
-        if ps.is_null() {
-            core::mem::zeroed()
-        } else {
-            core::ptr::read(ps)
-        }
-    }
-}
 
 entry! {
     /// `wcrtomb`: see "One character at a time" above.

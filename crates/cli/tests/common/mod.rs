@@ -58,8 +58,30 @@ pub fn writable_dir(name: &str) -> PathBuf {
 pub const NOBODY: u32 = 65534;
 
 /// Compiles `tests/c/<file>` (C, or C++ when it ends in `.cc`) with `-O1 -g -pthread` plus
-/// `extra`, and returns the executable's path.
+/// `extra`, and returns the executable's path. Each program is compiled once per test binary
+/// (the first test to ask compiles it, tests asking meanwhile wait): most tests run their
+/// program many times, and compiling `uaf.c` takes longer than most of its runs.
 pub fn compile(file: &str, extra: &[&str]) -> PathBuf {
+    type Built = std::sync::Arc<std::sync::OnceLock<PathBuf>>;
+    type Key = (String, Vec<String>);
+    static BUILT: std::sync::Mutex<Vec<(Key, Built)>> = std::sync::Mutex::new(Vec::new());
+    let key = (file.to_string(), extra.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+    let once = {
+        let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+        match built.iter().find(|(k, _)| *k == key) {
+            Some((_, b)) => b.clone(),
+            None => {
+                let b = Built::default();
+                built.push((key, b.clone()));
+                b
+            }
+        }
+    };
+    once.get_or_init(|| compile_now(file, extra)).clone()
+}
+
+/// `compile`'s work: the compiler run.
+fn compile_now(file: &str, extra: &[&str]) -> PathBuf {
     let src = repo_root().join("tests/c").join(file);
     let stem = Path::new(file).file_stem().unwrap().to_str().unwrap().to_string();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bin").join(format!(

@@ -56,6 +56,11 @@
  *                        "%d %[a-z]", "c" for "%d %<SIZE + EXTRA>c") into a live object of SIZE
  *                        bytes: prints "scanned N" (the library reports a scan that wrote
  *                        past the object, when it returns).
+ *   wscan CALL CONV SIZE EXTRA  the same with the wide calls (swscanf, fwscanf, wscanf, their
+ *                        `v` forms, and their __isoc99_ and __isoc23_ names), and CONV "ls"
+ *                        ("%d %ls": a word of (SIZE + EXTRA) / 4 - 1 wide characters).
+ *   wscan-formats        the wide calls' formats (characters past ASCII, %ls, %ms, %as) into
+ *                        heap objects that fit: prints what was scanned.
  *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
  *                        arguments past the registers, a positional format) into heap objects
  *                        that fit: prints what was scanned.
@@ -655,6 +660,59 @@ static int scan_v(const char *call, const char *in, FILE *f, const char *fmt, ..
     return r;
 }
 
+/* The wide scanning calls by every name: the plain (GNU) ones, C99's (what the headers make
+ * of a program's calls) and C23's (weak, as above). */
+extern int gnu_swscanf(const wchar_t *, const wchar_t *, ...) __asm__("swscanf");
+extern int gnu_fwscanf(FILE *, const wchar_t *, ...) __asm__("fwscanf");
+extern int gnu_wscanf(const wchar_t *, ...) __asm__("wscanf");
+extern int gnu_vswscanf(const wchar_t *, const wchar_t *, va_list) __asm__("vswscanf");
+extern int gnu_vfwscanf(FILE *, const wchar_t *, va_list) __asm__("vfwscanf");
+extern int gnu_vwscanf(const wchar_t *, va_list) __asm__("vwscanf");
+extern int c99_swscanf(const wchar_t *, const wchar_t *, ...) __asm__("__isoc99_swscanf");
+extern int c99_fwscanf(FILE *, const wchar_t *, ...) __asm__("__isoc99_fwscanf");
+extern int c99_wscanf(const wchar_t *, ...) __asm__("__isoc99_wscanf");
+extern int c99_vswscanf(const wchar_t *, const wchar_t *, va_list) __asm__("__isoc99_vswscanf");
+extern int c99_vfwscanf(FILE *, const wchar_t *, va_list) __asm__("__isoc99_vfwscanf");
+extern int c99_vwscanf(const wchar_t *, va_list) __asm__("__isoc99_vwscanf");
+extern int c23_swscanf(const wchar_t *, const wchar_t *, ...) __asm__("__isoc23_swscanf") __attribute__((weak));
+extern int c23_fwscanf(FILE *, const wchar_t *, ...) __asm__("__isoc23_fwscanf") __attribute__((weak));
+extern int c23_wscanf(const wchar_t *, ...) __asm__("__isoc23_wscanf") __attribute__((weak));
+extern int c23_vswscanf(const wchar_t *, const wchar_t *, va_list) __asm__("__isoc23_vswscanf") __attribute__((weak));
+extern int c23_vfwscanf(FILE *, const wchar_t *, va_list) __asm__("__isoc23_vfwscanf") __attribute__((weak));
+extern int c23_vwscanf(const wchar_t *, va_list) __asm__("__isoc23_vwscanf") __attribute__((weak));
+
+/* The wide `v` scanning call named `call` of `fmt` from `in` (a wide string) or `f`. */
+static int wscan_v(const char *call, const wchar_t *in, FILE *f, const wchar_t *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = -2;
+    if (!strcmp(call, "vswscanf")) r = gnu_vswscanf(in, fmt, ap);
+    else if (!strcmp(call, "__isoc99_vswscanf")) r = c99_vswscanf(in, fmt, ap);
+    else if (!strcmp(call, "vfwscanf")) r = gnu_vfwscanf(f, fmt, ap);
+    else if (!strcmp(call, "__isoc99_vfwscanf")) r = c99_vfwscanf(f, fmt, ap);
+    else if (!strcmp(call, "vwscanf")) r = gnu_vwscanf(fmt, ap);
+    else if (!strcmp(call, "__isoc99_vwscanf")) r = c99_vwscanf(fmt, ap);
+    else if (!strcmp(call, "__isoc23_vswscanf")) r = c23_vswscanf ? c23_vswscanf(in, fmt, ap) : -2;
+    else if (!strcmp(call, "__isoc23_vfwscanf")) r = c23_vfwscanf ? c23_vfwscanf(f, fmt, ap) : -2;
+    else if (!strcmp(call, "__isoc23_vwscanf")) r = c23_vwscanf ? c23_vwscanf(fmt, ap) : -2;
+    va_end(ap);
+    return r;
+}
+
+/* The wide scanning call named `call` of `fmt` with an int and a buffer, from `in` or `f`. */
+static int wscan_call(const char *call, const wchar_t *in, FILE *f, const wchar_t *fmt, int *x, void *p) {
+    if (!strcmp(call, "swscanf")) return gnu_swscanf(in, fmt, x, p);
+    if (!strcmp(call, "__isoc99_swscanf")) return c99_swscanf(in, fmt, x, p);
+    if (!strcmp(call, "fwscanf")) return gnu_fwscanf(f, fmt, x, p);
+    if (!strcmp(call, "__isoc99_fwscanf")) return c99_fwscanf(f, fmt, x, p);
+    if (!strcmp(call, "wscanf")) return gnu_wscanf(fmt, x, p);
+    if (!strcmp(call, "__isoc99_wscanf")) return c99_wscanf(fmt, x, p);
+    if (!strcmp(call, "__isoc23_swscanf")) return c23_swscanf ? c23_swscanf(in, fmt, x, p) : -2;
+    if (!strcmp(call, "__isoc23_fwscanf")) return c23_fwscanf ? c23_fwscanf(f, fmt, x, p) : -2;
+    if (!strcmp(call, "__isoc23_wscanf")) return c23_wscanf ? c23_wscanf(fmt, x, p) : -2;
+    return wscan_v(call, in, f, fmt, x, p);
+}
+
 /* The scanning call named `call` (the symbol's name: the headers make a program's `sscanf`
  * `__isoc99_sscanf`) of `fmt` with an int and a buffer, from `in` or `f`. */
 static int scan_call(const char *call, const char *in, FILE *f, const char *fmt, int *x, char *p) {
@@ -1094,6 +1152,77 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 8; i++)
             free(next[i]);
         free(p);
+        return 0;
+    }
+    if (!strcmp(c, "wscan") && argc > 5) {
+        /* As "scan", with the wide calls: the format and a string source are wide; CONV "ls"
+         * ("%d %ls") writes wide characters, a word of (SIZE + EXTRA) / 4 - 1 of them. */
+        const char *call = argv[2], *conv = argv[3];
+        size_t n = (size_t)atol(argv[4]), total = n + (size_t)atol(argv[5]);
+        int wide = !strcmp(conv, "ls");
+        size_t word = wide ? total / 4 - 1 : total - 1;
+        static char in[1 << 20];
+        static wchar_t win[1 << 20];
+        if (word + 8 >= sizeof win / sizeof *win) return 2;
+        memcpy(in, "7 ", 2);
+        memset(in + 2, 's', word);
+        in[word + 2] = 0;
+        wchar_t fmt[32];
+        if (!strcmp(conv, "s")) wcscpy(fmt, L"%d %s");
+        else if (wide) wcscpy(fmt, L"%d %ls");
+        else if (!strcmp(conv, "set")) wcscpy(fmt, L"%d %[a-z]");
+        else if (!strcmp(conv, "c")) {
+            swprintf(fmt, sizeof fmt / sizeof *fmt, L"%%d %%%zuc", total);
+            in[word + 2] = 's'; /* %c takes `total` characters: the word and one more */
+            in[word + 3] = 0;
+        } else return 2;
+        for (size_t i = 0; i <= strlen(in); i++)
+            win[i] = (unsigned char)in[i];
+        char path[] = "/tmp/nevermore-wscan-XXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0 || write(fd, in, strlen(in)) != (long)strlen(in)) return 2;
+        unlink(path);
+        lseek(fd, 0, SEEK_SET);
+        FILE *f = fdopen(dup(fd), "r");
+        if (!f || dup2(fd, 0) != 0) return 2;
+        char *p = malloc(n);
+        char *next[8];
+        for (int i = 0; i < 8; i++) {
+            next[i] = malloc(n);
+            memset(next[i], 0x44, n);
+        }
+        int x = 0;
+        int r = wscan_call(call, win, f, fmt, &x, p);
+        if (r == -2) return 2;
+        printf("scanned %d x=%d\n", r, x);
+        fflush(stdout);
+        for (int i = 0; i < 8; i++)
+            free(next[i]);
+        free(p);
+        return 0;
+    }
+    if (!strcmp(c, "wscan-formats")) {
+        /* The wide calls' formats, with characters past ASCII in them, into objects that fit. */
+        char *a = malloc(16), *b = malloc(16), *m = 0;
+        wchar_t *w = malloc(8 * sizeof *w), *lw = malloc(4 * sizeof *lw);
+        int i = 0, j = 0, n = 0;
+        double d = 0;
+        long l = 0;
+        int r = c99_swscanf(L"\u00e912 skip 2.5 abc def 34 XYZ w 99 \u00e9xy", L"\u00e9%d %*s %lf %n%15s %ms %ld %3c %lc %d \u00e9%3ls", &i,
+                            &d, &n, a, &m, &l, b, w, &j, lw);
+        b[3] = 0;
+        printf("numbers %d %d %g %d %ld %s %s %s %s %d %s\n", r, i, d, n, l, a, m, b, (int)w[0] == 'w' ? "w" : "?", j,
+               !wcscmp(lw, L"xy") ? "xy" : "?");
+        char *s[6];
+        for (int q = 0; q < 6; q++)
+            s[q] = malloc(4);
+        r = c99_swscanf(L"a b c d e f", L"%3s %3s %3s %3s %3s %3s", s[0], s[1], s[2], s[3], s[4], s[5]);
+        printf("many %d %s%s%s%s%s%s\n", r, s[0], s[1], s[2], s[3], s[4], s[5]);
+        char *g = 0;
+        r = gnu_swscanf(L"allocated", L"%as", &g);
+        printf("gnu %d %s\n", r, g ? g : "(null)");
+        free(g);
+        free(m);
         return 0;
     }
     if (!strcmp(c, "scan-formats")) {

@@ -926,6 +926,77 @@ fn scans_writing_past_the_end_of_an_object_are_reported() {
     }
 }
 
+/// The wide scans (`swscanf`, `fwscanf`, `wscanf`, their `v`, C99 and C23 names) as the narrow
+/// ones: a string written past the end of its heap object is reported when the call returns,
+/// a narrow (`%s`, `%[`, `%c`) or a wide one (`%ls`). A narrow string that fills its object
+/// exactly is left alone, with the checks on or off, although the C library writes a second
+/// NUL after it, over the canary (`heap::mend_library_nul`); the formats the check follows
+/// (characters past ASCII among them) make the C library's values.
+#[test]
+fn wide_scans_writing_past_the_end_of_an_object_are_reported() {
+    let calls = [
+        "swscanf",
+        "__isoc99_swscanf",
+        "vswscanf",
+        "__isoc99_vswscanf",
+        "__isoc23_swscanf",
+        "__isoc23_vswscanf",
+        "fwscanf",
+        "__isoc99_fwscanf",
+        "vfwscanf",
+        "__isoc99_vfwscanf",
+        "wscanf",
+        "__isoc99_wscanf",
+        "vwscanf",
+        "__isoc99_vwscanf",
+        "__isoc23_fwscanf",
+        "__isoc23_vfwscanf",
+        "__isoc23_wscanf",
+        "__isoc23_vwscanf",
+    ];
+    for mode in ["detect", "prevent"] {
+        for call in calls {
+            // Every kind of string for the calls from a string, "%s" and "%ls" for the others.
+            let convs: &[&str] = if call.ends_with("swscanf") { &["s", "set", "c", "ls"] } else { &["s", "ls"] };
+            for &conv in convs {
+                for size in ["100", "24"] {
+                    let o = run(mode, &["wscan", call, conv, size, "0"]);
+                    assert_ok(&o);
+                    assert!(stdout(&o).contains("scanned 2 x=7"), "{mode} {call} {conv} {size}: {}", stdout(&o));
+                }
+                // Past the end by one unit, and by many; past a large object (the C library
+                // takes 0.2 s to scan its 140 000 characters into a narrow string).
+                let unit = if conv == "ls" { 4 } else { 1 };
+                for (size, extra) in [("100", 13 * unit), ("100", unit), ("140000", unit)] {
+                    let o = run(mode, &["wscan", call, conv, size, &extra.to_string()]);
+                    assert_report(&o, "heap-buffer-overflow");
+                    let err = stderr(&o);
+                    assert!(err.contains(&format!("{call} of 0x")), "{mode} {call} {conv} {size}+{extra}: {err}");
+                    assert!(err.contains("the call wrote past the end of the object"), "{mode} {call}: {err}");
+                    assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+                    assert!(!stdout(&o).contains("scanned"), "{mode} {call} {conv}: {}", stdout(&o));
+                }
+            }
+        }
+        let o = run(mode, &["wscan-formats"]);
+        assert_ok(&o);
+        assert_eq!(
+            stdout(&o).lines().collect::<Vec<_>>(),
+            ["numbers 9 12 2.5 13 34 abc def XYZ w 99 xy", "many 6 abcdef", "gnu 1 allocated"],
+            "{mode}"
+        );
+        // With the checks off, a string that fits is still left alone, and the canary finds
+        // one that does not at `free`.
+        let o = run(&format!("{mode}:check_copies=0"), &["wscan", "__isoc99_swscanf", "s", "100", "0"]);
+        assert_ok(&o);
+        assert!(stdout(&o).contains("scanned 2 x=7"), "{mode}: {}", stdout(&o));
+        let o = run(&format!("{mode}:check_copies=0"), &["wscan", "__isoc99_swscanf", "s", "100", "9"]);
+        assert_report(&o, "heap-buffer-overflow");
+        assert!(stdout(&o).contains("scanned 2"), "{mode}: {}", stdout(&o));
+        assert!(stderr(&o).contains("the canary after the object was overwritten"), "{mode}: {}", stderr(&o));
+    }
+}
+
 /// A fortified copy that fits its heap object but not the size the compiler gave for its
 /// destination is still ended by the C library's own check, with its own message.
 #[test]

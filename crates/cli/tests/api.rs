@@ -210,7 +210,10 @@ const EXPORTS: &str = "
     __wcscat_chk __wcsncpy_chk __wcpncpy_chk __wcsncat_chk swprintf vswprintf __swprintf_chk __vswprintf_chk strftime strftime_l inet_ntop mbstowcs wcstombs
     sscanf vsscanf __isoc99_sscanf __isoc99_vsscanf fscanf vfscanf __isoc99_fscanf __isoc99_vfscanf
     scanf vscanf __isoc99_scanf __isoc99_vscanf __isoc23_sscanf __isoc23_vsscanf __isoc23_fscanf
-    __isoc23_vfscanf __isoc23_scanf __isoc23_vscanf realpath __realpath_chk
+    __isoc23_vfscanf __isoc23_scanf __isoc23_vscanf swscanf vswscanf fwscanf vfwscanf wscanf vwscanf
+    __isoc99_swscanf __isoc99_vswscanf __isoc99_fwscanf __isoc99_vfwscanf __isoc99_wscanf __isoc99_vwscanf
+    __isoc23_swscanf __isoc23_vswscanf __isoc23_fwscanf __isoc23_vfwscanf __isoc23_wscanf __isoc23_vwscanf
+    realpath __realpath_chk
     strdup __strdup strndup wcsdup iconv getline getdelim __getdelim explicit_bzero __explicit_bzero_chk
     strlen strnlen strchr strchrnul strrchr memchr memrchr memcmp bcmp strcmp strncmp strcasecmp
     strncasecmp strstr memmem strspn strcspn strpbrk wcslen wcscmp wmemcmp rawmemchr strcasestr wcschr wcsrchr

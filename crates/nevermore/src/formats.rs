@@ -28,14 +28,16 @@
 //! the check does not follow (arguments taken by position, `%n$`, or a conversion it does not
 //! know) is checked up to there; so is a call that wrote a string it then did not count (a
 //! `%20c` that met the end of its input after more characters than the buffer holds), which
-//! the canary after the object is left to find.
+//! the canary after the object is left to find. The wide calls (`swscanf` and kin) the same,
+//! with their wide format; a narrow string they write ends in two NULs, not one (see
+//! `heap::mend_library_nul`).
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::AtomicUsize;
 
 use libc::wchar_t;
 
-use crate::copies::{entry, from_program, next, room_below};
+use crate::copies::{entry, from_program, next, outside_library, room_below};
 use crate::io::Way;
 
 /// One x86-64 `va_list` (the C library's functions take a pointer to it). A copy of it walks
@@ -560,18 +562,80 @@ fn written(p: usize, unit: usize) -> usize {
     }
 }
 
+/// Whether a scanning call's format (and the text it reads) is of bytes (`sscanf`) or of wide
+/// characters (`swscanf`). The wide calls write the same things as the narrow ones: `%s`,
+/// `%[` and `%c` write bytes (each wide character they take converted to its multibyte
+/// form), `%ls`, `%l[`, `%lc` (`%S`, `%C`) wide characters.
+#[derive(Clone, Copy, PartialEq)]
+enum Text {
+    Narrow,
+    Wide,
+}
+
+/// The format `fmt` of a scanning call, read a character at a time as a byte: a wide
+/// character past ASCII reads as 0x80, which is no part of any conversion; past the end, 0.
+struct Format {
+    fmt: usize,
+    len: usize,
+    text: Text,
+}
+
+impl Format {
+    fn new(fmt: *const c_char, text: Text) -> Format {
+        let mut f = Format { fmt: fmt as usize, len: 0, text };
+        // SAFETY: the call's format, a string of its kind: read up to its terminator.
+        while unsafe { f.unit(f.len) } != 0 {
+            f.len += 1;
+        }
+        f
+    }
+
+    /// The `i`th character, `i` within the format and its terminator.
+    ///
+    /// # Safety
+    /// `i` must be at most the format's length.
+    unsafe fn unit(&self, i: usize) -> u32 {
+        // SAFETY: a character of the format or its terminator (the caller's bound).
+        unsafe {
+            match self.text {
+                Text::Narrow => *((self.fmt + i) as *const u8) as u32,
+                Text::Wide => core::ptr::read_unaligned((self.fmt + i * 4) as *const u32),
+            }
+        }
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        if i >= self.len {
+            return 0;
+        }
+        // SAFETY: `i` is within the format.
+        match unsafe { self.unit(i) } {
+            c @ 0..=0x7f => c as u8,
+            _ => 0x80,
+        }
+    }
+}
+
 /// After a scanning call that assigned `assigned` items by the format `fmt` to the pointers
-/// `args` leads to: holds every string it wrote into a heap object to that object's end.
-fn scanned(fmt: *const c_char, mut args: Pointers, assigned: c_int, dialect: Dialect, op: &'static str) {
+/// `args` leads to: holds every string it wrote into a heap object to that object's end
+/// (`check`), and mends what a wide call's second NUL did to a canary.
+fn scanned(
+    fmt: *const c_char,
+    text: Text,
+    mut args: Pointers,
+    assigned: c_int,
+    dialect: Dialect,
+    op: &'static str,
+    check: bool,
+) {
     if assigned <= 0 || fmt.is_null() {
         return;
     }
-    // SAFETY: the call's format, a NUL-terminated string.
-    let fmt = unsafe { core::ffi::CStr::from_ptr(fmt) }.to_bytes();
-    let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
+    let fmt = Format::new(fmt, text);
+    let at = |i: usize| fmt.at(i);
     let (mut done, mut i) = (0, 0);
-    while i < fmt.len() {
-        if fmt[i] != b'%' {
+    while i < fmt.len {
+        if at(i) != b'%' {
             i += 1;
             continue;
         }
@@ -616,10 +680,10 @@ fn scanned(fmt: *const c_char, mut args: Pointers, assigned: c_int, dialect: Dia
                 // The set; a `]` right after `[` or `[^` belongs to it.
                 i += (at(i) == b'^') as usize;
                 i += (at(i) == b']') as usize;
-                while i < fmt.len() && fmt[i] != b']' {
+                while i < fmt.len && at(i) != b']' {
                     i += 1;
                 }
-                if i >= fmt.len() {
+                if i >= fmt.len {
                     return;
                 }
                 i += 1;
@@ -638,8 +702,15 @@ fn scanned(fmt: *const c_char, mut args: Pointers, assigned: c_int, dialect: Dia
         done += 1;
         let unit = if longs == 1 || matches!(conv, b'S' | b'C') { 4 } else { 1 };
         if matches!(conv, b'[' | b's' | b'S' | b'c' | b'C') && !allocates && crate::io::in_heap(p) {
+            // A wide call's `%c` writes at least one byte a character (as many as their
+            // multibyte forms take, which are not marked): the least is held to the end.
             let n = if matches!(conv, b'c' | b'C') { width.unwrap_or(1) * unit } else { written(p, unit) };
-            crate::io::bounded(p, n, Way::Into, op);
+            if check {
+                crate::io::bounded(p, n, Way::Into, op);
+            }
+            if text == Text::Wide && unit == 1 && !matches!(conv, b'c' | b'C') {
+                crate::heap::mend_library_nul(p, p + n);
+            }
         }
     }
 }
@@ -657,7 +728,17 @@ struct Next {
 /// A scanning call: `name(source, format, ...)` (`format` = 1) or `name(format, ...)`
 /// (standard input, `format` = 0), or its `v` form, with the arguments `ap` leads to: the C
 /// library's `v` function, then the check of what it wrote (when the program made it).
-fn scan(a: &Args, ap: *mut VaList, ret: usize, lib: &Next, dialect: Dialect, op: &'static str, format: usize) -> c_int {
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    a: &Args,
+    ap: *mut VaList,
+    ret: usize,
+    lib: &Next,
+    text: Text,
+    dialect: Dialect,
+    op: &'static str,
+    format: usize,
+) -> c_int {
     let found = crate::sys::next_symbol(&lib.slot, lib.name);
     let Some(f) = found.or_else(|| lib.or.and_then(|or| crate::sys::next_symbol(&lib.slot, or))) else { return -1 };
     // SAFETY: the call's `va_list`, copied before the call consumes it.
@@ -671,8 +752,11 @@ fn scan(a: &Args, ap: *mut VaList, ret: usize, lib: &Next, dialect: Dialect, op:
             core::mem::transmute::<usize, VScan>(f)(a[0] as _, a[1] as _, ap)
         }
     };
-    if from_program(ret) {
-        scanned(a[format] as _, walk, r, dialect, op);
+    // The wide calls' strings are walked with the checks off too, for the C library's second
+    // NUL (`heap::mend_library_nul`).
+    let check = from_program(ret);
+    if check || (text == Text::Wide && outside_library(ret)) {
+        scanned(a[format] as _, text, walk, r, dialect, op, check);
     }
     r
 }
@@ -688,42 +772,61 @@ const fn first(names: &[&'static CStr]) -> Option<&'static CStr> {
 
 /// Defines an exported scanning function: its stub (`formatting!`) and what the stub calls,
 /// `scan` of the C library's `v` function `$lib` (or `$or` where it has none) with the format
-/// at argument `$format`, and the stub's own `va_list` (`variadic`) or the one the caller
-/// passed as argument `$k` (`list $k`).
+/// (of `$text`) at argument `$format`, and the stub's own `va_list` (`variadic`) or the one
+/// the caller passed as argument `$k` (`list $k`).
 macro_rules! scanning {
-    (fn $name:ident => $body:ident, $named:literal, $format:literal, variadic, $lib:literal $(or $or:literal)?, $dialect:ident) => {
-        scanning!(@ $name, $body, $named, $format, |_a: &Args, ap: *mut VaList| ap, $lib, [$($or)?], $dialect);
+    (fn $name:ident => $body:ident, $named:literal, $format:literal, variadic, $lib:literal $(or $or:literal)?, $dialect:ident $text:ident) => {
+        scanning!(@ $name, $body, $named, $format, |_a: &Args, ap: *mut VaList| ap, $lib, [$($or)?], $dialect, $text);
     };
-    (fn $name:ident => $body:ident, $named:literal, $format:literal, list $k:literal, $lib:literal $(or $or:literal)?, $dialect:ident) => {
-        scanning!(@ $name, $body, $named, $format, |a: &Args, _ap: *mut VaList| a[$k] as *mut VaList, $lib, [$($or)?], $dialect);
+    (fn $name:ident => $body:ident, $named:literal, $format:literal, list $k:literal, $lib:literal $(or $or:literal)?, $dialect:ident $text:ident) => {
+        scanning!(@ $name, $body, $named, $format, |a: &Args, _ap: *mut VaList| a[$k] as *mut VaList, $lib, [$($or)?], $dialect, $text);
     };
-    (@ $name:ident, $body:ident, $named:literal, $format:literal, $list:expr, $lib:literal, [$($or:literal)?], $dialect:ident) => {
+    (@ $name:ident, $body:ident, $named:literal, $format:literal, $list:expr, $lib:literal, [$($or:literal)?], $dialect:ident, $text:ident) => {
         formatting! {
             #[doc = concat!("`", stringify!($name), "`: see \"Input\" in the module.")]
             fn $name(src: *const c_void, fmt: *const c_char) => $body, $named
         }
         extern "C" fn $body(a: &Args, ap: *mut VaList, ret: usize) -> c_int {
             static LIB: Next = Next { slot: AtomicUsize::new(0), name: $lib, or: first(&[$($or)?]) };
-            scan(a, ($list)(a, ap), ret, &LIB, Dialect::$dialect, stringify!($name), $format)
+            scan(a, ($list)(a, ap), ret, &LIB, Text::$text, Dialect::$dialect, stringify!($name), $format)
         }
     };
 }
 
-scanning!(fn sscanf => sscanf_checked, 2, 1, variadic, c"vsscanf", Gnu);
-scanning!(fn vsscanf => vsscanf_checked, 3, 1, list 2, c"vsscanf", Gnu);
-scanning!(fn __isoc99_sscanf => sscanf99_checked, 2, 1, variadic, c"__isoc99_vsscanf", C99);
-scanning!(fn __isoc99_vsscanf => vsscanf99_checked, 3, 1, list 2, c"__isoc99_vsscanf", C99);
-scanning!(fn fscanf => fscanf_checked, 2, 1, variadic, c"vfscanf", Gnu);
-scanning!(fn vfscanf => vfscanf_checked, 3, 1, list 2, c"vfscanf", Gnu);
-scanning!(fn __isoc99_fscanf => fscanf99_checked, 2, 1, variadic, c"__isoc99_vfscanf", C99);
-scanning!(fn __isoc99_vfscanf => vfscanf99_checked, 3, 1, list 2, c"__isoc99_vfscanf", C99);
-scanning!(fn scanf => scanf_checked, 1, 0, variadic, c"vscanf", Gnu);
-scanning!(fn vscanf => vscanf_checked, 2, 0, list 1, c"vscanf", Gnu);
-scanning!(fn __isoc99_scanf => scanf99_checked, 1, 0, variadic, c"__isoc99_vscanf", C99);
-scanning!(fn __isoc99_vscanf => vscanf99_checked, 2, 0, list 1, c"__isoc99_vscanf", C99);
-scanning!(fn __isoc23_sscanf => sscanf23_checked, 2, 1, variadic, c"__isoc23_vsscanf" or c"__isoc99_vsscanf", C23);
-scanning!(fn __isoc23_vsscanf => vsscanf23_checked, 3, 1, list 2, c"__isoc23_vsscanf" or c"__isoc99_vsscanf", C23);
-scanning!(fn __isoc23_fscanf => fscanf23_checked, 2, 1, variadic, c"__isoc23_vfscanf" or c"__isoc99_vfscanf", C23);
-scanning!(fn __isoc23_vfscanf => vfscanf23_checked, 3, 1, list 2, c"__isoc23_vfscanf" or c"__isoc99_vfscanf", C23);
-scanning!(fn __isoc23_scanf => scanf23_checked, 1, 0, variadic, c"__isoc23_vscanf" or c"__isoc99_vscanf", C23);
-scanning!(fn __isoc23_vscanf => vscanf23_checked, 2, 0, list 1, c"__isoc23_vscanf" or c"__isoc99_vscanf", C23);
+scanning!(fn sscanf => sscanf_checked, 2, 1, variadic, c"vsscanf", Gnu Narrow);
+scanning!(fn vsscanf => vsscanf_checked, 3, 1, list 2, c"vsscanf", Gnu Narrow);
+scanning!(fn __isoc99_sscanf => sscanf99_checked, 2, 1, variadic, c"__isoc99_vsscanf", C99 Narrow);
+scanning!(fn __isoc99_vsscanf => vsscanf99_checked, 3, 1, list 2, c"__isoc99_vsscanf", C99 Narrow);
+scanning!(fn fscanf => fscanf_checked, 2, 1, variadic, c"vfscanf", Gnu Narrow);
+scanning!(fn vfscanf => vfscanf_checked, 3, 1, list 2, c"vfscanf", Gnu Narrow);
+scanning!(fn __isoc99_fscanf => fscanf99_checked, 2, 1, variadic, c"__isoc99_vfscanf", C99 Narrow);
+scanning!(fn __isoc99_vfscanf => vfscanf99_checked, 3, 1, list 2, c"__isoc99_vfscanf", C99 Narrow);
+scanning!(fn scanf => scanf_checked, 1, 0, variadic, c"vscanf", Gnu Narrow);
+scanning!(fn vscanf => vscanf_checked, 2, 0, list 1, c"vscanf", Gnu Narrow);
+scanning!(fn __isoc99_scanf => scanf99_checked, 1, 0, variadic, c"__isoc99_vscanf", C99 Narrow);
+scanning!(fn __isoc99_vscanf => vscanf99_checked, 2, 0, list 1, c"__isoc99_vscanf", C99 Narrow);
+scanning!(fn __isoc23_sscanf => sscanf23_checked, 2, 1, variadic, c"__isoc23_vsscanf" or c"__isoc99_vsscanf", C23 Narrow);
+scanning!(fn __isoc23_vsscanf => vsscanf23_checked, 3, 1, list 2, c"__isoc23_vsscanf" or c"__isoc99_vsscanf", C23 Narrow);
+scanning!(fn __isoc23_fscanf => fscanf23_checked, 2, 1, variadic, c"__isoc23_vfscanf" or c"__isoc99_vfscanf", C23 Narrow);
+scanning!(fn __isoc23_vfscanf => vfscanf23_checked, 3, 1, list 2, c"__isoc23_vfscanf" or c"__isoc99_vfscanf", C23 Narrow);
+scanning!(fn __isoc23_scanf => scanf23_checked, 1, 0, variadic, c"__isoc23_vscanf" or c"__isoc99_vscanf", C23 Narrow);
+scanning!(fn __isoc23_vscanf => vscanf23_checked, 2, 0, list 1, c"__isoc23_vscanf" or c"__isoc99_vscanf", C23 Narrow);
+
+scanning!(fn swscanf => swscanf_checked, 2, 1, variadic, c"vswscanf", Gnu Wide);
+scanning!(fn vswscanf => vswscanf_checked, 3, 1, list 2, c"vswscanf", Gnu Wide);
+scanning!(fn __isoc99_swscanf => swscanf99_checked, 2, 1, variadic, c"__isoc99_vswscanf", C99 Wide);
+scanning!(fn __isoc99_vswscanf => vswscanf99_checked, 3, 1, list 2, c"__isoc99_vswscanf", C99 Wide);
+scanning!(fn fwscanf => fwscanf_checked, 2, 1, variadic, c"vfwscanf", Gnu Wide);
+scanning!(fn vfwscanf => vfwscanf_checked, 3, 1, list 2, c"vfwscanf", Gnu Wide);
+scanning!(fn __isoc99_fwscanf => fwscanf99_checked, 2, 1, variadic, c"__isoc99_vfwscanf", C99 Wide);
+scanning!(fn __isoc99_vfwscanf => vfwscanf99_checked, 3, 1, list 2, c"__isoc99_vfwscanf", C99 Wide);
+scanning!(fn wscanf => wscanf_checked, 1, 0, variadic, c"vwscanf", Gnu Wide);
+scanning!(fn vwscanf => vwscanf_checked, 2, 0, list 1, c"vwscanf", Gnu Wide);
+scanning!(fn __isoc99_wscanf => wscanf99_checked, 1, 0, variadic, c"__isoc99_vwscanf", C99 Wide);
+scanning!(fn __isoc99_vwscanf => vwscanf99_checked, 2, 0, list 1, c"__isoc99_vwscanf", C99 Wide);
+scanning!(fn __isoc23_swscanf => swscanf23_checked, 2, 1, variadic, c"__isoc23_vswscanf" or c"__isoc99_vswscanf", C23 Wide);
+scanning!(fn __isoc23_vswscanf => vswscanf23_checked, 3, 1, list 2, c"__isoc23_vswscanf" or c"__isoc99_vswscanf", C23 Wide);
+scanning!(fn __isoc23_fwscanf => fwscanf23_checked, 2, 1, variadic, c"__isoc23_vfwscanf" or c"__isoc99_vfwscanf", C23 Wide);
+scanning!(fn __isoc23_vfwscanf => vfwscanf23_checked, 3, 1, list 2, c"__isoc23_vfwscanf" or c"__isoc99_vfwscanf", C23 Wide);
+scanning!(fn __isoc23_wscanf => wscanf23_checked, 1, 0, variadic, c"__isoc23_vwscanf" or c"__isoc99_vwscanf", C23 Wide);
+scanning!(fn __isoc23_vwscanf => vwscanf23_checked, 2, 0, list 1, c"__isoc23_vwscanf" or c"__isoc99_vwscanf", C23 Wide);

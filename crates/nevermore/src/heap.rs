@@ -1071,6 +1071,41 @@ pub fn damage(p: usize, size: usize, span: Option<u32>) -> Option<(usize, bool)>
     head_damage(p).map(|at| (at, true))
 }
 
+/// The C library's wide scanning calls end a narrow string (`%s`, `%[`) with two NUL bytes
+/// (the initial-state sequence `wcrtomb` makes of L'\0', which is a NUL, and then their own
+/// NUL), one more than the string takes. When the string filled its live object `p`
+/// exactly, the second NUL lands on the first byte of the object's canary: not the program's
+/// write, and not one that reaches the program's data. The canary is armed again when that
+/// byte is all that changed (a NUL where the first byte was, the other seven intact: never a
+/// write of the program's, which the canary's first byte, never 0, would see as damage
+/// anywhere else). A page object without a canary ends against a guard page, where the C
+/// library's write trapped already.
+pub fn mend_library_nul(p: usize, end: usize) {
+    let Some((o, true)) = object_at(p) else { return };
+    if o.start + o.size != end {
+        return;
+    }
+    let canary = if alias::in_arena(o.start) {
+        let Some((_, page)) = alias::decode(o.start) else { return };
+        let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) else { return };
+        s.kind != pool::PAGES || s.class & pool::NO_CANARY == 0
+    } else {
+        true
+    };
+    if !canary {
+        return;
+    }
+    let view = canary_view(o.start) + o.size;
+    let want = guard::canary_for(end);
+    // SAFETY: the canary after a live object that has one, where `canary_view` maps it; it may
+    // be unaligned.
+    unsafe {
+        if (view as *const u64).read_unaligned() == want & !0xff {
+            (view as *mut u64).write_unaligned(want);
+        }
+    }
+}
+
 /// The live page or large object whose first page holds `addr` before the object's start, if
 /// any: the bytes that `head_damage` checks, which no pointer of the program's may reach.
 pub fn object_after(addr: usize) -> Option<Object> {

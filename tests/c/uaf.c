@@ -58,7 +58,8 @@
  *                        past the object, when it returns).
  *   wscan CALL CONV SIZE EXTRA  the same with the wide calls (swscanf, fwscanf, wscanf, their
  *                        `v` forms, and their __isoc99_ and __isoc23_ names), and CONV "ls"
- *                        ("%d %ls": a word of (SIZE + EXTRA) / 4 - 1 wide characters).
+ *                        ("%d %ls": a word of (SIZE + EXTRA) / 4 - 1 wide characters);
+ *                        with "offbyone" after EXTRA, a NUL is written past the object first.
  *   wscan-formats        the wide calls' formats (characters past ASCII, %ls, %ms, %as) into
  *                        heap objects that fit: prints what was scanned.
  *   scan-formats         scans with every kind of conversion (numbers, %n, %*s, %ms, %lc,
@@ -1192,6 +1193,8 @@ int main(int argc, char **argv) {
             memset(next[i], 0x44, n);
         }
         int x = 0;
+        if (argc > 6 && !strcmp(argv[6], "offbyone"))
+            p[n] = 0; /* the program's own write past the end, before the call */
         int r = wscan_call(call, win, f, fmt, &x, p);
         if (r == -2) return 2;
         printf("scanned %d x=%d\n", r, x);

@@ -930,7 +930,8 @@ fn scans_writing_past_the_end_of_an_object_are_reported() {
 /// ones: a string written past the end of its heap object is reported when the call returns,
 /// a narrow (`%s`, `%[`, `%c`) or a wide one (`%ls`). A narrow string that fills its object
 /// exactly is left alone, with the checks on or off, although the C library writes a second
-/// NUL after it, over the canary (`heap::mend_library_nul`); the formats the check follows
+/// NUL after it, over the canary (`heap::mend_library_nul`), but not a NUL the program wrote
+/// there before the call; the formats the check follows
 /// (characters past ASCII among them) make the C library's values.
 #[test]
 fn wide_scans_writing_past_the_end_of_an_object_are_reported() {
@@ -985,6 +986,16 @@ fn wide_scans_writing_past_the_end_of_an_object_are_reported() {
             ["numbers 9 12 2.5 13 34 abc def XYZ w 99 xy", "many 6 abcdef", "gnu 1 allocated"],
             "{mode}"
         );
+        // A NUL the program wrote past the end before the call is not taken for the C
+        // library's, with the checks on or off: reported at the call.
+        for opts in [mode.to_string(), format!("{mode}:check_copies=0")] {
+            let o = run(&opts, &["wscan", "swscanf", "s", "100", "0", "offbyone"]);
+            assert_report(&o, "heap-buffer-overflow");
+            let err = stderr(&o);
+            assert!(err.contains("swscanf of 0x"), "{opts}: {err}");
+            assert!(err.contains("the canary after the object was overwritten"), "{opts}: {err}");
+            assert!(!stdout(&o).contains("scanned"), "{opts}: {}", stdout(&o));
+        }
         // With the checks off, a string that fits is still left alone, and the canary finds
         // one that does not at `free`.
         let o = run(&format!("{mode}:check_copies=0"), &["wscan", "__isoc99_swscanf", "s", "100", "0"]);

@@ -616,9 +616,18 @@ impl Format {
     }
 }
 
-/// After a scanning call that assigned `assigned` items by the format `fmt` to the pointers
-/// `args` leads to: holds every string it wrote into a heap object to that object's end
-/// (`check`), and mends what a wide call's second NUL did to a canary.
+/// Which walk of a scanning call's format: `Before` a wide call, the canaries of the objects
+/// its narrow strings go to are checked (see `heap::mend_library_nul`); `After` a call, the
+/// strings it wrote are held to their objects' ends (`check`) and what a wide call's second
+/// NUL did to a canary is mended.
+#[derive(Clone, Copy, PartialEq)]
+enum Walk {
+    Before,
+    After { check: bool },
+}
+
+/// A walk of the format `fmt` of a scanning call that assigned `assigned` items (before the
+/// call: all of them) to the pointers `args` leads to: see `Walk`.
 fn scanned(
     fmt: *const c_char,
     text: Text,
@@ -626,7 +635,7 @@ fn scanned(
     assigned: c_int,
     dialect: Dialect,
     op: &'static str,
-    check: bool,
+    walk: Walk,
 ) {
     if assigned <= 0 || fmt.is_null() {
         return;
@@ -702,13 +711,20 @@ fn scanned(
         done += 1;
         let unit = if longs == 1 || matches!(conv, b'S' | b'C') { 4 } else { 1 };
         if matches!(conv, b'[' | b's' | b'S' | b'c' | b'C') && !allocates && crate::io::in_heap(p) {
+            let two_nuls = text == Text::Wide && unit == 1 && matches!(conv, b'[' | b's');
+            let Walk::After { check } = walk else {
+                if two_nuls {
+                    crate::heap::check_canary_of(p, op);
+                }
+                continue;
+            };
             // A wide call's `%c` writes at least one byte a character (as many as their
             // multibyte forms take, which are not marked): the least is held to the end.
             let n = if matches!(conv, b'c' | b'C') { width.unwrap_or(1) * unit } else { written(p, unit) };
             if check {
                 crate::io::bounded(p, n, Way::Into, op);
             }
-            if text == Text::Wide && unit == 1 && !matches!(conv, b'c' | b'C') {
+            if two_nuls {
                 crate::heap::mend_library_nul(p, p + n);
             }
         }
@@ -743,6 +759,15 @@ fn scan(
     let Some(f) = found.or_else(|| lib.or.and_then(|or| crate::sys::next_symbol(&lib.slot, or))) else { return -1 };
     // SAFETY: the call's `va_list`, copied before the call consumes it.
     let walk = Pointers(unsafe { *ap });
+    // The wide calls' strings are walked with the checks off too, for the C library's second
+    // NUL (`heap::mend_library_nul`), first before the call.
+    let check = from_program(ret);
+    let mend = text == Text::Wide && outside_library(ret);
+    if mend {
+        // SAFETY: as above.
+        let before = Pointers(unsafe { *ap });
+        scanned(a[format] as _, text, before, c_int::MAX, dialect, op, Walk::Before);
+    }
     // SAFETY: the C library's function of that name, of the type its arguments say, with the
     // caller's arguments.
     let r = unsafe {
@@ -752,11 +777,8 @@ fn scan(
             core::mem::transmute::<usize, VScan>(f)(a[0] as _, a[1] as _, ap)
         }
     };
-    // The wide calls' strings are walked with the checks off too, for the C library's second
-    // NUL (`heap::mend_library_nul`).
-    let check = from_program(ret);
-    if check || (text == Text::Wide && outside_library(ret)) {
-        scanned(a[format] as _, text, walk, r, dialect, op, check);
+    if check || mend {
+        scanned(a[format] as _, text, walk, r, dialect, op, Walk::After { check });
     }
     r
 }

@@ -1071,31 +1071,42 @@ pub fn damage(p: usize, size: usize, span: Option<u32>) -> Option<(usize, bool)>
     head_damage(p).map(|at| (at, true))
 }
 
+/// The canary after the live object `p` lies in, where `canary_view` maps it, if it has one
+/// (slab and large objects, and page objects that do not end against a guard page).
+fn canary_of(p: usize) -> Option<(Object, usize)> {
+    let Some((o, true)) = object_at(p) else { return None };
+    if alias::in_arena(o.start) {
+        let (_, page) = alias::decode(o.start)?;
+        let (_, s) = POOL.span_at(POOL.page_addr(page))?;
+        if s.kind == pool::PAGES && s.class & pool::NO_CANARY != 0 {
+            return None;
+        }
+    }
+    Some((o, canary_view(o.start) + o.size))
+}
+
+/// Reports a heap-buffer-overflow and dies if the canary after the live object `p` lies in was
+/// overwritten: before a call that may write its canary's first byte (`mend_library_nul`), so
+/// that what the program wrote there before is not mended with it.
+pub fn check_canary_of(p: usize, op: &'static str) {
+    if let Some((o, _)) = canary_of(p) {
+        check_canary(o.start, o.size, op);
+    }
+}
+
 /// The C library's wide scanning calls end a narrow string (`%s`, `%[`) with two NUL bytes
 /// (the initial-state sequence `wcrtomb` makes of L'\0', which is a NUL, and then their own
 /// NUL), one more than the string takes. When the string filled its live object `p`
-/// exactly, the second NUL lands on the first byte of the object's canary: not the program's
-/// write, and not one that reaches the program's data. The canary is armed again when that
-/// byte is all that changed (a NUL where the first byte was, the other seven intact: never a
-/// write of the program's, which the canary's first byte, never 0, would see as damage
-/// anywhere else). A page object without a canary ends against a guard page, where the C
-/// library's write trapped already.
+/// exactly (`end`), the second NUL lands on the first byte of the object's canary: not the
+/// program's write, and not one that reaches the program's data. The canary, checked before
+/// the call (`check_canary_of`), is armed again when that byte is all that changed (a NUL
+/// where the first byte was, which is never 0; the other seven intact). A page object
+/// without a canary ends against a guard page, where the C library's write trapped already.
 pub fn mend_library_nul(p: usize, end: usize) {
-    let Some((o, true)) = object_at(p) else { return };
+    let Some((o, view)) = canary_of(p) else { return };
     if o.start + o.size != end {
         return;
     }
-    let canary = if alias::in_arena(o.start) {
-        let Some((_, page)) = alias::decode(o.start) else { return };
-        let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) else { return };
-        s.kind != pool::PAGES || s.class & pool::NO_CANARY == 0
-    } else {
-        true
-    };
-    if !canary {
-        return;
-    }
-    let view = canary_view(o.start) + o.size;
     let want = guard::canary_for(end);
     // SAFETY: the canary after a live object that has one, where `canary_view` maps it; it may
     // be unaligned.

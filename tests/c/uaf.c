@@ -19,7 +19,8 @@
  *                        prints "sent=N" (the library's `write` reports it instead).
  *   moved CALL SIZE EXTRA  CALL (read, recv, recvfrom, readv, recvmsg, recvmmsg, pread, write,
  *                        send, sendto, writev, sendmsg, sendmmsg, pwrite, the stdio calls
- *                        fread, fgets, fwrite, and getrandom, readlink, readlinkat, getxattr,
+ *                        fread, fgets, fwrite, the wide fgetws, fgetws_unlocked and
+ *                        __fgetws_chk (of (SIZE + EXTRA + 3) / 4 characters), and getrandom, readlink, readlinkat, getxattr,
  *                        listxattr, getdents64, getcwd, realpath and __realpath_chk (told the
  *                        buffer holds PATH_MAX bytes), which fill the buffer with
  *                        exactly SIZE + EXTRA bytes, at most 4000; getdents64 with whole entries of
@@ -661,6 +662,8 @@ static int scan_v(const char *call, const char *in, FILE *f, const char *fmt, ..
     return r;
 }
 
+extern wchar_t *__fgetws_chk(wchar_t *, size_t, int, FILE *);
+
 /* The wide scanning calls by every name: the plain (GNU) ones, C99's (what the headers make
  * of a program's calls) and C23's (weak, as above). */
 extern int gnu_swscanf(const wchar_t *, const wchar_t *, ...) __asm__("swscanf");
@@ -1076,6 +1079,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(call, "pwrite")) r = pwrite(fileno(f), p, total, 0);
         else if (!strcmp(call, "fread")) r = (long)fread(p, 1, total, f);
         else if (!strcmp(call, "fgets")) r = fgets(p, (int)total, f) ? (long)strlen(p) + 1 : -1;
+        else if (!strncmp(call, "fgetws", 6) || !strcmp(call, "__fgetws_chk")) {
+            /* Told the buffer holds (SIZE + EXTRA + 3) / 4 wide characters (no size known to the
+             * fortified call): moves the bytes of that many, the last a NUL. */
+            wchar_t *w = (wchar_t *)p;
+            int wn = (int)((total + 3) / 4);
+            wchar_t *got = !strcmp(call, "fgetws") ? fgetws(w, wn, f)
+                           : !strcmp(call, "fgetws_unlocked") ? fgetws_unlocked(w, wn, f)
+                                                              : __fgetws_chk(w, (size_t)-1, wn, f);
+            r = got ? (long)(wcslen(w) + 1) * 4 : -1;
+        }
         else if (!strcmp(call, "fwrite")) r = (long)fwrite(p, 1, total, f);
         else if (!strcmp(call, "gets")) {
             if (dup2(fileno(f), 0) != 0) return 2;

@@ -240,7 +240,8 @@ fn a_system_call_running_past_the_end_of_an_object_is_reported() {
 /// what follows the object (reported when the call returns, before the program uses it); a
 /// write or send would read it out (a length the peer chose, as Heartbleed's was, which no
 /// canary sees: reported before the call is made, the bytes never sent). The same holds for
-/// `fread`, `fgets` and `fwrite`, whose copies the C library makes itself, and `gets`; their
+/// `fread`, `fgets` (and the wide `fgetws`) and `fwrite`, whose copies the C library makes
+/// itself, and `gets`; their
 /// reports name them. The same calls within the object are left alone.
 #[test]
 fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
@@ -263,6 +264,9 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
         // the program's.
         ("fread", "wrote"),
         ("fgets", "wrote"),
+        ("fgetws", "wrote"),
+        ("fgetws_unlocked", "wrote"),
+        ("__fgetws_chk", "wrote"),
         ("fwrite", "was to read"),
         // The line of `gets`, read from standard input: reported before a byte past the end
         // is written.
@@ -278,7 +282,7 @@ fn system_calls_moving_bytes_past_the_end_of_an_object_are_reported() {
         ("realpath", "wrote"),
         ("__realpath_chk", "wrote"),
     ];
-    let stdio = ["fread", "fgets", "fwrite", "gets"];
+    let stdio = ["fread", "fgets", "fgetws", "fgetws_unlocked", "__fgetws_chk", "fwrite", "gets"];
     // A link's target, an attribute, a path are at most a few KiB; a directory's entries are
     // whole (the call returns within 32 bytes of the length).
     let small =

@@ -2098,31 +2098,40 @@ macro_rules! stream_call_chk {
 stream_call_chk!(__fread_chk);
 stream_call_chk!(__fread_unlocked_chk);
 
-/// A line `fgets` wrote into the `n` bytes at `buf` (it returned `buf`): held to the bounds of
-/// its heap object, as `fread`'s bytes are. The bytes written are the line up to its NUL
-/// (a line with a NUL inside it counts up to the first: fewer, never more).
-fn line_written(buf: *mut c_char, n: usize, op: &'static str) {
+/// A line `fgets` (or the wide `fgetws`) wrote into the `n` characters (of type `C`) at `buf`
+/// (it returned `buf`): held to the bounds of its heap object, as `fread`'s bytes are. The
+/// characters written are the line up to its NUL (a line with a NUL inside it counts up to the
+/// first: fewer, never more).
+fn line_written<C: Copy + Default + PartialEq>(buf: *mut C, n: usize, op: &'static str) {
     if n > 0 && in_heap(buf as usize) {
-        // SAFETY: `fgets` returned `buf`: it wrote a NUL within the first `n` bytes.
-        let len = unsafe { libc::strnlen(buf, n - 1) } + 1;
-        overrun(buf as usize, len, Way::Into, op, true);
+        let len = if core::mem::size_of::<C>() == 1 {
+            // SAFETY: the call returned `buf`: it wrote a NUL within the first `n` bytes.
+            unsafe { libc::strnlen(buf.cast(), n - 1) }
+        } else {
+            let mut len = 0;
+            // SAFETY: as above, within the first `n` characters.
+            while len < n - 1 && unsafe { buf.add(len).read_unaligned() } != C::default() {
+                len += 1;
+            }
+            len
+        };
+        overrun(buf as usize, (len + 1) * core::mem::size_of::<C>(), Way::Into, op, true);
     }
 }
 
-type FgetsFn = unsafe extern "C" fn(*mut c_char, c_int, Stream) -> *mut c_char;
-type FgetsChkFn = unsafe extern "C" fn(*mut c_char, usize, c_int, Stream) -> *mut c_char;
-
-/// Defines the wrapper of `fgets` or `fgets_unlocked` (`line_written`).
+/// Defines the wrapper of `fgets`, `fgets_unlocked` or their wide forms (characters of `$c`):
+/// `line_written`.
 macro_rules! line_call {
-    ($name:ident) => {
-        /// `fgets`: the line written is held to its heap object's bounds (`line_written`).
+    ($name:ident, $c:ty) => {
+        /// `fgets` and its kin: the line written is held to its heap object's bounds
+        /// (`line_written`).
         ///
         /// # Safety
         /// The C contract of the function.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(buf: *mut c_char, n: c_int, f: Stream) -> *mut c_char {
+        pub unsafe extern "C" fn $name(buf: *mut $c, n: c_int, f: Stream) -> *mut $c {
             // SAFETY: the C library's function of this name has this type.
-            let real: Option<FgetsFn> = unsafe { real_fn!($name) };
+            let real: Option<unsafe extern "C" fn(*mut $c, c_int, Stream) -> *mut $c> = unsafe { real_fn!($name) };
             let Some(g) = real else { return core::ptr::null_mut() };
             // SAFETY: the caller's arguments.
             let r = unsafe { g(buf, n, f) };
@@ -2133,21 +2142,24 @@ macro_rules! line_call {
         }
     };
 }
-line_call!(fgets);
-line_call!(fgets_unlocked);
+line_call!(fgets, c_char);
+line_call!(fgets_unlocked, c_char);
+line_call!(fgetws, libc::wchar_t);
+line_call!(fgetws_unlocked, libc::wchar_t);
 
-/// Defines the wrapper of `__fgets_chk` or `__fgets_unlocked_chk`, `fgets` of a program built
-/// with `_FORTIFY_SOURCE`, which also takes the buffer's size.
+/// Defines the wrapper of `__fgets_chk`, `__fgets_unlocked_chk` or their wide forms, `fgets`
+/// of a program built with `_FORTIFY_SOURCE`, which also takes the buffer's size.
 macro_rules! line_call_chk {
-    ($name:ident) => {
-        /// `fgets` of a program built with `_FORTIFY_SOURCE`: see `line_written`.
+    ($name:ident, $c:ty) => {
+        /// `fgets` and its kin of a program built with `_FORTIFY_SOURCE`: see `line_written`.
         ///
         /// # Safety
         /// The C contract of the function.
         #[no_mangle]
-        pub unsafe extern "C" fn $name(buf: *mut c_char, room: usize, n: c_int, f: Stream) -> *mut c_char {
+        pub unsafe extern "C" fn $name(buf: *mut $c, room: usize, n: c_int, f: Stream) -> *mut $c {
+            type Chk = unsafe extern "C" fn(*mut $c, usize, c_int, Stream) -> *mut $c;
             // SAFETY: the C library's function of this name has this type.
-            let real: Option<FgetsChkFn> = unsafe { real_fn!($name) };
+            let real: Option<Chk> = unsafe { real_fn!($name) };
             let Some(g) = real else { return core::ptr::null_mut() };
             // SAFETY: the caller's arguments (the C library checks `n` against `room`).
             let r = unsafe { g(buf, room, n, f) };
@@ -2158,8 +2170,10 @@ macro_rules! line_call_chk {
         }
     };
 }
-line_call_chk!(__fgets_chk);
-line_call_chk!(__fgets_unlocked_chk);
+line_call_chk!(__fgets_chk, c_char);
+line_call_chk!(__fgets_unlocked_chk, c_char);
+line_call_chk!(__fgetws_chk, libc::wchar_t);
+line_call_chk!(__fgetws_unlocked_chk, libc::wchar_t);
 
 extern "C" {
     static mut stdin: Stream;

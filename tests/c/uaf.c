@@ -1361,8 +1361,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(c, "conv1") && argc > 4) {
-        /* CALL (wcrtomb: 'é', two bytes in UTF-8; mbrtowc: "a", or with "part" the first of
-         * the two bytes of 'é') converted to or from one character at offset OFF of a live
+        /* CALL (wcrtomb or wctomb: 'é', two bytes in UTF-8; mbrtowc or mbtowc: "a", or with
+         * "part" the first of the two bytes of 'é') converted to or from one character at offset OFF of a live
          * object of SIZE bytes with live neighbours, in the C.UTF-8 locale. Prints "conv R". */
         const char *call = argv[2];
         size_t size = (size_t)atol(argv[3]), off = (size_t)atol(argv[4]);
@@ -1376,6 +1376,8 @@ int main(int argc, char **argv) {
         size_t r;
         if (!strcmp(call, "wcrtomb")) r = wcrtomb(p + off, L'\u00e9', &st);
         else if (!strcmp(call, "mbrtowc")) r = mbrtowc((wchar_t *)(p + off), part ? "\xc3" : "a", part ? 1 : 2, &st);
+        else if (!strcmp(call, "wctomb")) r = (size_t)wctomb(p + off, L'\u00e9');
+        else if (!strcmp(call, "mbtowc")) r = (size_t)mbtowc((wchar_t *)(p + off), part ? "\xc3" : "a", part ? 1 : 2);
         else return 2;
         printf("conv %zd\n", (ssize_t)r);
         for (int i = 0; i < 8; i++)

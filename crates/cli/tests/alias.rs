@@ -557,7 +557,8 @@ fn conversions_past_the_end_of_an_object_are_reported() {
     }
 }
 
-/// `wcrtomb` and `mbrtowc` at the end of a heap object: a character that fits is converted,
+/// `wcrtomb` and `mbrtowc`, and `wctomb` and `mbtowc` (in UTF-8, which keeps no shift state),
+/// at the end of a heap object: a character that fits is converted,
 /// one whose bytes (or wide character) would run past the end is reported before it is
 /// written, and an incomplete sequence, which writes nothing, is left alone.
 #[test]
@@ -568,12 +569,22 @@ fn one_character_conversions_past_the_end_of_an_object_are_reported() {
             (&["wcrtomb", "100", "0"], "conv 2"),
             (&["mbrtowc", "100", "96"], "conv 1"),
             (&["mbrtowc", "100", "98", "part"], "conv -2"),
+            (&["wctomb", "100", "98"], "conv 2"),
+            (&["mbtowc", "100", "96"], "conv 1"),
+            (&["mbtowc", "100", "98", "part"], "conv -1"),
         ] {
             let o = run(mode, &[&["conv1"][..], args].concat());
             assert_ok(&o);
             assert_eq!(stdout(&o).trim_end(), out, "{mode} {args:?}");
         }
-        for args in [&["wcrtomb", "100", "99"][..], &["mbrtowc", "100", "98"], &["mbrtowc", "4096", "4093"]] {
+        for args in [
+            &["wcrtomb", "100", "99"][..],
+            &["mbrtowc", "100", "98"],
+            &["mbrtowc", "4096", "4093"],
+            &["wctomb", "100", "99"],
+            &["mbtowc", "100", "98"],
+            &["mbtowc", "4096", "4093"],
+        ] {
             assert_reported_before_writing(mode, "conv1", args, args[0], args[1]);
         }
     }

@@ -221,7 +221,7 @@ const EXPORTS: &str = "
     wmemchr wcsncmp wcsnlen qsort qsort_r getpwnam_r getpwuid_r getgrnam_r getgrgid_r
     gethostname ttyname_r ptsname_r confstr strerror_r __xpg_strerror_r getnameinfo if_indextoname asctime_r
     ctime_r getentropy gethostbyname_r gethostbyname2_r gethostbyaddr_r getservbyname_r getservbyport_r
-    getprotobyname_r getprotobynumber_r getgrouplist mbsrtowcs mbsnrtowcs wcsrtombs wcsnrtombs wcrtomb mbrtowc
+    getprotobyname_r getprotobynumber_r getgrouplist mbsrtowcs mbsnrtowcs wcsrtombs wcsnrtombs wcrtomb mbrtowc wctomb mbtowc
     strlcpy strlcat __strlcpy_chk __strlcat_chk wcslcpy wcslcat __wcslcpy_chk __wcslcat_chk
     strxfrm strxfrm_l __strxfrm_l wcsxfrm wcsxfrm_l __wcsxfrm_l wcsftime wcsftime_l __wcsftime_l
     getpwent_r getgrent_r fgetpwent_r fgetgrent_r fgetspent_r getspnam_r getspent_r getdomainname

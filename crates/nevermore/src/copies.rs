@@ -1037,7 +1037,10 @@ entry! {
 // copy of the state (the initial one for a null `ps`, where the C library's own is after every
 // complete character); one that would write past the object is reported before it is made.
 // One that fails (an invalid character, an incomplete sequence) writes nothing and is passed
-// on as it is.
+// on as it is. `wctomb` and `mbtowc` keep their state inside the C library, where it cannot
+// be copied; in an encoding without shift states (UTF-8, or one byte a character: the
+// `stateless` ones) that state is the initial one after every complete character, and they
+// are measured the same way from it. In another, they are not checked.
 
 type Wcrtomb = unsafe extern "C" fn(*mut c_char, wchar_t, *mut libc::mbstate_t) -> usize;
 type Mbrtowc = unsafe extern "C" fn(*mut wchar_t, *const c_char, usize, *mut libc::mbstate_t) -> usize;
@@ -1047,6 +1050,68 @@ static MBRTOWC: AtomicUsize = AtomicUsize::new(0);
 
 /// The most bytes one character takes in any locale (`MB_LEN_MAX`).
 const MB_LEN_MAX: usize = 16;
+
+/// Whether the calling thread's locale encodes characters without shift states: one byte a
+/// character, or UTF-8.
+fn stateless() -> bool {
+    extern "C" {
+        fn __ctype_get_mb_cur_max() -> usize;
+    }
+    // SAFETY: the C library's `MB_CUR_MAX` and the name of the locale's encoding (a string of
+    // the locale's, never null).
+    unsafe {
+        __ctype_get_mb_cur_max() == 1
+            || core::ffi::CStr::from_ptr(libc::nl_langinfo(libc::CODESET)).to_bytes() == b"UTF-8"
+    }
+}
+
+type Wctomb = unsafe extern "C" fn(*mut c_char, wchar_t) -> c_int;
+type Mbtowc = unsafe extern "C" fn(*mut wchar_t, *const c_char, usize) -> c_int;
+
+static WCTOMB: AtomicUsize = AtomicUsize::new(0);
+static MBTOWC: AtomicUsize = AtomicUsize::new(0);
+
+entry! {
+    /// `wctomb`: see "One character at a time" above.
+    fn wctomb(d: *mut c_char, wc: wchar_t) -> c_int, "rdx", ret => {
+        let f = next!(WCTOMB, c"wctomb", Wctomb);
+        if !d.is_null() && room_below(ret, d as usize, MB_LEN_MAX).is_some() && stateless() {
+            let probe = next!(WCRTOMB, c"wcrtomb", Wcrtomb);
+            // SAFETY: an all-zero state is the initial one.
+            let mut state: libc::mbstate_t = unsafe { core::mem::zeroed() };
+            let mut bytes = [0 as c_char; MB_LEN_MAX];
+            // SAFETY: the caller's character, into a local buffer that holds any character.
+            let n = unsafe { probe(bytes.as_mut_ptr(), wc, &mut state) };
+            if n != usize::MAX {
+                bounded(d as usize, n, Way::WouldWrite, "wctomb");
+            }
+        }
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, wc) }
+    }
+}
+
+entry! {
+    /// `mbtowc`: see "One character at a time" above.
+    fn mbtowc(d: *mut wchar_t, s: *const c_char, n: usize) -> c_int, "rcx", ret => {
+        let f = next!(MBTOWC, c"mbtowc", Mbtowc);
+        let unit = core::mem::size_of::<wchar_t>();
+        if !d.is_null() && !s.is_null() && room_below(ret, d as usize, unit).is_some() && stateless() {
+            let probe = next!(MBRTOWC, c"mbrtowc", Mbrtowc);
+            // SAFETY: an all-zero state is the initial one.
+            let mut state: libc::mbstate_t = unsafe { core::mem::zeroed() };
+            let mut wide: wchar_t = 0;
+            // SAFETY: the caller's bytes, converted into a local wide character.
+            let r = unsafe { probe(&mut wide, s, n, &mut state) };
+            // -1: an invalid sequence; -2: an incomplete one (nothing written either way).
+            if r < usize::MAX - 1 {
+                bounded(d as usize, unit, Way::WouldWrite, "mbtowc");
+            }
+        }
+        // SAFETY: the caller's call, passed on.
+        unsafe { f(d, s, n) }
+    }
+}
 
 entry! {
     /// `wcrtomb`: see "One character at a time" above.

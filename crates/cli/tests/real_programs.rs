@@ -780,6 +780,141 @@ fn chronyd_runs_under_its_seccomp_filter_detect_mode() {
     chronyd_runs_under_its_seccomp_filter_in("detect");
 }
 
+/// redis under the library (Debian's, built with jemalloc: the library's `malloc` family
+/// replaces jemalloc's): a client writes, overwrites and deletes 20 000 values of 1 byte to
+/// 300 KB on 5 000 keys, fills and empties a queue, fills a list and a hash, and reads every
+/// one back; then redis forks a child that saves the database (`BGSAVE`), and a second server
+/// started from that file holds the same data. The first server printed its statistics at
+/// exit (it ran under the library) and nothing else of the library's.
+fn redis_serves_and_saves_in(mode: &str) {
+    let redis = require("/usr/bin/redis-server", "redis-server");
+    let dir = fresh_dir("redis", mode);
+    let port = 23000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let serve = |opts: &str| {
+        start_server(
+            Command::new(&redis)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--daemonize", "no", "--logfile", "", "--dir"])
+                .arg(&dir),
+            opts,
+        )
+    };
+    let client = |what: &str| {
+        Command::new(python())
+            .arg(repo_root().join("tests/py/redis_client.py"))
+            .args([&port.to_string(), what])
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap()
+    };
+    let server = serve(&format!("mode={mode},stats=1"));
+    let fill = listening(port).then(|| client("fill"));
+    let log = stop(server);
+    let check = fill.as_ref().map(|_| {
+        let server = serve(&format!("mode={mode}"));
+        let o = listening(port).then(|| client("check"));
+        (o, stop(server))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let fill = fill.unwrap_or_else(|| panic!("{mode}: redis did not listen:\n{log}"));
+    assert!(fill.status.success(), "{mode}: the client failed: {}\nserver:\n{log}", stderr(&fill));
+    assert_eq!(
+        stdout(&fill).lines().collect::<Vec<_>>(),
+        ["ok 3399 strings, 20000 list items, 5000 fields", "ok saved"],
+        "{mode}: server:\n{log}"
+    );
+    let (check, log2) = check.unwrap();
+    let check = check.unwrap_or_else(|| panic!("{mode}: the second redis did not listen:\n{log2}"));
+    assert!(check.status.success(), "{mode}: the check failed: {}\nserver:\n{log2}", stderr(&check));
+    assert_eq!(stdout(&check).trim(), "ok 3399 strings, 20000 list items, 5000 fields", "{mode}");
+    assert_eq!(log.matches("nevermore stats").count(), 1, "{mode}: server:\n{log}");
+    for l in [&log, &log2] {
+        assert!(!l.contains("nevermore: ERROR") && !l.contains("nevermore: warning"), "{mode}: server:\n{l}");
+    }
+}
+
+#[test]
+fn redis_serves_and_saves() {
+    redis_serves_and_saves_in("prevent");
+}
+
+#[test]
+fn redis_serves_and_saves_detect_mode() {
+    redis_serves_and_saves_in("detect");
+}
+
+/// nginx under the library: a master and two worker processes (forked after start-up) serve
+/// 50 files of 10 B to 300 KB and a text, some compressed on the way (zlib in the workers),
+/// and take posted bodies of up to 200 KB, which they buffer to disk, to four clients on
+/// kept-alive connections; every body received is checked against its file. Master and
+/// workers printed their statistics at exit (they ran under the library) and nothing else of
+/// the library's, and nginx's error log has no alert.
+fn nginx_serves_files_in(mode: &str) {
+    let nginx = require("/usr/sbin/nginx", "nginx");
+    assert!(is_root(), "this test starts nginx, whose master changes its workers' user");
+    let dir = fresh_dir("nginx", mode);
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let mut rng = Rng(0x5eed_0819);
+    for i in 0..50 {
+        let size = [10, 1000, 50_000, 300_000][(rng.next() % 4) as usize];
+        let data: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+        std::fs::write(www.join(format!("f{i}.bin")), data).unwrap();
+    }
+    let text: String = (0..20_000).map(|i| format!("line {i} of a text that compresses well\n")).collect();
+    std::fs::write(www.join("text.txt"), text).unwrap();
+    let port = 24000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let d = dir.display();
+    let config = format!(
+        "daemon off;\nmaster_process on;\nworker_processes 2;\nerror_log {d}/error.log info;\npid {d}/nginx.pid;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+         \x20 fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         \x20 gzip on;\n  gzip_types text/plain;\n  gzip_min_length 100;\n\
+         \x20 server {{\n    listen 127.0.0.1:{port};\n    root {d}/www;\n    location / {{ }}\n\
+         \x20   location /echo {{ return 200 \"$request_method $uri $args\\n\"; }}\n  }}\n}}\n"
+    );
+    std::fs::write(dir.join("nginx.conf"), config).unwrap();
+    // The workers run as `nobody`: the files and the directories for bodies must be theirs to
+    // read and write.
+    let chmod = Command::new("chmod").args(["-R", "a+rwX"]).arg(&dir).status().unwrap();
+    assert!(chmod.success());
+    let server = start_server(
+        Command::new(&nginx).args(["-p"]).arg(&dir).arg("-c").arg(dir.join("nginx.conf")),
+        &format!("mode={mode},stats=1"),
+    );
+    let runs = listening(port).then(|| {
+        Command::new(python())
+            .arg(repo_root().join("tests/py/http_client.py"))
+            .arg(port.to_string())
+            .arg(&www)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap()
+    });
+    let log = stop(server);
+    let errors = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let runs = runs.unwrap_or_else(|| panic!("{mode}: nginx did not listen:\n{log}\n{errors}"));
+    assert!(runs.status.success(), "{mode}: the client failed: {}\nserver:\n{log}\n{errors}", stderr(&runs));
+    assert_eq!(stdout(&runs).trim(), "ok 600 requests, 221 compressed", "{mode}");
+    assert_eq!(log.matches("nevermore stats").count(), 3, "{mode}: server:\n{log}");
+    assert!(!log.contains("nevermore: ERROR") && !log.contains("nevermore: warning"), "{mode}: server:\n{log}");
+    for bad in ["nevermore", "[alert]", "[emerg]", "[crit]", "exited on signal"] {
+        assert!(!errors.contains(bad), "{mode}: nginx's error log:\n{errors}");
+    }
+}
+
+#[test]
+fn nginx_serves_files() {
+    nginx_serves_files_in("prevent");
+}
+
+#[test]
+fn nginx_serves_files_detect_mode() {
+    nginx_serves_files_in("detect");
+}
+
 /// Modules of CPython's own regression tests that lean hardest on malloc or on what the
 /// allocator does behind the program's back (signals, fork, mappings, threads).
 const CPYTHON_TESTS: &[&str] = &[

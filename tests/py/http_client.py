@@ -1,9 +1,9 @@
 """A client for the nginx test of nevermore.
 
-  http_client.py PORT ROOT   4 threads, each on one kept-alive connection, fetch the files of
-                             ROOT in a random order (some compressed on the way, then
-                             decompressed), compare each with the file, and post bodies of up
-                             to 200 KB (which nginx buffers to disk) to /echo
+  http_client.py PORT ROOT [noposts]
+      4 threads, each on one kept-alive connection, fetch the files of ROOT in a random order
+      (some compressed on the way, then decompressed), compare each with the file, and post
+      bodies of up to 200 KB (which nginx buffers to disk) to /echo, unless told `noposts`
 
 Prints "ok N requests, M compressed"; any difference raises (non-zero exit).
 """
@@ -19,13 +19,13 @@ THREADS = 4
 REQUESTS = 150
 
 
-def worker(port, root, names, seed, counts, errors):
+def worker(port, root, names, seed, posts, counts, errors):
     try:
         rng = random.Random(seed)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         done = 0
         for _ in range(REQUESTS):
-            if rng.random() < 0.1:
+            if rng.random() < 0.1 and posts:
                 body = bytes(rng.randrange(256) for _ in range(rng.choice([10, 20000, 200000])))
                 conn.request("POST", "/echo?n=%d" % len(body), body=body)
                 resp = conn.getresponse()
@@ -52,10 +52,11 @@ def worker(port, root, names, seed, counts, errors):
 
 def main():
     port, root = int(sys.argv[1]), sys.argv[2]
+    posts = sys.argv[3:] != ["noposts"]
     names = sorted(os.listdir(root))
     counts, errors = [], []
     threads = [
-        threading.Thread(target=worker, args=(port, root, names, seed, counts, errors)) for seed in range(THREADS)
+        threading.Thread(target=worker, args=(port, root, names, seed, posts, counts, errors)) for seed in range(THREADS)
     ]
     for t in threads:
         t.start()

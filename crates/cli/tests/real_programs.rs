@@ -843,16 +843,9 @@ fn redis_serves_and_saves_detect_mode() {
     redis_serves_and_saves_in("detect");
 }
 
-/// nginx under the library: a master and two worker processes (forked after start-up) serve
-/// 50 files of 10 B to 300 KB and a text, some compressed on the way (zlib in the workers),
-/// and take posted bodies of up to 200 KB, which they buffer to disk, to four clients on
-/// kept-alive connections; every body received is checked against its file. Master and
-/// workers printed their statistics at exit (they ran under the library) and nothing else of
-/// the library's, and nginx's error log has no alert.
-fn nginx_serves_files_in(mode: &str) {
-    let nginx = require("/usr/sbin/nginx", "nginx");
-    assert!(is_root(), "this test starts nginx, whose master changes its workers' user");
-    let dir = fresh_dir("nginx", mode);
+/// The files the web server tests serve, in `dir`/www (made readable by all): 50 of 10 B to
+/// 300 KB, and a text that compresses well.
+fn web_files(dir: &Path) -> PathBuf {
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     let mut rng = Rng(0x5eed_0819);
@@ -863,6 +856,34 @@ fn nginx_serves_files_in(mode: &str) {
     }
     let text: String = (0..20_000).map(|i| format!("line {i} of a text that compresses well\n")).collect();
     std::fs::write(www.join("text.txt"), text).unwrap();
+    // The workers run as `nobody`: the files, and the directories for bodies and locks, must
+    // be theirs to read and write.
+    let chmod = Command::new("chmod").args(["-R", "a+rwX"]).arg(dir).status().unwrap();
+    assert!(chmod.success());
+    www
+}
+
+/// The web server tests' client (`tests/py/http_client.py`) on `port`, comparing what it
+/// receives with the files of `www`; posting bodies to `/echo` unless `posts` is false.
+fn http_client(port: u32, www: &Path, posts: bool) -> Output {
+    let mut c = Command::new(python());
+    c.arg(repo_root().join("tests/py/http_client.py")).arg(port.to_string()).arg(www);
+    if !posts {
+        c.arg("noposts");
+    }
+    c.env_remove("LD_PRELOAD").output().unwrap()
+}
+
+/// nginx under the library: a master and two worker processes (forked after start-up) serve
+/// 50 files of 10 B to 300 KB and a text, some compressed on the way (zlib in the workers),
+/// and take posted bodies of up to 200 KB, which they buffer to disk, to four clients on
+/// kept-alive connections; every body received is checked against its file. Master and
+/// workers printed their statistics at exit (they ran under the library) and nothing else of
+/// the library's, and nginx's error log has no alert.
+fn nginx_serves_files_in(mode: &str) {
+    let nginx = require("/usr/sbin/nginx", "nginx");
+    assert!(is_root(), "this test starts nginx, whose master changes its workers' user");
+    let dir = fresh_dir("nginx", mode);
     let port = 24000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
     let d = dir.display();
     let config = format!(
@@ -875,23 +896,12 @@ fn nginx_serves_files_in(mode: &str) {
          \x20   location /echo {{ return 200 \"$request_method $uri $args\\n\"; }}\n  }}\n}}\n"
     );
     std::fs::write(dir.join("nginx.conf"), config).unwrap();
-    // The workers run as `nobody`: the files and the directories for bodies must be theirs to
-    // read and write.
-    let chmod = Command::new("chmod").args(["-R", "a+rwX"]).arg(&dir).status().unwrap();
-    assert!(chmod.success());
+    let www = web_files(&dir);
     let server = start_server(
         Command::new(&nginx).args(["-p"]).arg(&dir).arg("-c").arg(dir.join("nginx.conf")),
         &format!("mode={mode},stats=1"),
     );
-    let runs = listening(port).then(|| {
-        Command::new(python())
-            .arg(repo_root().join("tests/py/http_client.py"))
-            .arg(port.to_string())
-            .arg(&www)
-            .env_remove("LD_PRELOAD")
-            .output()
-            .unwrap()
-    });
+    let runs = listening(port).then(|| http_client(port, &www, true));
     let log = stop(server);
     let errors = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
@@ -900,7 +910,7 @@ fn nginx_serves_files_in(mode: &str) {
     assert_eq!(stdout(&runs).trim(), "ok 600 requests, 221 compressed", "{mode}");
     assert_eq!(log.matches("nevermore stats").count(), 3, "{mode}: server:\n{log}");
     assert!(!log.contains("nevermore: ERROR") && !log.contains("nevermore: warning"), "{mode}: server:\n{log}");
-    for bad in ["nevermore", "[alert]", "[emerg]", "[crit]", "exited on signal"] {
+    for bad in ["nevermore:", "[alert]", "[emerg]", "[crit]", "exited on signal"] {
         assert!(!errors.contains(bad), "{mode}: nginx's error log:\n{errors}");
     }
 }
@@ -913,6 +923,61 @@ fn nginx_serves_files() {
 #[test]
 fn nginx_serves_files_detect_mode() {
     nginx_serves_files_in("detect");
+}
+
+/// Apache's httpd under the library, with the event MPM: a parent and two children (forked
+/// after start-up), each with eight worker threads and a listener thread, serve the files of
+/// the nginx test, compressed on the way by mod_deflate where asked, to four clients on
+/// kept-alive connections; every body is checked against its file. Parent and children
+/// printed their statistics at exit and nothing else of the library's, and the error log
+/// holds no error.
+fn apache_serves_files_in(mode: &str) {
+    let httpd = require("/usr/sbin/apache2", "apache2");
+    assert!(is_root(), "this test starts Apache, whose parent changes its children's user");
+    let dir = fresh_dir("apache", mode);
+    let port = 25000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let (d, m) = (dir.display(), "/usr/lib/apache2/modules");
+    let modules: String = [("mpm_event", "mpm_event"), ("authz_core", "authz_core"), ("mime", "mime")]
+        .iter()
+        .chain(&[("filter", "filter"), ("deflate", "deflate")])
+        .map(|(name, file)| format!("LoadModule {name}_module {m}/mod_{file}.so\n"))
+        .collect();
+    let config = format!(
+        "ServerName localhost\nListen 127.0.0.1:{port}\nPidFile {d}/httpd.pid\nErrorLog {d}/error.log\n\
+         LogLevel warn\nMutex file:{d} default\nDefaultRuntimeDir {d}\n{modules}\
+         TypesConfig /etc/mime.types\nUser nobody\nGroup nogroup\nStartServers 2\nServerLimit 2\n\
+         ThreadsPerChild 8\nMaxRequestWorkers 16\nMinSpareThreads 4\nMaxSpareThreads 16\n\
+         DocumentRoot {d}/www\n<Directory {d}/www>\n  Require all granted\n</Directory>\n\
+         AddOutputFilterByType DEFLATE text/plain application/octet-stream\n"
+    );
+    std::fs::write(dir.join("httpd.conf"), config).unwrap();
+    let www = web_files(&dir);
+    let server = start_server(
+        Command::new(&httpd).arg("-f").arg(dir.join("httpd.conf")).arg("-DFOREGROUND"),
+        &format!("mode={mode},stats=1"),
+    );
+    let runs = listening(port).then(|| http_client(port, &www, false));
+    let log = stop(server);
+    let errors = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let runs = runs.unwrap_or_else(|| panic!("{mode}: Apache did not listen:\n{log}\n{errors}"));
+    assert!(runs.status.success(), "{mode}: the client failed: {}\nserver:\n{log}\n{errors}", stderr(&runs));
+    assert_eq!(stdout(&runs).trim(), "ok 600 requests, 243 compressed", "{mode}");
+    assert_eq!(log.matches("nevermore stats").count(), 3, "{mode}: server:\n{log}");
+    assert!(!log.contains("nevermore: ERROR") && !log.contains("nevermore: warning"), "{mode}: server:\n{log}");
+    for bad in ["nevermore:", ":error]", ":crit]", ":alert]", ":emerg]", "exit signal"] {
+        assert!(!errors.contains(bad), "{mode}: Apache's error log:\n{errors}");
+    }
+}
+
+#[test]
+fn apache_serves_files() {
+    apache_serves_files_in("prevent");
+}
+
+#[test]
+fn apache_serves_files_detect_mode() {
+    apache_serves_files_in("detect");
 }
 
 /// Modules of CPython's own regression tests that lean hardest on malloc or on what the

@@ -882,6 +882,19 @@ fn assert_reported_first(mode: &str, case: &str, args: &[&str], call: &str, size
     assert!(stdout(&o).is_empty(), "{mode} {case} {args:?}: {}", stdout(&o));
 }
 
+/// Asserts that `uaf.c CASE CALL CONV SIZE EXTRA` (a scan of a word SIZE + EXTRA bytes long
+/// into an object of SIZE) is reported by the call's name when it returns, the program never
+/// going on.
+fn assert_scan_reported(mode: &str, case: &str, call: &str, conv: &str, size: &str, extra: &str) {
+    let o = run(mode, &[case, call, conv, size, extra]);
+    assert_report(&o, "heap-buffer-overflow");
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{call} of 0x")), "{mode} {call} {conv} {size}+{extra}: {err}");
+    assert!(err.contains("the call wrote past the end of the object"), "{mode} {call}: {err}");
+    assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
+    assert!(!stdout(&o).contains("scanned"), "{mode} {call} {conv}: {}", stdout(&o));
+}
+
 /// A scan (`sscanf`, `fscanf`, `scanf` and their `v`, C99 and C23 names) that wrote a string past
 /// the end of its heap object is reported when it returns, before the program goes on; one
 /// that fits is left alone, and the formats the check follows make the C library's values.
@@ -916,13 +929,7 @@ fn scans_writing_past_the_end_of_an_object_are_reported() {
                 assert_ok(&o);
                 assert!(stdout(&o).contains("scanned 2 x=7"), "{mode} {call} {conv}: {}", stdout(&o));
                 for (size, extra) in [("100", "50"), ("100", "1"), ("300000", "1")] {
-                    let o = run(mode, &["scan", call, conv, size, extra]);
-                    assert_report(&o, "heap-buffer-overflow");
-                    let err = stderr(&o);
-                    assert!(err.contains(&format!("{call} of 0x")), "{mode} {call} {conv} {size}+{extra}: {err}");
-                    assert!(err.contains("the call wrote past the end of the object"), "{mode} {call}: {err}");
-                    assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
-                    assert!(!stdout(&o).contains("scanned"), "{mode} {call} {conv}: {}", stdout(&o));
+                    assert_scan_reported(mode, "scan", call, conv, size, extra);
                 }
             }
         }
@@ -984,13 +991,7 @@ fn wide_scans_writing_past_the_end_of_an_object_are_reported() {
                 // takes 0.2 s to scan its 140 000 characters into a narrow string).
                 let unit = if conv == "ls" { 4 } else { 1 };
                 for (size, extra) in [("100", 13 * unit), ("100", unit), ("140000", unit)] {
-                    let o = run(mode, &["wscan", call, conv, size, &extra.to_string()]);
-                    assert_report(&o, "heap-buffer-overflow");
-                    let err = stderr(&o);
-                    assert!(err.contains(&format!("{call} of 0x")), "{mode} {call} {conv} {size}+{extra}: {err}");
-                    assert!(err.contains("the call wrote past the end of the object"), "{mode} {call}: {err}");
-                    assert!(err.contains(&format!("of {size} bytes; the address is at offset {size} from")), "{err}");
-                    assert!(!stdout(&o).contains("scanned"), "{mode} {call} {conv}: {}", stdout(&o));
+                    assert_scan_reported(mode, "wscan", call, conv, size, &extra.to_string());
                 }
             }
         }

@@ -493,7 +493,7 @@ fn postgres_serves_queries_in(mode: &str) {
     let data = dir.join("data");
     let o = as_postgres(&bin.join("initdb"), &["-D", data.to_str().unwrap(), "-A", "trust"], &[]).output().unwrap();
     assert!(o.status.success(), "initdb failed: {}", stderr(&o));
-    let port = (5500 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 }).to_string();
+    let port = free_port().to_string();
     let sock = dir.to_str().unwrap();
     let opts = format!("mode={mode}");
     let log = std::fs::File::create(dir.join("server.log")).unwrap();
@@ -562,6 +562,23 @@ fn fresh_dir(what: &str, mode: &str) -> PathBuf {
     dir
 }
 
+/// A TCP port of the loopback address for a server under test: one nothing listened on a
+/// moment ago (the kernel's choice for a socket bound to port 0), never given to another test
+/// of this run. Fixed ports per test collided: two tests running side by side could be given
+/// the same one, and one would talk to the other's server.
+fn free_port() -> u32 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let socket = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port.into();
+        }
+    }
+}
+
 /// Whether something accepts connections on `port` of the loopback address within 10 s.
 fn listening(port: u32) -> bool {
     (0..100).any(|_| {
@@ -615,7 +632,7 @@ fn sshd_serves_logins_in(mode: &str) {
     };
     let (host, client) = (key("host"), key("client"));
     std::fs::copy(client.with_extension("pub"), dir.join("authorized_keys")).unwrap();
-    let port = 22000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let port = free_port();
     let config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\nStrictModes no\n\
          PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
@@ -703,7 +720,7 @@ fn vsftpd_serves_files_in(mode: &str) {
     let mut rng = Rng(0x5eed_f7f0);
     let data: Vec<u8> = (0..300_000).map(|_| rng.next() as u8).collect();
     std::fs::write(root.join("data.bin"), &data).unwrap();
-    let port = 21000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let port = free_port();
     let config = format!(
         "listen=YES\nlisten_address=127.0.0.1\nlisten_port={port}\nbackground=NO\nanonymous_enable=YES\n\
          anon_root={}\nlocal_enable=NO\nwrite_enable=NO\nseccomp_sandbox=NO\n\
@@ -789,7 +806,7 @@ fn chronyd_runs_under_its_seccomp_filter_detect_mode() {
 fn redis_serves_and_saves_in(mode: &str) {
     let redis = require("/usr/bin/redis-server", "redis-server");
     let dir = fresh_dir("redis", mode);
-    let port = 23000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let port = free_port();
     let serve = |opts: &str| {
         start_server(
             Command::new(&redis)
@@ -884,7 +901,7 @@ fn nginx_serves_files_in(mode: &str) {
     let nginx = require("/usr/sbin/nginx", "nginx");
     assert!(is_root(), "this test starts nginx, whose master changes its workers' user");
     let dir = fresh_dir("nginx", mode);
-    let port = 24000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let port = free_port();
     let d = dir.display();
     let config = format!(
         "daemon off;\nmaster_process on;\nworker_processes 2;\nerror_log {d}/error.log info;\npid {d}/nginx.pid;\n\
@@ -935,7 +952,7 @@ fn apache_serves_files_in(mode: &str) {
     let httpd = require("/usr/sbin/apache2", "apache2");
     assert!(is_root(), "this test starts Apache, whose parent changes its children's user");
     let dir = fresh_dir("apache", mode);
-    let port = 25000 + std::process::id() % 1000 + if mode == "detect" { 1000 } else { 0 };
+    let port = free_port();
     let (d, m) = (dir.display(), "/usr/lib/apache2/modules");
     let modules: String = [("mpm_event", "mpm_event"), ("authz_core", "authz_core"), ("mime", "mime")]
         .iter()

@@ -31,7 +31,8 @@
  *                        sendmmsg, at most 64 KiB): prints "moved=N" (the library reports
  *                        a call that runs past the object).
  *   copy CALL SIZE EXTRA CALL (memcpy, memmove, mempcpy, __mempcpy, memset, explicit_bzero,
- *                        strcpy, stpcpy, strcat,
+ *                        bzero, __bzero, bcopy, memccpy (to the source's NUL; "memccpy-none"
+ *                        for a byte it does not hold), strcpy, stpcpy, strcat,
  *                        strncpy, stpncpy, __stpncpy, strncat, their fortified names
  *                        __memcpy_chk, ... called with no size known (-1), the formatting calls
  *                        sprintf, vsprintf, snprintf, vsnprintf, __sprintf_chk, __vsprintf_chk,
@@ -581,6 +582,8 @@ static int dup_call(const char *call, char *p, size_t n, size_t total) {
 /* The copy named `call` of `total` bytes from `src` (a string of total - 1 bytes) into `p`,
  * told the destination holds `dl` where the call is fortified: 1 if it returned what it
  * should, 0 if not, -1 for an unknown name. */
+extern void __bzero(void *, size_t);
+
 static int copy_call(const char *call, char *p, const char *src, size_t total, size_t dl) {
     if (!strcmp(call, "memcpy")) return memcpy(p, src, total) == p;
     if (!strcmp(call, "memmove")) return memmove(p, src, total) == p;
@@ -588,6 +591,11 @@ static int copy_call(const char *call, char *p, const char *src, size_t total, s
     if (!strcmp(call, "__mempcpy")) return __mempcpy(p, src, total) == p + total;
     if (!strcmp(call, "memset")) return memset(p, 'y', total) == p;
     if (!strcmp(call, "explicit_bzero")) return explicit_bzero(p, total), 1;
+    if (!strcmp(call, "bzero")) return bzero(p, total), 1;
+    if (!strcmp(call, "__bzero")) return __bzero(p, total), 1;
+    if (!strcmp(call, "bcopy")) return bcopy(src, p, total), 1;
+    if (!strcmp(call, "memccpy")) return memccpy(p, src, 0, total) == p + total;
+    if (!strcmp(call, "memccpy-none")) return memccpy(p, src, 'z', total) == NULL;
     if (!strcmp(call, "strcpy")) return strcpy(p, src) == p;
     if (!strcmp(call, "stpcpy")) return stpcpy(p, src) == p + total - 1;
     if (!strcmp(call, "strcat")) return strcat(p, src) == p;

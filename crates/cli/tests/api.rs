@@ -204,7 +204,7 @@ const EXPORTS: &str = "
     execve execv execvp execvpe execl execlp execle
     fopen fopen64 freopen freopen64 fread fread_unlocked fwrite fwrite_unlocked __fread_chk setvbuf setbuf setbuffer
     __fread_unlocked_chk fgets fgets_unlocked __fgets_chk __fgets_unlocked_chk fgetws fgetws_unlocked
-    __fgetws_chk __fgetws_unlocked_chk gets memcpy memmove memset strcpy stpcpy strcat strncpy strncat mempcpy __mempcpy
+    __fgetws_chk __fgetws_unlocked_chk gets memcpy memmove memset bzero __bzero bcopy memccpy strcpy stpcpy strcat strncpy strncat mempcpy __mempcpy
     __memcpy_chk __memmove_chk __mempcpy_chk __memset_chk __strcpy_chk __stpcpy_chk __strcat_chk __strncpy_chk
     __strncat_chk stpncpy __stpncpy __stpncpy_chk wmemcpy wmemmove wmempcpy wmemset wcscpy wcpcpy wcscat
     wcsncpy wcpncpy wcsncat __wmemcpy_chk __wmemmove_chk __wmempcpy_chk __wmemset_chk __wcscpy_chk __wcpcpy_chk

@@ -210,6 +210,42 @@ entry! {
     }
 }
 entry! {
+    /// `bzero` (BSD's; older programs clear buffers with it, and a compiler told
+    /// `-fno-builtin` leaves their calls to it): see the module's notes.
+    fn bzero(d: *mut c_void, n: usize) -> (), "rdx", ret => {
+        fill_of(d, 0, n, ANY, ret, "bzero");
+    }
+}
+entry! {
+    /// `__bzero` (the C library's own name for `bzero`, which older programs import).
+    fn __bzero(d: *mut c_void, n: usize) -> (), "rdx", ret => {
+        fill_of(d, 0, n, ANY, ret, "__bzero");
+    }
+}
+entry! {
+    /// `bcopy` (BSD's `memmove`, the source first): see the module's notes.
+    fn bcopy(s: *const c_void, d: *mut c_void, n: usize) -> (), "rcx", ret => {
+        move_of::<u8>(d.cast(), s.cast(), n, ANY, ret, "bcopy");
+    }
+}
+entry! {
+    /// `memccpy`: the bytes of `s` up to and including the first `c` among its first `n`
+    /// (or those `n`) are copied to `d`, once checked as `memcpy`'s; returns the byte after the
+    /// copied `c` in `d`, or null when there was none.
+    fn memccpy(d: *mut c_void, s: *const c_void, c: c_int, n: usize) -> *mut c_void, "r8", ret => {
+        // The caller's source, read up to its first `c` within `n` bytes, as the C library's
+        // `memccpy` reads it.
+        let hit = crate::reads::find_byte(s, c, n);
+        let len = if hit.is_null() { n } else { hit as usize - s as usize + 1 };
+        move_of::<u8>(d.cast(), s.cast(), len, ANY, ret, "memccpy");
+        if hit.is_null() {
+            core::ptr::null_mut()
+        } else {
+            d.wrapping_byte_add(len)
+        }
+    }
+}
+entry! {
     /// `strcpy`: see the module's notes.
     fn strcpy(d: *mut c_char, s: *const c_char) -> *mut c_char, "rdx", ret => {
         strcpy_of(d, s, ANY, ret, "strcpy");

@@ -218,6 +218,13 @@ entry! {
         })
     }
 }
+/// The C library's `memchr` (or, before it is known, the library's own loop), unchecked: for
+/// the library's own searches of the program's buffers (`memccpy`).
+pub(crate) fn find_byte(s: *const c_void, c: c_int, n: usize) -> *mut c_void {
+    type F = unsafe extern "C" fn(*const c_void, c_int, usize) -> *mut c_void;
+    call!(5, F, |f| f(s, c, n), fallback::mchr(s, c, n))
+}
+
 entry! {
     /// `memchr`: see the module's notes.
     fn memchr(s: *const c_void, c: c_int, n: usize) -> *mut c_void, "rcx", ret => {

@@ -2066,7 +2066,10 @@ static void waits_case(void) {
  * that failed ("The futex facility returned an unexpected error code"). The handler is set
  * four ways: sigaction with SA_RESTART, signal (which restarts), an SA_SIGINFO one, and that
  * one again with syscall(SYS_rt_sigaction) and a restorer of the program's own (as programs
- * that skip the C library's sigaction do); each is what sigaction reads back. */
+ * that skip the C library's sigaction do); each is what sigaction reads back. The pages are
+ * paged out again only once every waiter is back in its wait (the kernel read its word): a
+ * page taken between the library's mapping it and the kernel's read is lost (docs/usage.md),
+ * and on a busy machine the last waiter signalled could still be on its way back. */
 struct restarted {
     sem_t sem;
     pthread_mutex_t lock;
@@ -2076,6 +2079,30 @@ struct restarted {
 };
 static struct restarted *rs;
 static volatile sig_atomic_t restarted_handled;
+static volatile pid_t restarted_tids[3];
+
+/* Waits (up to 10 s) until waiter `w` (its thread id set) is blocked in a futex call. */
+static void restarted_wait_blocked(int w) {
+    char path[64], line[64];
+    for (int k = 0; k < 100000; k++) {
+        if (restarted_tids[w] == 0) {
+            usleep(100);
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restarted_tids[w]);
+        int fd = open(path, O_RDONLY);
+        ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
+        if (fd >= 0)
+            close(fd);
+        if (n > 0) {
+            line[n] = 0;
+            if (atol(line) == SYS_futex && strncmp(line, "running", 7) != 0)
+                return;
+        }
+        usleep(100);
+    }
+    fail("waiter back in its futex wait", w, restarted_tids[w]);
+}
 
 static void restarted_handler(int sig) {
     (void)sig;
@@ -2090,6 +2117,7 @@ static void restarted_info_handler(int sig, siginfo_t *si, void *uc) {
 
 static void *restarted_sem(void *arg) {
     (void)arg;
+    restarted_tids[0] = (pid_t)syscall(SYS_gettid);
     while (sem_wait(&rs->sem) != 0)
         ;
     return NULL;
@@ -2097,6 +2125,7 @@ static void *restarted_sem(void *arg) {
 
 static void *restarted_cond(void *arg) {
     (void)arg;
+    restarted_tids[1] = (pid_t)syscall(SYS_gettid);
     pthread_mutex_lock(&rs->lock);
     while (!rs->go)
         pthread_cond_wait(&rs->cond, &rs->lock);
@@ -2106,6 +2135,7 @@ static void *restarted_cond(void *arg) {
 
 static void *restarted_mutex(void *arg) {
     (void)arg;
+    restarted_tids[2] = (pid_t)syscall(SYS_gettid);
     pthread_mutex_lock(&rs->held);
     pthread_mutex_unlock(&rs->held);
     return NULL;
@@ -2154,6 +2184,8 @@ static void restarted_case(void) {
             fail("sigaction read back another handler", way, back.sa_flags);
         for (int i = 0; i < ROUNDS; i++)
             for (int j = 0; j < 3; j++) {
+                for (int w = 0; w < 3; w++)
+                    restarted_wait_blocked(w);
                 page_out(rs, sizeof *rs);
                 int want = restarted_handled + 1;
                 pthread_kill(t[j], SIGUSR1);
@@ -2204,6 +2236,7 @@ int main(int argc, char **argv) {
         current = cases[i].name;
         cases[i].run();
         printf("%s OK\n", current);
+        fflush(stdout); /* a later abort keeps what passed */
     }
     return 0;
 }

@@ -1,5 +1,5 @@
 /* Statistics printed while the program runs (`stats_interval`).
- * usage: periodic MS1 MS2 [reopen]
+ * usage: periodic MS1 MS2 [reopen [FILE]]
  *   First, for MS1 milliseconds, the main thread allocates nothing: it spins while a second
  *   thread sends it SIGUSR1 every 200 µs, and the handler, which runs on an alternate signal
  *   stack of two pages with a no-access page below it, allocates and frees objects of several
@@ -7,7 +7,8 @@
  *   too big to print on such a stack: printing them there would run into the no-access page.
  *   Then, for MS2 milliseconds, the main thread allocates and frees objects itself; with
  *   "reopen", it first closes standard error and opens a file of its own, which takes its
- *   number, and at the end prints "STDERR FILE <bytes>": what was written into that file.
+ *   number (FILE, kept, or an unlinked temporary one), and at the end prints
+ *   "STDERR FILE <bytes>": what was written into that file.
  *   Prints "PERIODIC OK <n> signals, pid <pid>" (the signals handled); exits 2 when something
  *   failed. */
 #define _GNU_SOURCE
@@ -101,12 +102,13 @@ int main(int argc, char **argv) {
     char path[] = "/tmp/periodic-stderr-XXXXXX";
     if (reopen) {
         close(2);
-        int fd = mkstemp(path);
+        int fd = argc > 4 ? open(argv[4], O_RDWR | O_CREAT | O_TRUNC, 0600) : mkstemp(path);
         if (fd != 2) {
             printf("PERIODIC FAIL: the file got descriptor %d\n", fd);
             return 2;
         }
-        unlink(path);
+        if (argc <= 4)
+            unlink(path);
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; ms_since(&t0) < ms2; i++)

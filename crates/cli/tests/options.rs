@@ -119,8 +119,14 @@ fn stats_interval_prints_the_counters_while_the_program_runs() {
 fn statistics_are_never_written_into_a_file_the_program_put_at_standard_error() {
     let bin = compile("periodic.c", &["-pthread"]);
     let opts = "stats_interval=1:stats=1";
-    let o = run_preloaded_timeout(&bin, &["300", "1500", "reopen"], &[("NEVERMORE_OPTIONS", opts)], 60);
-    assert_ok(&o);
+    // The program's file is kept: what went into it (a report of the library's, when the
+    // program died) is shown when the test fails.
+    let file = writable_dir("periodic-reopen").join(format!("stderr-{}", std::process::id()));
+    let path = file.to_str().unwrap();
+    let o = run_preloaded_timeout(&bin, &["300", "1500", "reopen", path], &[("NEVERMORE_OPTIONS", opts)], 60);
+    let kept = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_file(&file);
+    assert!(o.status.success(), "{:?}\n{}\n{}\nthe program's file:\n{kept}", o.status, stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("STDERR FILE 0\n"), "{}", stdout(&o));
     let err = stderr(&o);
     assert!(err.contains("nevermore stats (running, "), "{err}");

@@ -1087,6 +1087,57 @@ static MBRTOWC: AtomicUsize = AtomicUsize::new(0);
 /// The most bytes one character takes in any locale (`MB_LEN_MAX`).
 const MB_LEN_MAX: usize = 16;
 
+/// The check of one character converted to bytes at `d` (`wcrtomb`'s, from the state `ps`,
+/// the initial one when null): when `d` lies in a live heap object with less room than any
+/// character takes, and `checked` says so (`stateless`, for a state hidden in the C library),
+/// the character is converted by `f` into a local buffer first, and one that would run past
+/// the object is reported.
+fn to_bytes_checked(
+    f: Wcrtomb,
+    d: *mut c_char,
+    wc: wchar_t,
+    ps: *const libc::mbstate_t,
+    ret: usize,
+    checked: impl Fn() -> bool,
+    op: &'static str,
+) {
+    if !d.is_null() && room_below(ret, d as usize, MB_LEN_MAX).is_some() && checked() {
+        let mut state = state_copy(ps);
+        let mut bytes = [0 as c_char; MB_LEN_MAX];
+        // SAFETY: the caller's character, into a local buffer that holds any character.
+        let n = unsafe { f(bytes.as_mut_ptr(), wc, &mut state) };
+        if n != usize::MAX {
+            bounded(d as usize, n, Way::WouldWrite, op);
+        }
+    }
+}
+
+/// The same for one wide character made at `d` from the bytes at `s` (`mbrtowc`'s, `n` of
+/// them): an invalid or incomplete sequence writes nothing and is passed on.
+#[allow(clippy::too_many_arguments)]
+fn to_wide_checked(
+    f: Mbrtowc,
+    d: *mut wchar_t,
+    s: *const c_char,
+    n: usize,
+    ps: *const libc::mbstate_t,
+    ret: usize,
+    checked: impl Fn() -> bool,
+    op: &'static str,
+) {
+    let unit = core::mem::size_of::<wchar_t>();
+    if !d.is_null() && !s.is_null() && room_below(ret, d as usize, unit).is_some() && checked() {
+        let mut state = state_copy(ps);
+        let mut wide: wchar_t = 0;
+        // SAFETY: the caller's bytes, converted into a local wide character.
+        let r = unsafe { f(&mut wide, s, n, &mut state) };
+        // -1: an invalid sequence; -2: an incomplete one (nothing written either way).
+        if r < usize::MAX - 1 {
+            bounded(d as usize, unit, Way::WouldWrite, op);
+        }
+    }
+}
+
 /// Whether the calling thread's locale encodes characters without shift states: one byte a
 /// character, or UTF-8.
 fn stateless() -> bool {
@@ -1111,17 +1162,8 @@ entry! {
     /// `wctomb`: see "One character at a time" above.
     fn wctomb(d: *mut c_char, wc: wchar_t) -> c_int, "rdx", ret => {
         let f = next!(WCTOMB, c"wctomb", Wctomb);
-        if !d.is_null() && room_below(ret, d as usize, MB_LEN_MAX).is_some() && stateless() {
-            let probe = next!(WCRTOMB, c"wcrtomb", Wcrtomb);
-            // SAFETY: an all-zero state is the initial one.
-            let mut state: libc::mbstate_t = unsafe { core::mem::zeroed() };
-            let mut bytes = [0 as c_char; MB_LEN_MAX];
-            // SAFETY: the caller's character, into a local buffer that holds any character.
-            let n = unsafe { probe(bytes.as_mut_ptr(), wc, &mut state) };
-            if n != usize::MAX {
-                bounded(d as usize, n, Way::WouldWrite, "wctomb");
-            }
-        }
+        let probe = next!(WCRTOMB, c"wcrtomb", Wcrtomb);
+        to_bytes_checked(probe, d, wc, core::ptr::null_mut(), ret, stateless, "wctomb");
         // SAFETY: the caller's call, passed on.
         unsafe { f(d, wc) }
     }
@@ -1131,19 +1173,8 @@ entry! {
     /// `mbtowc`: see "One character at a time" above.
     fn mbtowc(d: *mut wchar_t, s: *const c_char, n: usize) -> c_int, "rcx", ret => {
         let f = next!(MBTOWC, c"mbtowc", Mbtowc);
-        let unit = core::mem::size_of::<wchar_t>();
-        if !d.is_null() && !s.is_null() && room_below(ret, d as usize, unit).is_some() && stateless() {
-            let probe = next!(MBRTOWC, c"mbrtowc", Mbrtowc);
-            // SAFETY: an all-zero state is the initial one.
-            let mut state: libc::mbstate_t = unsafe { core::mem::zeroed() };
-            let mut wide: wchar_t = 0;
-            // SAFETY: the caller's bytes, converted into a local wide character.
-            let r = unsafe { probe(&mut wide, s, n, &mut state) };
-            // -1: an invalid sequence; -2: an incomplete one (nothing written either way).
-            if r < usize::MAX - 1 {
-                bounded(d as usize, unit, Way::WouldWrite, "mbtowc");
-            }
-        }
+        let probe = next!(MBRTOWC, c"mbrtowc", Mbrtowc);
+        to_wide_checked(probe, d, s, n, core::ptr::null_mut(), ret, stateless, "mbtowc");
         // SAFETY: the caller's call, passed on.
         unsafe { f(d, s, n) }
     }
@@ -1153,15 +1184,7 @@ entry! {
     /// `wcrtomb`: see "One character at a time" above.
     fn wcrtomb(d: *mut c_char, wc: wchar_t, ps: *mut libc::mbstate_t) -> usize, "rcx", ret => {
         let f = next!(WCRTOMB, c"wcrtomb", Wcrtomb, or usize::MAX);
-        if !d.is_null() && room_below(ret, d as usize, MB_LEN_MAX).is_some() {
-            let mut state = state_copy(ps);
-            let mut bytes = [0 as c_char; MB_LEN_MAX];
-            // SAFETY: the caller's character, into a local buffer that holds any character.
-            let n = unsafe { f(bytes.as_mut_ptr(), wc, &mut state) };
-            if n != usize::MAX {
-                bounded(d as usize, n, Way::WouldWrite, "wcrtomb");
-            }
-        }
+        to_bytes_checked(f, d, wc, ps, ret, || true, "wcrtomb");
         // SAFETY: the caller's call, passed on.
         unsafe { f(d, wc, ps) }
     }
@@ -1171,17 +1194,7 @@ entry! {
     /// `mbrtowc`: see "One character at a time" above.
     fn mbrtowc(d: *mut wchar_t, s: *const c_char, n: usize, ps: *mut libc::mbstate_t) -> usize, "r8", ret => {
         let f = next!(MBRTOWC, c"mbrtowc", Mbrtowc, or usize::MAX);
-        let unit = core::mem::size_of::<wchar_t>();
-        if !d.is_null() && !s.is_null() && room_below(ret, d as usize, unit).is_some() {
-            let mut state = state_copy(ps);
-            let mut wide: wchar_t = 0;
-            // SAFETY: the caller's bytes, converted into a local wide character.
-            let r = unsafe { f(&mut wide, s, n, &mut state) };
-            // -1: an invalid sequence; -2: an incomplete one (nothing written either way).
-            if r < usize::MAX - 1 {
-                bounded(d as usize, unit, Way::WouldWrite, "mbrtowc");
-            }
-        }
+        to_wide_checked(f, d, s, n, ps, ret, || true, "mbrtowc");
         // SAFETY: the caller's call, passed on.
         unsafe { f(d, s, n, ps) }
     }

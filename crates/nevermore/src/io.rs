@@ -2130,8 +2130,9 @@ macro_rules! line_call {
         /// The C contract of the function.
         #[no_mangle]
         pub unsafe extern "C" fn $name(buf: *mut $c, n: c_int, f: Stream) -> *mut $c {
+            type Line = unsafe extern "C" fn(*mut $c, c_int, Stream) -> *mut $c;
             // SAFETY: the C library's function of this name has this type.
-            let real: Option<unsafe extern "C" fn(*mut $c, c_int, Stream) -> *mut $c> = unsafe { real_fn!($name) };
+            let real: Option<Line> = unsafe { real_fn!($name) };
             let Some(g) = real else { return core::ptr::null_mut() };
             // SAFETY: the caller's arguments.
             let r = unsafe { g(buf, n, f) };

@@ -1113,7 +1113,7 @@ pub fn reinstall_live() {
             k += 1;
         }
     });
-    entries[..k].sort_unstable();
+    sort_in_place(&mut entries[..k], |&e| e);
     for &(addr, n, e) in &entries[..k] {
         run.add(e, addr, n);
     }
@@ -1333,6 +1333,35 @@ pub unsafe fn retrap_in_child() {
     });
 }
 
+/// Sorts `v` by `key` with a heapsort: no recursion and a few words of stack. Revocations
+/// run inside `free`, and `free` may run in a signal handler on a small alternate stack,
+/// below the kernel's signal frame; the library sort's recursion and scratch buffer took
+/// more than 2 KiB there.
+fn sort_in_place<T: Copy, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
+    let sift = |v: &mut [T], mut root: usize, end: usize| loop {
+        let mut child = 2 * root + 1;
+        if child >= end {
+            return;
+        }
+        if child + 1 < end && key(&v[child]) < key(&v[child + 1]) {
+            child += 1;
+        }
+        if key(&v[root]) >= key(&v[child]) {
+            return;
+        }
+        v.swap(root, child);
+        root = child;
+    };
+    let n = v.len();
+    for root in (0..n / 2).rev() {
+        sift(v, root, n);
+    }
+    for end in (1..n).rev() {
+        v.swap(0, end);
+        sift(v, 0, end);
+    }
+}
+
 /// A range of alias pages to revoke; laid out as an `iovec` (`process_madvise` reads arrays
 /// of them).
 #[derive(Clone, Copy, Default)]
@@ -1348,7 +1377,7 @@ pub fn revoke(ranges: &mut [Range]) {
     if ranges.is_empty() {
         return;
     }
-    ranges.sort_unstable_by_key(|r| r.addr);
+    sort_in_place(ranges, |r| r.addr);
     let f = fixed();
     let bridge = f.revoke == Revoke::Uffd;
     // Gap pages this batch may look at: long gaps pay off, but one that ends on a live page
@@ -1983,5 +2012,28 @@ mod tests {
         runs.clear();
         for_each_run(0, |_| true, |a, b| runs.push((a, b)));
         assert!(runs.is_empty());
+    }
+
+    #[test]
+    fn the_in_place_sort_orders_every_length_and_keeps_every_element() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for n in (0..40).chain([255, 1024]) {
+            for distinct in [3u64, 1 << 40] {
+                let mut v: std::vec::Vec<(u64, usize)> = (0..n)
+                    .map(|i| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        (x % distinct, i)
+                    })
+                    .collect();
+                let mut want = v.clone();
+                want.sort();
+                sort_in_place(&mut v, |e| e.0);
+                assert!(v.windows(2).all(|w| w[0].0 <= w[1].0), "{n}: {v:?}");
+                v.sort();
+                assert_eq!(v, want, "{n}");
+            }
+        }
     }
 }

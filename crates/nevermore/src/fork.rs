@@ -133,8 +133,9 @@ fn copy_pool() -> i32 {
         // `mincore` (for a shared file mapping it reports the file's cached pages) and copy
         // those. Pages of the pool that were swapped out are not seen this way; this is the
         // one case where a child could miss data, and it needs both a closed descriptor and
-        // swap.
-        let mut vec = [0u8; 4096];
+        // swap. A small table (2 MiB of the pool per call): `fork` is async-signal-safe, and
+        // this frame may sit on a small alternate signal stack.
+        let mut vec = [0u8; 512];
         let mut off = 0;
         let mut run: Option<usize> = None;
         while off < used && whole {

@@ -49,54 +49,78 @@ pub fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
-/// Reads a `Field:   N kB` line of /proc/self/status (in kB), without allocating.
+/// Reads a `Field:   N kB` line of /proc/self/status (in kB), without allocating, through a
+/// buffer of 256 bytes (see `sys::read_chunks`).
 pub fn proc_status_kb(field: &[u8]) -> Option<u64> {
-    let mut buf = [0u8; 4096];
-    let n = sys::read_file(c"/proc/self/status", &mut buf)?;
-    status_field(&buf[..n], field)
+    let mut buf = [0u8; 256];
+    let mut scan = FieldScan::new(field);
+    sys::read_chunks(c"/proc/self/status", &mut buf, |chunk| chunk.iter().any(|&c| scan.feed(c)));
+    scan.number()
+}
+
+/// Finds the number on the `Field:` line of a text fed to it a byte at a time.
+struct FieldScan<'a> {
+    field: &'a [u8],
+    /// Bytes of `field` matched at the start of this line; None once the line cannot match.
+    at: Option<usize>,
+    /// The number being read, once the line is the field's.
+    value: Option<u64>,
+    digits: bool,
+}
+
+impl<'a> FieldScan<'a> {
+    fn new(field: &'a [u8]) -> Self {
+        FieldScan { field, at: Some(0), value: None, digits: false }
+    }
+
+    /// The number found: the first run of digits after `Field:` on its line.
+    fn number(&self) -> Option<u64> {
+        self.value.filter(|_| self.digits)
+    }
+
+    /// Takes the next byte; true once the number is read whole (or its line ended).
+    fn feed(&mut self, c: u8) -> bool {
+        if let Some(v) = self.value {
+            if c.is_ascii_digit() {
+                self.value = Some(v.wrapping_mul(10).wrapping_add((c - b'0') as u64));
+                self.digits = true;
+                return false;
+            }
+            return self.digits || c == b'\n';
+        }
+        if c == b'\n' {
+            self.at = Some(0);
+            return false;
+        }
+        self.at = match self.at {
+            Some(i) if i < self.field.len() && self.field[i] == c => Some(i + 1),
+            Some(i) if i == self.field.len() && c == b':' => {
+                self.value = Some(0);
+                None
+            }
+            _ => None,
+        };
+        false
+    }
 }
 
 /// The number on the `Field:` line of a /proc/self/status text.
 pub fn status_field(text: &[u8], field: &[u8]) -> Option<u64> {
-    for line in text.split(|&c| c == b'\n') {
-        if line.starts_with(field) && line.get(field.len()) == Some(&b':') {
-            let mut v = 0u64;
-            let mut seen = false;
-            for &c in &line[field.len() + 1..] {
-                if c.is_ascii_digit() {
-                    v = v * 10 + (c - b'0') as u64;
-                    seen = true;
-                } else if seen {
-                    break;
-                }
-            }
-            return seen.then_some(v);
-        }
-    }
-    None
+    let mut scan = FieldScan::new(field);
+    let _ = text.iter().any(|&c| scan.feed(c));
+    scan.number()
 }
 
 /// Number of mappings (VMAs) of this process: lines of /proc/self/maps, read without
 /// allocating.
 pub fn vma_count() -> Option<u64> {
-    let mut buf = [0u8; 4096];
-    // SAFETY: reading a procfs file into a stack buffer, chunk by chunk.
-    unsafe {
-        let fd = sys::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
-        if fd < 0 {
-            return None;
-        }
-        let mut lines = 0u64;
-        loop {
-            let n = sys::read(fd, &mut buf);
-            if n <= 0 {
-                break;
-            }
-            lines += buf[..n as usize].iter().filter(|&&c| c == b'\n').count() as u64;
-        }
-        libc::close(fd);
-        Some(lines)
-    }
+    let mut buf = [0u8; 512];
+    let mut lines = 0u64;
+    sys::read_chunks(c"/proc/self/maps", &mut buf, |chunk| {
+        lines += chunk.iter().filter(|&&c| c == b'\n').count() as u64;
+        false
+    })
+    .then_some(lines)
 }
 
 /// When the next periodic print is due (`sys::now_ns` time; 0: not scheduled yet), and when
@@ -370,4 +394,46 @@ fn write_json(fd: i32, text: &[u8], pid: u32, running: Option<u64>) {
     }
     j.push_bytes(b"}}\n");
     sys::write_all(fd, j.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &[u8] = b"Name:\tcat\nVmPeak:\t    8 kB\nVmSizeX:\t 1 kB\nVmSize:\t   5436 kB\nSeccomp:\t0\n\
+        Groups:\t\nThreads:\t12\nVmPTE:\t  60 kB";
+
+    #[test]
+    fn fields_are_found_at_line_starts_only_and_read_whole() {
+        assert_eq!(status_field(STATUS, b"VmSize"), Some(5436));
+        assert_eq!(status_field(STATUS, b"Seccomp"), Some(0));
+        assert_eq!(status_field(STATUS, b"Threads"), Some(12));
+        // The last line, without its newline.
+        assert_eq!(status_field(STATUS, b"VmPTE"), Some(60));
+        // No digits on the line; a name only inside another; no such line.
+        assert_eq!(status_field(STATUS, b"Groups"), None);
+        assert_eq!(status_field(STATUS, b"Size"), None);
+        assert_eq!(status_field(STATUS, b"VmRSS"), None);
+    }
+
+    #[test]
+    fn a_field_split_across_chunks_is_read_as_one() {
+        for chunk in 1..STATUS.len() {
+            for field in [&b"VmSize"[..], b"Threads", b"VmPTE", b"Groups"] {
+                let mut scan = FieldScan::new(field);
+                let _ = STATUS.chunks(chunk).any(|c| c.iter().any(|&b| scan.feed(b)));
+                assert_eq!(scan.number(), status_field(STATUS, field), "chunks of {chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_process_s_own_status_and_maps_are_read() {
+        assert!(proc_status_kb(b"VmSize").is_some_and(|kb| kb > 0));
+        assert!(proc_status_kb(b"Seccomp").is_some());
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap().lines().count() as u64;
+        let counted = vma_count().unwrap();
+        // The test harness's threads may map or unmap meanwhile.
+        assert!(counted.abs_diff(maps) < 20, "{counted} against {maps}");
+    }
 }

@@ -645,6 +645,28 @@ pub fn read_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
     done
 }
 
+/// Reads the file at `path` through `buf`, a chunk at a time, handing each chunk to `f` until
+/// it returns true (found what it wanted) or the file ends (retrying on EINTR). False if the
+/// file cannot be opened or read. A small `buf` keeps the caller's stack small: the callers
+/// may run in a signal handler on a small alternate stack.
+pub fn read_chunks(path: &core::ffi::CStr, buf: &mut [u8], mut f: impl FnMut(&[u8]) -> bool) -> bool {
+    let Some(fd) = open_read(path) else { return false };
+    let ok = loop {
+        match read(fd, buf) {
+            0 => break true,
+            r if r > 0 => {
+                if f(&buf[..r as usize]) {
+                    break true;
+                }
+            }
+            _ if errno() == libc::EINTR => {}
+            _ => break false,
+        }
+    };
+    close(fd);
+    ok
+}
+
 pub fn close(fd: i32) {
     // SAFETY: closing a descriptor we own.
     unsafe { libc::close(fd) };

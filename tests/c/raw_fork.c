@@ -1,9 +1,12 @@
 /* Processes made with the C library's syscall() instead of fork(): syscall(SYS_fork),
  * syscall(SYS_clone, SIGCHLD, 0) (vsftpd makes its per-connection processes so, with
- * namespace flags) and syscall(SYS_clone3) without CLONE_VM. Parent and child must each have
+ * namespace flags) and syscall(SYS_clone3) without CLONE_VM; and with _Fork() (glibc 2.34,
+ * POSIX 2024: a fork that runs no fork handlers and may be called in a signal handler;
+ * reached through a weak reference, so that the program also builds against an older C
+ * library, where "_Fork" exits 3). Parent and child must each have
  * a heap of their own: objects allocated before, written by both afterwards, keep each
  * process's own contents, and objects allocated afterwards do too.
- * usage: raw_fork fork|clone|clone3   prints RAW FORK OK (exit 0) or what went wrong */
+ * usage: raw_fork fork|clone|clone3|_Fork   prints RAW FORK OK (exit 0) or what went wrong */
 #define _GNU_SOURCE
 #include <linux/sched.h>
 #include <signal.h>
@@ -16,6 +19,8 @@
 #include <unistd.h>
 
 #define N 2000
+
+extern pid_t _Fork(void) __attribute__((weak));
 
 static unsigned char *before[N], *after[N];
 static size_t len[N];
@@ -56,6 +61,12 @@ int main(int argc, char **argv) {
         pid = syscall(SYS_fork);
     } else if (!strcmp(argv[1], "clone")) {
         pid = syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+    } else if (!strcmp(argv[1], "_Fork")) {
+        if (!_Fork) {
+            printf("NO _Fork IN THIS C LIBRARY\n");
+            return 3;
+        }
+        pid = _Fork();
     } else {
         struct clone_args ca;
         memset(&ca, 0, sizeof ca);

@@ -192,7 +192,7 @@ const EXPORTS: &str = "
     _ZdlPvmSt11align_val_t _ZdaPvmSt11align_val_t _ZdlPvRKSt9nothrow_t _ZdaPvRKSt9nothrow_t
     _ZdlPvSt11align_val_tRKSt9nothrow_t _ZdaPvSt11align_val_tRKSt9nothrow_t
     sigaction signal bsd_signal ssignal __sysv_signal sysv_signal sigset sigignore sighold sigrelse sigblock
-    sigsetmask sigaltstack sigprocmask pthread_sigmask clone syscall prctl mlockall munlockall dlopen fcntl fcntl64
+    sigsetmask sigaltstack sigprocmask pthread_sigmask clone _Fork syscall prctl mlockall munlockall dlopen fcntl fcntl64
     getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64
     read write pread pread64 pwrite pwrite64 readv writev preadv preadv64 pwritev pwritev64
     preadv2 preadv64v2 pwritev2 pwritev64v2 recv recvfrom recvmsg send sendto sendmsg

@@ -1047,6 +1047,27 @@ pub unsafe extern "C" fn clone(
     r
 }
 
+static REAL_FORK_NO_HANDLERS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// `_Fork` (glibc 2.34, POSIX 2024): a fork that runs no fork handlers, so that a signal
+/// handler may call it. Without ours, parent and child would write the same pages of the pool
+/// (a shared memory file), each seeing the other's writes. It takes the same steps as `fork`
+/// (`fork::prepare`, then `fork::child` or `fork::parent`); glibc's `fork` calls its own
+/// `_Fork` directly, not this one. As `fork`, it waits in a handler that interrupted the
+/// allocator on this thread (the allocator's locks are held below it). Without a `_Fork` in
+/// the C library, fails with ENOSYS (no program built against one can call it).
+#[no_mangle]
+#[allow(non_snake_case)]
+pub extern "C" fn _Fork() -> libc::pid_t {
+    let Some(real) = sys::next_symbol(&REAL_FORK_NO_HANDLERS, c"_Fork") else {
+        sys::set_errno(libc::ENOSYS);
+        return -1;
+    };
+    // SAFETY: the C library's `_Fork`, which takes no arguments.
+    let real: extern "C" fn() -> libc::pid_t = unsafe { core::mem::transmute(real) };
+    crate::fork::around(|| real())
+}
+
 /// `mlockall`. Locked mappings refuse `MADV_DONTNEED` and `MADV_REMOVE`, so revocation would
 /// fail (the library aborts rather than leave a freed object reachable), and locking the
 /// current or future mappings (`MCL_CURRENT`, `MCL_FUTURE`) would also fill every page of the
@@ -1230,21 +1251,8 @@ extern "C" fn forking_call(
     a5: usize,
     a6: usize,
 ) -> core::ffi::c_long {
-    let ready = crate::is_ready();
-    if ready {
-        crate::fork::prepare();
-    }
     // SAFETY: the program's own call; the child goes on in a copy of this frame.
-    let r = unsafe { sys::raw_syscall(nr, [a1, a2, a3, a4, a5, a6]) };
-    if ready {
-        let saved = sys::errno();
-        if r == 0 {
-            crate::fork::child();
-        } else {
-            crate::fork::parent();
-        }
-        sys::set_errno(saved);
-    }
+    let r = crate::fork::around(|| unsafe { sys::raw_syscall(nr, [a1, a2, a3, a4, a5, a6]) });
     c_result(r) as core::ffi::c_long
 }
 

@@ -41,6 +41,27 @@ fn all_locks(mut f: impl FnMut(&crate::lock::RawMutex)) {
     f(crate::stack::loader_lock());
 }
 
+/// Makes a process with `fork_call` (a fork that runs no fork handlers: the C library's
+/// `_Fork`, or the system call itself) around the steps `fork`'s handlers take: `prepare`
+/// before, then `child` where it returns 0, else `parent`, keeping the call's errno.
+pub fn around<T: PartialEq + Default>(fork_call: impl FnOnce() -> T) -> T {
+    let ready = crate::is_ready();
+    if ready {
+        prepare();
+    }
+    let r = fork_call();
+    if ready {
+        let saved = sys::errno();
+        if r == T::default() {
+            child();
+        } else {
+            parent();
+        }
+        sys::set_errno(saved);
+    }
+    r
+}
+
 pub extern "C" fn prepare() {
     if !crate::is_ready() {
         return;

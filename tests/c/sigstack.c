@@ -5,9 +5,9 @@
  *   every kind (small, page-sized, large, zeroed, aligned), among them objects the main
  *   thread allocated, which meanwhile allocates and frees too (so that handlers also
  *   interrupt the allocator). Every 4th round of its own, the main thread sends itself the
- *   signal, and that handler also forks (and once more at the end); the child allocates and frees before it exits. (Only
- *   there: a fork in a handler that interrupted the allocator waits for ever, as under glibc's
- *   malloc with threads; docs/usage.md, Signals.)
+ *   signal, and that handler also forks (and once more at the end); the child allocates
+ *   and frees before it exits. (Only there: the child of a fork in a handler that
+ *   interrupted the allocator holding a lock exits 127; docs/usage.md, Signals.)
  *   First run: the alternate stack is 256 KiB filled with a pattern. The handler notes how
  *   deep the stack is at its entry (the kernel's signal frame, whose size depends on the
  *   processor's register state); the pattern shows how deep it went at most. The difference

@@ -25,6 +25,8 @@
  *                                   the handler sets itself again with signal(), as System V
  *                                   handlers do (sigaction is async-signal-safe: a handler
  *                                   that interrupts it may call it)
+ *   stress fork-in-handler MS       one thread allocates for MS milliseconds while a timer's
+ *                                   handler forks every 5 ms, also inside its allocator calls
  *   stress dlopen LIB ROUNDS        dlopen/dlclose a library that allocates in its constructor,
  *                                   its functions and its destructor
  *   stress resize THREADS ROUNDS    threads grow their buffers by realloc in steps of bytes to
@@ -44,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -515,6 +518,82 @@ static int resignal(long rounds) {
     return 0;
 }
 
+/* ---- fork in a handler that interrupted the allocator ---- */
+
+static volatile sig_atomic_t handler_forks, refused_forks, bad_forks;
+
+static void fork_on_alarm(int sig) {
+    (void)sig;
+    int saved = errno;
+    pid_t pid = fork();
+    if (pid == 0) {
+        free(malloc(100));
+        _exit(0);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        bad_forks++;
+    else if (WEXITSTATUS(status) == 127)
+        refused_forks++;
+    else if (WEXITSTATUS(status) != 0)
+        bad_forks++;
+    handler_forks++;
+    errno = saved;
+}
+
+/* One thread (glibc's malloc allows a fork in a handler that interrupted it then) allocates,
+ * fills, checks and frees objects of small, page and large sizes while a timer's SIGALRM
+ * every 5 ms forks in the handler; the child allocates, frees and exits 0. Where the handler
+ * interrupted the allocator holding one of its locks, the library cannot give the child a
+ * heap of its own: the child says so and exits 127 instead of the fork waiting for ever.
+ * Prints "FORKS <n> REFUSED <r>". */
+static int fork_in_handler(long ms) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fork_on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 5000}, {0, 5000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    static const size_t sizes[] = {24, 200, 1000, 4096, 9000, 70000, 300000};
+    unsigned char *held[64] = {0};
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 0;; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= ms)
+            break;
+        unsigned k = i % 64;
+        size_t n = sizes[i % 7];
+        if (held[k]) {
+            size_t was = sizes[(i - 64) % 7];
+            for (size_t j = 0; j < was; j += 97)
+                if (held[k][j] != (unsigned char)(i - 64)) {
+                    printf("STRESS FAIL: object %u changed\n", k);
+                    return 2;
+                }
+            free(held[k]);
+        }
+        held[k] = malloc(n);
+        if (!held[k]) {
+            printf("STRESS FAIL: malloc\n");
+            return 2;
+        }
+        memset(held[k], (unsigned char)i, n);
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    signal(SIGALRM, SIG_IGN);
+    for (int k = 0; k < 64; k++)
+        free(held[k]);
+    printf("FORKS %d REFUSED %d\n", (int)handler_forks, (int)refused_forks);
+    if (bad_forks || handler_forks == 0) {
+        printf("STRESS FAIL: %d forks failed or their children died\n", (int)bad_forks);
+        return 2;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     self_exe = "/proc/self/exe";
     if (argc >= 2 && !strcmp(argv[1], "exec-child")) {
@@ -522,7 +601,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 3) {
-        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-anywhere|signals-misuse|resignal|dlopen|resize ARGS\n");
+        fprintf(stderr, "usage: stress prodcons|churn|forkloop|signals|signals-anywhere|signals-misuse|resignal|fork-in-handler|dlopen|resize ARGS\n");
         return 64;
     }
     int r;
@@ -536,6 +615,7 @@ int main(int argc, char **argv) {
         r = signals(atol(argv[2]), 0);
     }
     else if (!strcmp(argv[1], "resignal")) r = resignal(atol(argv[2]));
+    else if (!strcmp(argv[1], "fork-in-handler")) r = fork_in_handler(atol(argv[2]));
     else if (!strcmp(argv[1], "dlopen")) r = dlloop(argv[2], argc > 3 ? atoi(argv[3]) : 50);
     else if (!strcmp(argv[1], "resize")) r = resize(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 2000);
     else return 64;

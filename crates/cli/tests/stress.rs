@@ -157,6 +157,37 @@ fn allocator_calls_in_a_signal_handler_fit_a_small_alternate_stack() {
     }
 }
 
+/// A fork in a signal handler that interrupted the allocator on its own thread while it held
+/// one of the allocator's locks cannot copy a consistent heap for the child, nor wait for the
+/// lock: the child says so and exits 127, and the parent goes on. Other forks in the same
+/// handler work. `stress.c fork-in-handler`: one thread (glibc's malloc then allows this)
+/// allocates small, page and large objects and checks their contents while a timer's handler
+/// forks every 5 ms. Before, the fork waited for ever for the lock (every run timed out).
+#[test]
+fn a_fork_in_a_handler_that_interrupted_the_allocator_never_waits_for_ever() {
+    let bin = compile("stress.c", &["-ldl"]);
+    let notice = "fork in a signal handler that interrupted the allocator on the same thread";
+    for mode in ["prevent", "detect"] {
+        let o = run_preloaded_timeout(
+            &bin,
+            &["fork-in-handler", "2000"],
+            &[("NEVERMORE_OPTIONS", &format!("mode={mode}"))],
+            60,
+        );
+        assert_ok(&o);
+        let out = stdout(&o);
+        let counts: Vec<u64> = out
+            .split_once("FORKS ")
+            .map(|(_, r)| r.split_whitespace().filter_map(|w| w.parse().ok()).take(2).collect())
+            .unwrap_or_default();
+        let [forks, refused] = counts[..] else { panic!("{mode}: {out}") };
+        assert!(forks >= 20 && refused >= 1 && refused < forks, "{mode}: {out}");
+        let err = stderr(&o);
+        assert_eq!(err.matches(notice).count() as u64, refused, "{mode}: {err}");
+        assert!(!err.contains("nevermore: ERROR"), "{err}");
+    }
+}
+
 /// Allocations inside such handlers come from an arena of their own, used once. When it is
 /// used up (here made small, 16 MiB, by a 1 GiB RLIMIT_AS) they fail with ENOMEM and that is
 /// said once; the program sees a null pointer (and reports it itself), nothing crashes. With

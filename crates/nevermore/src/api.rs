@@ -1053,8 +1053,8 @@ static REAL_FORK_NO_HANDLERS: core::sync::atomic::AtomicUsize = core::sync::atom
 /// handler may call it. Without ours, parent and child would write the same pages of the pool
 /// (a shared memory file), each seeing the other's writes. It takes the same steps as `fork`
 /// (`fork::prepare`, then `fork::child` or `fork::parent`); glibc's `fork` calls its own
-/// `_Fork` directly, not this one. As `fork`, it waits in a handler that interrupted the
-/// allocator on this thread (the allocator's locks are held below it). Without a `_Fork` in
+/// `_Fork` directly, not this one. In a handler that interrupted the allocator holding one
+/// of its locks, its child exits 127 as `fork`'s does (`fork::prepare`). Without a `_Fork` in
 /// the C library, fails with ENOSYS (no program built against one can call it).
 #[no_mangle]
 #[allow(non_snake_case)]

@@ -66,6 +66,17 @@ pub extern "C" fn prepare() {
     if !crate::is_ready() {
         return;
     }
+    let mut held_here = false;
+    all_locks(|l| held_here |= l.held_here());
+    if held_here {
+        // A fork in a signal handler that interrupted this thread inside the allocator, which
+        // holds a lock there: waiting for it would wait for ever, and copying the heap without
+        // it could copy metadata half-changed. The fork goes on (glibc's `fork` cannot be
+        // refused from here), and the child, which shares the pool with its parent, exits
+        // before it touches the heap (`child`).
+        REFUSED.store(true, Ordering::Relaxed);
+        return;
+    }
     cache::flush_before_fork();
     // From here until `parent`/`child` this thread holds every lock: a signal handler that
     // allocates meanwhile must take the re-entrant paths.
@@ -74,6 +85,10 @@ pub extern "C" fn prepare() {
     IN_FORK.store(true, Ordering::Relaxed);
     COPY_FD.store(copy_pool(), Ordering::Relaxed);
 }
+
+/// Set by a `prepare` that found a lock held by its own thread (a fork in a signal handler
+/// that interrupted the allocator), until `parent` or `child`.
+static REFUSED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// Set while a forking thread holds every lock (between `prepare` and `parent`/`child`), so
 /// that those leave exactly the allocator level that `prepare` entered.
@@ -197,7 +212,7 @@ fn seccomp_in_force() -> bool {
 }
 
 pub extern "C" fn parent() {
-    if !crate::is_ready() {
+    if !crate::is_ready() || REFUSED.swap(false, Ordering::Relaxed) {
         return;
     }
     let fd = COPY_FD.swap(-1, Ordering::Relaxed);
@@ -214,6 +229,14 @@ pub extern "C" fn parent() {
 pub extern "C" fn child() {
     if !crate::is_ready() {
         return;
+    }
+    if REFUSED.load(Ordering::Relaxed) {
+        report::say(format_args!(
+            "fork in a signal handler that interrupted the allocator on the same thread (which holds \
+             one of its locks): the child could not get a heap of its own, and exits with status 127"
+        ));
+        // SAFETY: ending the child before it can write memory it shares with its parent.
+        unsafe { libc::_exit(127) };
     }
     let fd = COPY_FD.swap(-1, Ordering::Relaxed);
     // Mapping the views afresh drops what the program's `mprotect` made of parts of them.

@@ -3,16 +3,18 @@
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::sys;
 
-/// 0 = unlocked, 1 = locked, 2 = locked with waiters.
-pub struct RawMutex(AtomicU32);
+/// 0 = unlocked, 1 = locked, 2 = locked with waiters; and the holder's `tls::thread_word`
+/// (0: none), which only `held_here` reads: a fork made in a signal handler that interrupted
+/// its own thread inside the allocator must not wait for a lock that thread holds.
+pub struct RawMutex(AtomicU32, AtomicUsize);
 
 impl RawMutex {
     pub const fn new() -> Self {
-        RawMutex(AtomicU32::new(0))
+        RawMutex(AtomicU32::new(0), AtomicUsize::new(0))
     }
 
     #[inline]
@@ -20,6 +22,14 @@ impl RawMutex {
         if self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.lock_slow();
         }
+        self.1.store(crate::tls::thread_word(), Ordering::Relaxed);
+    }
+
+    /// Whether this thread holds the lock (taken below a signal handler that now asks). A
+    /// handler that interrupted the instruction between taking it and recording the holder
+    /// gets false.
+    pub fn held_here(&self) -> bool {
+        self.0.load(Ordering::Relaxed) != 0 && self.1.load(Ordering::Relaxed) == crate::tls::thread_word()
     }
 
     #[cold]
@@ -40,11 +50,16 @@ impl RawMutex {
     /// Takes the lock if it is free; never waits.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        let taken = self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if taken {
+            self.1.store(crate::tls::thread_word(), Ordering::Relaxed);
+        }
+        taken
     }
 
     #[inline]
     pub fn unlock(&self) {
+        self.1.store(0, Ordering::Relaxed);
         if self.0.swap(0, Ordering::Release) == 2 {
             sys::futex_wake(&self.0);
         }
@@ -53,6 +68,7 @@ impl RawMutex {
     /// Resets the lock to unlocked without waking anyone: for a forked child, where the only
     /// thread is the one that took every lock before `fork`.
     pub fn reset(&self) {
+        self.1.store(0, Ordering::Relaxed);
         self.0.store(0, Ordering::Release);
     }
 }

@@ -23,14 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static atomic_int stop_sending;
-static atomic_long handled;
+#include "signal_sender.h"
 
-static long ms_since(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
-}
+static atomic_long handled;
 
 /* Allocates and frees objects of six sizes, filled and checked. */
 static int churn_once(int salt) {
@@ -53,15 +48,6 @@ static void on_usr1(int sig) {
     (void)sig;
     if (churn_once((int)atomic_fetch_add(&handled, 1)))
         atomic_store(&handler_failed, 1);
-}
-
-static void *sender(void *main_thread) {
-    pthread_t to = *(pthread_t *)main_thread;
-    while (!atomic_load(&stop_sending)) {
-        pthread_kill(to, SIGUSR1);
-        usleep(200);
-    }
-    return NULL;
 }
 
 int main(int argc, char **argv) {

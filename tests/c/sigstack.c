@@ -30,12 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "signal_sender.h"
+
 #define FILL 0xA5
 #define RING 1024
 
 static void *ring[RING];
 static atomic_int ring_lock;
-static atomic_int stop_sending;
 static atomic_long handled;
 static atomic_int failed;
 static atomic_long forks;
@@ -114,21 +115,6 @@ static void on_usr1(int sig) {
         if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
             atomic_store(&failed, 1);
     }
-}
-
-static void *sender(void *main_thread) {
-    pthread_t to = *(pthread_t *)main_thread;
-    while (!atomic_load(&stop_sending)) {
-        pthread_kill(to, SIGUSR1);
-        usleep(200);
-    }
-    return NULL;
-}
-
-static long ms_since(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
 /* Runs the signal storm for `ms` with an alternate stack of `size` bytes (a no-access page

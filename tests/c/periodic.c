@@ -64,12 +64,7 @@ int main(int argc, char **argv) {
         printf("PERIODIC FAIL: sigaltstack\n");
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1;
-    sa.sa_flags = SA_ONSTACK | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGUSR1, &sa, NULL) != 0) {
+    if (on_usr1_on_alt_stack(on_usr1) != 0) {
         printf("PERIODIC FAIL: sigaction\n");
         return 2;
     }

@@ -164,12 +164,7 @@ static long storm(long ms, size_t size) {
 
 int main(int argc, char **argv) {
     long ms = argc > 1 ? atol(argv[1]) : 1500, budget = argc > 2 ? atol(argv[2]) : 3072;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1;
-    sa.sa_flags = SA_ONSTACK | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGUSR1, &sa, NULL) != 0) {
+    if (on_usr1_on_alt_stack(on_usr1) != 0) {
         printf("SIGSTACK FAIL: sigaction\n");
         return 2;
     }

@@ -26,7 +26,7 @@
  *                                   handlers do (sigaction is async-signal-safe: a handler
  *                                   that interrupts it may call it)
  *   stress fork-in-handler MS       one thread allocates for MS milliseconds while a timer's
- *                                   handler forks every 5 ms, also inside its allocator calls
+ *                                   handler forks 5 ms after the last, also inside its allocator calls
  *   stress dlopen LIB ROUNDS        dlopen/dlclose a library that allocates in its constructor,
  *                                   its functions and its destructor
  *   stress resize THREADS ROUNDS    threads grow their buffers by realloc in steps of bytes to
@@ -520,7 +520,7 @@ static int resignal(long rounds) {
 
 /* ---- fork in a handler that interrupted the allocator ---- */
 
-static volatile sig_atomic_t handler_forks, refused_forks, bad_forks;
+static volatile sig_atomic_t handler_forks, refused_forks, bad_forks, timer_armed;
 
 static void fork_on_alarm(int sig) {
     (void)sig;
@@ -538,12 +538,13 @@ static void fork_on_alarm(int sig) {
     else if (WEXITSTATUS(status) != 0)
         bad_forks++;
     handler_forks++;
+    timer_armed = 0;
     errno = saved;
 }
 
 /* One thread (glibc's malloc allows a fork in a handler that interrupted it then) allocates,
  * fills, checks and frees objects of small, page and large sizes while a timer's SIGALRM
- * every 5 ms forks in the handler; the child allocates, frees and exits 0. Where the handler
+ * 5 ms after the last one's handler forks in the handler; the child allocates, frees and exits 0. Where the handler
  * interrupted the allocator holding one of its locks, the library cannot give the child a
  * heap of its own: the child says so and exits 127 instead of the fork waiting for ever.
  * Prints "FORKS <n> REFUSED <r>". */
@@ -553,8 +554,10 @@ static int fork_in_handler(long ms) {
     sa.sa_handler = fork_on_alarm;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 5000}, {0, 5000}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    /* A one-shot timer, armed again by the loop once its handler ran: a handler that takes
+     * longer than the period (its child runs under a loaded machine's scheduler) must not
+     * find the next signal waiting and leave the loop no time at all. */
+    struct itimerval it = {{0, 0}, {0, 5000}};
     static const size_t sizes[] = {24, 200, 1000, 4096, 9000, 70000, 300000};
     unsigned char *held[64] = {0};
     struct timespec t0, t;
@@ -563,6 +566,10 @@ static int fork_in_handler(long ms) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= ms)
             break;
+        if (!timer_armed) {
+            timer_armed = 1;
+            setitimer(ITIMER_REAL, &it, NULL);
+        }
         unsigned k = i % 64;
         size_t n = sizes[i % 7];
         if (held[k]) {

@@ -162,7 +162,7 @@ fn allocator_calls_in_a_signal_handler_fit_a_small_alternate_stack() {
 /// lock: the child says so and exits 127, and the parent goes on. Other forks in the same
 /// handler work. `stress.c fork-in-handler`: one thread (glibc's malloc then allows this)
 /// allocates small, page and large objects and checks their contents while a timer's handler
-/// forks every 5 ms. Before, the fork waited for ever for the lock (every run timed out).
+/// forks 5 ms after the last. Before, the fork waited for ever for the lock (every run timed out).
 #[test]
 fn a_fork_in_a_handler_that_interrupted_the_allocator_never_waits_for_ever() {
     let bin = compile("stress.c", &["-ldl"]);

@@ -3,64 +3,82 @@
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::sys;
 
-/// 0 = unlocked, 1 = locked, 2 = locked with waiters; and the holder's `tls::thread_word`
-/// (0: none), which only `held_here` reads: a fork made in a signal handler that interrupted
-/// its own thread inside the allocator must not wait for a lock that thread holds.
-pub struct RawMutex(AtomicU32, AtomicUsize);
+/// A lock that knows its holder: 0 when free, else the holder's thread id, with `WAITERS` set
+/// once another thread may be waiting. A fork made in a signal handler that interrupted its
+/// own thread inside the allocator must not wait for a lock that thread holds (`held_here`),
+/// and the holder is in the same word the lock is taken with, so that no instruction lies
+/// between taking the lock and the record of who took it.
+pub struct RawMutex(AtomicU32);
+
+/// Set in the lock word while a thread may wait for the lock (thread ids stay below 2^22).
+const WAITERS: u32 = 1 << 31;
+
+/// This thread's id as the lock word holds it (never 0).
+#[inline]
+fn me() -> u32 {
+    crate::heap::my_tid().max(1)
+}
 
 impl RawMutex {
     pub const fn new() -> Self {
-        RawMutex(AtomicU32::new(0), AtomicUsize::new(0))
+        RawMutex(AtomicU32::new(0))
     }
 
     #[inline]
     pub fn lock(&self) {
-        if self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            self.lock_slow();
+        let me = me();
+        if self.0.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_slow(me);
         }
-        self.1.store(crate::tls::thread_word(), Ordering::Relaxed);
     }
 
-    /// Whether this thread holds the lock (taken below a signal handler that now asks). A
-    /// handler that interrupted the instruction between taking it and recording the holder
-    /// gets false.
+    /// Whether this thread holds the lock (taken below a signal handler that now asks).
     pub fn held_here(&self) -> bool {
-        self.0.load(Ordering::Relaxed) != 0 && self.1.load(Ordering::Relaxed) == crate::tls::thread_word()
+        let s = self.0.load(Ordering::Relaxed);
+        s != 0 && s & !WAITERS == me()
     }
 
     #[cold]
-    fn lock_slow(&self) {
+    fn lock_slow(&self, me: u32) {
         for _ in 0..100 {
             core::hint::spin_loop();
             if self.0.load(Ordering::Relaxed) == 0
-                && self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                && self.0.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {
                 return;
             }
         }
-        while self.0.swap(2, Ordering::Acquire) != 0 {
-            sys::futex_wait(&self.0, 2);
+        loop {
+            let s = self.0.load(Ordering::Relaxed);
+            if s == 0 {
+                // Taken with the mark: another thread may still wait, and the unlock wakes it.
+                if self.0.compare_exchange(0, me | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    return;
+                }
+                continue;
+            }
+            if s & WAITERS == 0
+                && self.0.compare_exchange(s, s | WAITERS, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                continue;
+            }
+            sys::futex_wait(&self.0, s | WAITERS);
         }
     }
 
     /// Takes the lock if it is free; never waits.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let taken = self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok();
-        if taken {
-            self.1.store(crate::tls::thread_word(), Ordering::Relaxed);
-        }
-        taken
+        self.0.compare_exchange(0, me(), Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
     #[inline]
     pub fn unlock(&self) {
-        self.1.store(0, Ordering::Relaxed);
-        if self.0.swap(0, Ordering::Release) == 2 {
+        if self.0.swap(0, Ordering::Release) & WAITERS != 0 {
             sys::futex_wake(&self.0);
         }
     }
@@ -68,7 +86,6 @@ impl RawMutex {
     /// Resets the lock to unlocked without waking anyone: for a forked child, where the only
     /// thread is the one that took every lock before `fork`.
     pub fn reset(&self) {
-        self.1.store(0, Ordering::Relaxed);
         self.0.store(0, Ordering::Release);
     }
 }

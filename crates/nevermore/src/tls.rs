@@ -40,18 +40,6 @@ pub fn get() -> *mut Cache {
     p
 }
 
-/// A word no other live thread has: this thread's thread pointer (its control block's own
-/// address, which the C library keeps at `%fs:0`). One load; works before and after the
-/// thread has a cache.
-#[inline(always)]
-pub fn thread_word() -> usize {
-    let p: usize;
-    // SAFETY: reads the first word of this thread's control block, which glibc (and every
-    // x86-64 TLS ABI) points at itself.
-    unsafe { asm!("mov {p}, qword ptr fs:[0]", p = out(reg) p, options(nostack, readonly, preserves_flags)) };
-    p
-}
-
 #[inline(always)]
 pub fn set(v: *mut Cache) {
     // SAFETY: writes this thread's slot.

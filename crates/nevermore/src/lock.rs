@@ -17,10 +17,10 @@ pub struct RawMutex(AtomicU32);
 /// Set in the lock word while a thread may wait for the lock (thread ids stay below 2^22).
 const WAITERS: u32 = 1 << 31;
 
-/// This thread's id as the lock word holds it (never 0).
+/// This thread's id as the lock word holds it (never 0, never with `WAITERS`).
 #[inline]
 fn me() -> u32 {
-    crate::heap::my_tid().max(1)
+    (crate::heap::my_tid() & !WAITERS).max(1)
 }
 
 impl RawMutex {
@@ -173,5 +173,36 @@ mod tests {
             h.join().unwrap();
         }
         assert_eq!(*L.lock(), 80000);
+    }
+
+    #[test]
+    fn the_holder_is_known_to_itself_only() {
+        static L: RawMutex = RawMutex::new();
+        assert!(!L.held_here());
+        L.lock();
+        assert!(L.held_here());
+        L.unlock();
+        assert!(!L.held_here());
+        // Held by another thread: not ours, and taken here only after it lets go (through the
+        // waiting path, which marks the word).
+        let (taken_tx, taken_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            L.lock();
+            taken_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            L.unlock();
+        });
+        taken_rx.recv().unwrap();
+        assert!(!L.held_here());
+        assert!(!L.try_lock());
+        go_tx.send(()).unwrap();
+        L.lock();
+        assert!(L.held_here());
+        L.unlock();
+        other.join().unwrap();
+        assert!(!L.held_here() && L.try_lock() && L.held_here());
+        L.unlock();
     }
 }

@@ -74,7 +74,7 @@ pub extern "C" fn prepare() {
         // it could copy metadata half-changed. The fork goes on (glibc's `fork` cannot be
         // refused from here), and the child, which shares the pool with its parent, exits
         // before it touches the heap (`child`).
-        REFUSED.store(true, Ordering::Relaxed);
+        REFUSED.fetch_add(1, Ordering::Relaxed);
         return;
     }
     cache::flush_before_fork();
@@ -86,9 +86,12 @@ pub extern "C" fn prepare() {
     COPY_FD.store(copy_pool(), Ordering::Relaxed);
 }
 
-/// Set by a `prepare` that found a lock held by its own thread (a fork in a signal handler
-/// that interrupted the allocator), until `parent` or `child`.
-static REFUSED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+/// Forks under way whose `prepare` found a lock held by its own thread (a fork in a signal
+/// handler that interrupted the allocator), each counted until its `parent`, or seen by its
+/// `child`. A count, not a flag: two threads may be in that case at once. A fork whose
+/// `prepare` took every lock never sees one: another thread's refused fork holds (below its
+/// handler) a lock that such a `prepare` waits for until that fork's `parent` ran.
+static REFUSED: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
 
 /// Set while a forking thread holds every lock (between `prepare` and `parent`/`child`), so
 /// that those leave exactly the allocator level that `prepare` entered.
@@ -212,7 +215,11 @@ fn seccomp_in_force() -> bool {
 }
 
 pub extern "C" fn parent() {
-    if !crate::is_ready() || REFUSED.swap(false, Ordering::Relaxed) {
+    if !crate::is_ready() {
+        return;
+    }
+    if REFUSED.load(Ordering::Relaxed) > 0 {
+        REFUSED.fetch_sub(1, Ordering::Relaxed);
         return;
     }
     let fd = COPY_FD.swap(-1, Ordering::Relaxed);
@@ -230,7 +237,7 @@ pub extern "C" fn child() {
     if !crate::is_ready() {
         return;
     }
-    if REFUSED.load(Ordering::Relaxed) {
+    if REFUSED.load(Ordering::Relaxed) > 0 {
         report::say(format_args!(
             "fork in a signal handler that interrupted the allocator on the same thread (which holds \
              one of its locks): the child could not get a heap of its own, and exits with status 127"

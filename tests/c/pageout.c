@@ -9,7 +9,7 @@
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
  *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
- *                         process, waits, coroutine, restarted, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         process, waits, coroutine, restarted, cancelled, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -2081,15 +2081,16 @@ static struct restarted *rs;
 static volatile sig_atomic_t restarted_handled;
 static volatile pid_t restarted_tids[3];
 
-/* Waits (up to 10 s) until waiter `w` (its thread id set) is blocked in a futex call. */
-static void restarted_wait_blocked(int w) {
+/* Waits (up to 10 s) until the thread whose id `*tid` holds (once set) is blocked in a futex
+ * call. */
+static void wait_blocked_in_futex(volatile pid_t *tid, int w) {
     char path[64], line[64];
     for (int k = 0; k < 100000; k++) {
-        if (restarted_tids[w] == 0) {
+        if (*tid == 0) {
             usleep(100);
             continue;
         }
-        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)restarted_tids[w]);
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)*tid);
         int fd = open(path, O_RDONLY);
         ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
         if (fd >= 0)
@@ -2101,8 +2102,10 @@ static void restarted_wait_blocked(int w) {
         }
         usleep(100);
     }
-    fail("waiter back in its futex wait", w, restarted_tids[w]);
+    fail("waiter back in its futex wait", w, *tid);
 }
+
+static void restarted_wait_blocked(int w) { wait_blocked_in_futex(&restarted_tids[w], w); }
 
 static void restarted_handler(int sig) {
     (void)sig;
@@ -2208,6 +2211,92 @@ static void restarted_case(void) {
     free(rs);
 }
 
+/* `cancelled`: a thread waiting in sem_wait and one in pthread_cond_wait on a heap object,
+ * each interrupted by a signal handler after the object was paged out (the library makes
+ * such a wait again itself), then cancelled in that wait: each must end cancelled with its
+ * cleanup handler run (built with -fexceptions, cleanup handlers run only when the unwinder
+ * finds its way through every frame of the wait), and the condition variable's mutex free. */
+struct cancelled {
+    sem_t sem;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int go;
+};
+static struct cancelled *cs;
+static volatile int cancel_cleaned;
+static volatile pid_t cancel_tids[2];
+
+static void cancel_count(void *arg) {
+    (void)arg;
+    __atomic_add_fetch(&cancel_cleaned, 1, __ATOMIC_SEQ_CST);
+}
+
+static void cancel_unlock(void *arg) {
+    pthread_mutex_unlock(arg);
+    __atomic_add_fetch(&cancel_cleaned, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *cancel_sem(void *arg) {
+    (void)arg;
+    cancel_tids[0] = (pid_t)syscall(SYS_gettid);
+    pthread_cleanup_push(cancel_count, NULL);
+    while (sem_wait(&cs->sem) != 0)
+        ;
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static void *cancel_cond(void *arg) {
+    (void)arg;
+    cancel_tids[1] = (pid_t)syscall(SYS_gettid);
+    pthread_mutex_lock(&cs->lock);
+    pthread_cleanup_push(cancel_unlock, &cs->lock);
+    while (!cs->go)
+        pthread_cond_wait(&cs->cond, &cs->lock);
+    pthread_cleanup_pop(1);
+    return NULL;
+}
+
+static void cancelled_case(void) {
+    cs = calloc(1, sizeof *cs);
+    sem_init(&cs->sem, 0, 0);
+    pthread_mutex_init(&cs->lock, NULL);
+    pthread_cond_init(&cs->cond, NULL);
+    signal(SIGUSR1, restarted_handler);
+    pthread_t t[2];
+    void *(*f[2])(void *) = {cancel_sem, cancel_cond};
+    for (int j = 0; j < 2; j++)
+        if (pthread_create(&t[j], NULL, f[j], NULL) != 0)
+            fail("pthread_create", j, 0);
+    for (int j = 0; j < 2; j++) {
+        wait_blocked_in_futex(&cancel_tids[j], j);
+        page_out(cs, sizeof *cs);
+        int want = restarted_handled + 1;
+        pthread_kill(t[j], SIGUSR1);
+        for (int k = 0; k < 10000 && restarted_handled < want; k++)
+            usleep(100);
+        if (restarted_handled != want)
+            fail("signal handled", restarted_handled, want);
+    }
+    for (int j = 0; j < 2; j++)
+        wait_blocked_in_futex(&cancel_tids[j], j);
+    for (int j = 0; j < 2; j++)
+        if (pthread_cancel(t[j]) != 0)
+            fail("pthread_cancel", j, 0);
+    for (int j = 0; j < 2; j++) {
+        void *r = NULL;
+        if (pthread_join(t[j], &r) != 0 || r != PTHREAD_CANCELED)
+            fail("the waiter ended cancelled", j, (long)r);
+    }
+    if (cancel_cleaned != 2)
+        fail("cleanup handlers run", cancel_cleaned, 2);
+    if (pthread_mutex_trylock(&cs->lock) != 0)
+        fail("the condition variable's mutex free", 0, 0);
+    pthread_mutex_unlock(&cs->lock);
+    signal(SIGUSR1, SIG_DFL);
+    free(cs);
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -2229,7 +2318,7 @@ int main(int argc, char **argv) {
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
                  {"results", results_case}, {"process", process_case}, {"waits", waits_case},
                  {"coroutine", coroutine_case}, {"restarted", restarted_case},
-                 {"bad", bad_case}};
+                 {"cancelled", cancelled_case}, {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

@@ -96,12 +96,16 @@
  *              glibc aborts when that fails ("The futex facility returned an unexpected
  *              error code").
  *              Then each is woken and joined; prints FUTEX WAITS OK.
+ *   futex-cancel the same, then each waiter is cancelled (pthread_cancel) instead of woken,
+ *              while it waits where a sweep let it go on: each must end cancelled, its
+ *              cleanup handler run; prints FUTEX CANCEL OK.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -832,28 +836,46 @@ struct waits {
 };
 static struct waits *waits;
 
+/* Cleanup handlers run by cancelled waiters (`futex-cancel`). */
+static atomic_int cleaned;
+
+static void cleanup_count(void *arg) {
+    (void)arg;
+    atomic_fetch_add(&cleaned, 1);
+}
+
+static void cleanup_unlock(void *arg) {
+    pthread_mutex_unlock(arg);
+    atomic_fetch_add(&cleaned, 1);
+}
+
 static void *sem_waiter(void *arg) {
     (void)arg;
+    pthread_cleanup_push(cleanup_count, NULL);
     while (sem_wait(&waits->plain) != 0)
         ;
+    pthread_cleanup_pop(0);
     return NULL;
 }
 
 static void *timed_waiter(void *arg) {
     (void)arg;
+    pthread_cleanup_push(cleanup_count, NULL);
     clock_gettime(CLOCK_REALTIME, &waits->until);
     waits->until.tv_sec += 120;
     while (sem_timedwait(&waits->timed, &waits->until) != 0)
         ;
+    pthread_cleanup_pop(0);
     return NULL;
 }
 
 static void *cond_waiter(void *arg) {
     (void)arg;
     pthread_mutex_lock(&waits->lock);
+    pthread_cleanup_push(cleanup_unlock, &waits->lock);
     while (!waits->go)
         pthread_cond_wait(&waits->cond, &waits->lock);
-    pthread_mutex_unlock(&waits->lock);
+    pthread_cleanup_pop(1);
     return NULL;
 }
 
@@ -881,7 +903,7 @@ static int pager(void *arg) {
     return 0;
 }
 
-static int futex_waits(void) {
+static int futex_waits(int cancel) {
     waits = calloc(1, sizeof *waits);
     if (sem_init(&waits->plain, 0, 0) != 0 || sem_init(&waits->timed, 0, 0) != 0)
         return 2;
@@ -917,6 +939,24 @@ static int futex_waits(void) {
     pager_stop = 1;
     if (waitpid(pg, NULL, 0) != pg)
         return 2;
+    if (cancel) {
+        for (int k = 0; k < 3; k++)
+            if (pthread_cancel(t[k]) != 0)
+                return 2;
+        for (int k = 0; k < 3; k++) {
+            void *r = NULL;
+            if (pthread_join(t[k], &r) != 0 || r != PTHREAD_CANCELED) {
+                printf("WAITER %d NOT CANCELLED\n", k);
+                return 1;
+            }
+        }
+        if (atomic_load(&cleaned) != 3) {
+            printf("CLEANUP HANDLERS RUN: %d\n", atomic_load(&cleaned));
+            return 1;
+        }
+        printf("FUTEX CANCEL OK\n");
+        return 0;
+    }
     sem_post(&waits->plain);
     sem_post(&waits->timed);
     pthread_mutex_lock(&waits->lock);
@@ -944,7 +984,9 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "unpinned"))
         return unpinned();
     if (!strcmp(mode, "futex-waits"))
-        return futex_waits();
+        return futex_waits(0);
+    if (!strcmp(mode, "futex-cancel"))
+        return futex_waits(1);
     if (!strcmp(mode, "queued"))
         return queued();
     if (!strcmp(mode, "churn"))

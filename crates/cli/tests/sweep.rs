@@ -134,6 +134,23 @@ fn futex_waits_held_by_a_sweep_go_on_when_their_word_was_paged_out() {
     }
 }
 
+/// A thread that a sweep let go on in its futex wait waits in the library's code
+/// (`nevermore_futex_again`): cancelled there (`pthread_cancel`), it must end cancelled with
+/// its cleanup handlers run, the condition variable's mutex unlocked (`sweep.c futex-cancel`,
+/// built with `-fexceptions`: the handlers run only if the unwinder finds its way through the
+/// library's frame; before that frame had unwind information, none ran).
+#[test]
+fn futex_waits_a_sweep_let_go_on_can_be_cancelled() {
+    let _serial = one_at_a_time();
+    let prog = compile("sweep.c", &["-pthread", "-fexceptions"]);
+    let o = run_preloaded_timeout(&prog, &["futex-cancel"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")], 120);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("FUTEX CANCEL OK"), "{}\n{}", stdout(&o), stderr(&o));
+    let s = sweeps(&o);
+    assert!(s[11] >= 1 && s[12] >= 3, "the waiting threads were never held: {s:?}\n{}", stderr(&o));
+    assert!(counters(&stderr(&o), "faults handled")[2] >= 3, "{}", stderr(&o));
+}
+
 /// The same after the kept objects' pages lost their page-table entries (the program dropped
 /// them with `madvise`): whichever task meets them maps them again, the helper through a fault
 /// handler of its own (without it, the helper ended and every sweep gave up).

@@ -2053,9 +2053,10 @@ pub fn print_stats(b: &mut impl core::fmt::Write, pid: u32) {
     );
     let _ = writeln!(
         b,
-        "=={pid}==   faults handled     {} (live aliases mapped again); {} pages mapped again for system calls that failed on them",
+        "=={pid}==   faults handled     {} (live aliases mapped again); {} pages mapped again for system calls that failed on them; {} futex waits made again from user mode",
         g(&FAULTS_HANDLED),
-        g(&SYSCALL_PAGES_MAPPED)
+        g(&SYSCALL_PAGES_MAPPED),
+        g(&crate::futex::SENT)
     );
     let _ = writeln!(
         b,

@@ -17,8 +17,9 @@
 //! `sigprocmask`/`pthread_sigmask` never block these two signals: a synchronous fault in a
 //! thread that blocked them would otherwise kill the process without a report.
 //!
-//! The handlers the program sets for the other signals are called through `relay`, which mends
-//! what a futex wait the handler interrupted reads when the kernel makes it again (see there).
+//! The handlers the program sets for the other signals are called through `relay`, which has a
+//! futex wait the handler interrupted made again from user mode (`futex`), where a word paged
+//! out meanwhile is mapped again (see there).
 //!
 //! The handlers read allocator metadata without locks and allocate nothing.
 
@@ -32,7 +33,7 @@ use crate::report::{self, Kind, Object, Report};
 use crate::slab::{self, Slot, CLASSES, FREED};
 use crate::stack::Regs;
 use crate::sys::{self, PAGE};
-use crate::{alias, large};
+use crate::{alias, futex, large};
 
 extern "C" {
     /// glibc's own `sigaction` (we export `sigaction` ourselves).
@@ -535,14 +536,13 @@ pub fn fork_child() {
 }
 
 // Restarted futex waits. A handler that interrupts a futex wait returns to the kernel, which
-// makes the wait again (`SA_RESTART`, as `signal` sets) and reads its word itself. A thread
-// that waited long on a word in a heap object (a semaphore, a condition variable) may find its
-// page paged out meanwhile: the read fails with `EFAULT` (userfaultfd lets no fault of the
-// kernel's own through), and glibc aborts the process ("The futex facility returned an
-// unexpected error code"). So the program's handlers of signals other than SIGSEGV and SIGBUS
-// are called through `relay`, which, after the handler returns, maps again the memory such a
-// wait is about to read: the kernel has already set the interrupted registers to make the
-// call again (its number back in `rax`, the instruction pointer back on the `syscall`).
+// makes the wait again (`SA_RESTART`, as `signal` sets) and reads its word itself: a word whose
+// page was paged out while the thread waited makes the wait fail with `EFAULT`, and glibc
+// aborts the process (see `futex`). So the program's handlers of signals other than SIGSEGV and
+// SIGBUS are called through `relay`, which, after the handler returns, sends such a wait on a
+// word in the arena to be made again from user mode (`futex::send`), or, where that cannot be,
+// maps again the memory it reads: the kernel has already set the interrupted registers to make
+// the call again (its number back in `rax`, the instruction pointer back on the `syscall`).
 
 /// The program's handler of each signal that the kernel calls through `relay` (0: none).
 static RELAYED: [AtomicUsize; 65] = [const { AtomicUsize::new(0) }; 65];
@@ -617,15 +617,17 @@ extern "C" fn relay(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
 }
 
 /// When the interrupted registers in `ctx` make a futex call again (the call's number in `rax`,
-/// the instruction pointer on a `syscall`), maps again the memory in the alias arena it reads.
+/// the instruction pointer on a `syscall`), sends it to be made from user mode, or maps again
+/// the memory in the alias arena it reads.
 fn mend_restarted_futex(ctx: *mut c_void) {
     if ctx.is_null() || !crate::is_ready() {
         return;
     }
-    // SAFETY: for SA_SIGINFO handlers the third argument is a ucontext_t.
-    let g = unsafe { &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs };
-    let reg = |r: c_int| g[r as usize] as usize;
-    if reg(libc::REG_RAX) != libc::SYS_futex as usize {
+    // SAFETY: for SA_SIGINFO handlers the third argument is a ucontext_t, the registers the
+    // thread goes on with when the handler returns.
+    let g = unsafe { &mut (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs };
+    let reg = |g: &[i64; 23], r: c_int| g[r as usize] as usize;
+    if reg(g, libc::REG_RAX) != libc::SYS_futex as usize {
         return;
     }
     // The instruction's two bytes, read so that memory which cannot be read is no fault.
@@ -633,52 +635,30 @@ fn mend_restarted_futex(ctx: *mut c_void) {
         let p = sys::probe_word(a & !7);
         (p.status != sys::PROBE_FAILED).then_some((p.value >> ((a & 7) * 8)) as u8)
     };
-    let rip = reg(libc::REG_RIP);
+    let rip = reg(g, libc::REG_RIP);
     if byte(rip) != Some(0x0f) || byte(rip.wrapping_add(1)) != Some(0x05) {
         return;
     }
-    futex_memory(reg(libc::REG_RDI), reg(libc::REG_RSI), reg(libc::REG_R10), reg(libc::REG_R8), |a| {
+    let (uaddr, op, arg4, uaddr2) =
+        (reg(g, libc::REG_RDI), reg(g, libc::REG_RSI), reg(g, libc::REG_R10), reg(g, libc::REG_R8));
+    let names = [libc::REG_RIP, libc::REG_RSP, libc::REG_RAX, libc::REG_RCX, libc::REG_R11];
+    let [mut rip, mut rsp, mut rax, mut rcx, mut r11] = names.map(|r| g[r as usize] as u64);
+    // The call goes on just past its `syscall`.
+    let back = (rip as usize).wrapping_add(2);
+    let regs = futex::Regs { rip: &mut rip, rsp: &mut rsp, rax: &mut rax, rcx: &mut rcx, r11: &mut r11 };
+    // SAFETY: the registers the thread goes on with; the slot is built at the entry, once this
+    // handler's frame is gone (`Slot::AtEntry`).
+    if unsafe { futex::send(back, uaddr, op, arg4, futex::Slot::AtEntry, regs) } {
+        for (r, v) in names.into_iter().zip([rip, rsp, rax, rcx, r11]) {
+            g[r as usize] = v as i64;
+        }
+        return;
+    }
+    futex::memory(uaddr, op, arg4, uaddr2, |a| {
         if alias::in_arena(a) {
             sys::probe_word(a & !7);
         }
     });
-}
-
-/// Calls `touch` with each address of memory a futex call reads (its word `uaddr`, its
-/// operation `op`, its fourth argument `arg4` and its second word `uaddr2`): the words, and a
-/// timeout's first and last 4-byte words.
-pub fn futex_memory(uaddr: usize, op: usize, arg4: usize, uaddr2: usize, touch: impl Fn(usize)) {
-    if uaddr & 3 == 0 {
-        touch(uaddr);
-    }
-    let op = op as i32 & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
-    // The operations with a second word.
-    let second = matches!(
-        op,
-        libc::FUTEX_REQUEUE
-            | libc::FUTEX_CMP_REQUEUE
-            | libc::FUTEX_WAKE_OP
-            | libc::FUTEX_WAIT_REQUEUE_PI
-            | libc::FUTEX_CMP_REQUEUE_PI
-    );
-    if second && uaddr2 & 3 == 0 {
-        touch(uaddr2);
-    }
-    if let Some(t) = timeout_of(op, arg4) {
-        touch(t & !3);
-        touch(t.wrapping_add(12) & !3);
-    }
-}
-
-/// The timeout a futex operation `op` (private and clock flags taken off) reads at `arg` (its
-/// fourth argument), if it takes one.
-pub fn timeout_of(op: i32, arg: usize) -> Option<usize> {
-    const FUTEX_LOCK_PI2: i32 = 13;
-    let timed = matches!(
-        op,
-        libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET | libc::FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | libc::FUTEX_WAIT_REQUEUE_PI
-    );
-    (timed && arg != 0).then_some(arg)
 }
 
 /// Removes SIGSEGV and SIGBUS from a set the program wants to block.

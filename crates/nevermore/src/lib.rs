@@ -45,6 +45,7 @@ mod cache;
 mod config;
 mod fault;
 mod fork;
+mod futex;
 mod guard;
 mod heap;
 mod history;

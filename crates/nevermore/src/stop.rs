@@ -808,84 +808,7 @@ fn release_all(s: &mut Shared) {
 /// mended by `on_fault`), so that the page is there when the thread is let go.
 fn map_futex_words(r: &libc::user_regs_struct) {
     if r.orig_rax as i64 == libc::SYS_futex {
-        crate::fault::futex_memory(r.rdi as usize, r.rsi as usize, r.r10 as usize, r.r8 as usize, touch_word);
-    }
-}
-
-// A futex wait started again by the kernel reads its word at once, and a pageout may take the
-// word's page again between the holder's read (`map_futex_words`) and that: a task paging out
-// the waiters' object every 100 µs still made 1 run in 5 abort (`tests/c/sweep.c
-// futex-waits`). So a thread stopped in a futex wait that the kernel would start again is sent,
-// instead, to `nevermore_futex_again`, which reads the word (and a timeout in the arena) in user
-// mode, where a fault is mended, and makes the same call, then goes back to where the thread
-// was. Its own read and its call leave a window too, which a thread preempted there (a loaded
-// machine) holds open for a whole time slice: a wait or a `FUTEX_WAIT_BITSET` that fails with
-// `EFAULT` reads its memory again and is made again. Two words are left on the thread's stack
-// below its red zone (the 128 bytes below the stack pointer that the code it runs may use),
-// where a signal's frame would go too: the flags of `FutexAgain`, then the address to go back
-// to.
-core::arch::global_asm!(
-    ".pushsection .text.nevermore_futex_again,\"ax\",@progbits",
-    ".globl nevermore_futex_again",
-    ".hidden nevermore_futex_again",
-    ".type nevermore_futex_again, @function",
-    "nevermore_futex_again:",
-    // The timeout's first and last bytes, when the flags say it lies in the arena (rcx and
-    // r11 are the system call's to clobber).
-    "test qword ptr [rsp], {timeout}",
-    "jz 2f",
-    "mov r11, qword ptr [r10]",
-    "mov r11b, byte ptr [r10 + 15]",
-    "2:",
-    // The word.
-    "mov r11d, dword ptr [rdi]",
-    "syscall",
-    ".globl nevermore_futex_again_done",
-    ".hidden nevermore_futex_again_done",
-    "nevermore_futex_again_done:",
-    "cmp rax, -14",
-    "jne 3f",
-    "test qword ptr [rsp], {again}",
-    "jz 3f",
-    "mov eax, {futex}",
-    "jmp nevermore_futex_again",
-    "3:",
-    "mov rcx, qword ptr [rsp + 8]",
-    "lea rsp, [rsp + 144]",
-    "jmp rcx",
-    ".size nevermore_futex_again, . - nevermore_futex_again",
-    ".popsection",
-    timeout = const FutexAgain::TIMEOUT,
-    again = const FutexAgain::AGAIN,
-    futex = const libc::SYS_futex,
-);
-
-extern "C" {
-    fn nevermore_futex_again();
-    fn nevermore_futex_again_done();
-}
-
-/// The flags word `nevermore_futex_again` finds on the stack.
-struct FutexAgain;
-
-impl FutexAgain {
-    /// The call's timeout (`r10`) lies in the arena: read it before each call.
-    const TIMEOUT: u64 = 1;
-    /// A plain wait (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`): the kernel reads only the word and the
-    /// timeout, which the code has just read, so an `EFAULT` is a pageout in between: made again.
-    const AGAIN: u64 = 2;
-
-    /// The flags for a futex call with arguments `r`.
-    fn of(r: &libc::user_regs_struct) -> u64 {
-        let op = r.rsi as i32 & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
-        let mut flags = 0;
-        if crate::fault::timeout_of(op, r.r10 as usize).is_some_and(crate::alias::in_arena) {
-            flags |= Self::TIMEOUT;
-        }
-        if op == libc::FUTEX_WAIT || op == libc::FUTEX_WAIT_BITSET {
-            flags |= Self::AGAIN;
-        }
-        flags
+        crate::futex::memory(r.rdi as usize, r.rsi as usize, r.r10 as usize, r.r8 as usize, touch_word);
     }
 }
 
@@ -894,29 +817,22 @@ impl FutexAgain {
 const RESTART_CODES: [i64; 4] = [-512, -513, -514, -516];
 
 /// Sends thread `tid`, stopped (registers `r`) in a futex wait on a word in the alias arena
-/// that the kernel would start again, to `nevermore_futex_again` (see above); false when it is
-/// not in such a wait. A wait with a timeout is made again with its own arguments: glibc's
-/// timeouts are absolute.
+/// that the kernel would start again, to be made again from user mode (`futex::send`); false
+/// when it is not in such a wait. A wait with a timeout is made again with its own arguments:
+/// glibc's timeouts are absolute.
 fn wait_again_from_user_mode(tid: u32, mut r: libc::user_regs_struct) -> bool {
-    if r.orig_rax as i64 != libc::SYS_futex
-        || !RESTART_CODES.contains(&(r.rax as i64))
-        || !crate::alias::in_arena(r.rdi as usize)
-    {
+    if r.orig_rax as i64 != libc::SYS_futex || !RESTART_CODES.contains(&(r.rax as i64)) {
         return false;
     }
-    if r.rip as usize != nevermore_futex_again_done as *const () as usize {
-        let slot = (r.rsp as usize).wrapping_sub(128 + 16);
-        // SAFETY: the stopped thread's stack below its red zone, in the shared address space,
-        // free for a signal's frame; a fault on a live alias is mended by `on_fault` (any other
-        // ends the holder, and the kernel lets the thread go as it was).
-        unsafe {
-            (slot as *mut u64).write_volatile(FutexAgain::of(&r));
-            (slot as *mut u64).add(1).write_volatile(r.rip);
-        }
-        r.rsp = slot as u64;
+    let back = r.rip as usize;
+    let (uaddr, op, arg4) = (r.rdi as usize, r.rsi as usize, r.r10 as usize);
+    let regs =
+        crate::futex::Regs { rip: &mut r.rip, rsp: &mut r.rsp, rax: &mut r.rax, rcx: &mut r.rcx, r11: &mut r.r11 };
+    // SAFETY: the registers of a thread stopped by ptrace, which goes on with them; nothing
+    // lies below its red zone (`Slot::Write`).
+    if !unsafe { crate::futex::send(back, uaddr, op, arg4, crate::futex::Slot::Write, regs) } {
+        return false;
     }
-    r.rax = libc::SYS_futex as u64;
-    r.rip = nevermore_futex_again as *const () as usize as u64;
     ptrace(libc::PTRACE_SETREGS, tid, 0, &r as *const _ as usize) == 0
 }
 

@@ -25,8 +25,10 @@
  *                                   the handler sets itself again with signal(), as System V
  *                                   handlers do (sigaction is async-signal-safe: a handler
  *                                   that interrupts it may call it)
- *   stress fork-in-handler MS       one thread allocates for MS milliseconds while a timer's
- *                                   handler forks 5 ms after the last, also inside its allocator calls
+ *   stress fork-in-handler MS [T]   one thread (or T, up to 8) allocates for MS milliseconds
+ *                                   while a timer of its own, 5 ms after its handler's last
+ *                                   fork, interrupts it with a handler that forks, also inside
+ *                                   its allocator calls
  *   stress dlopen LIB ROUNDS        dlopen/dlclose a library that allocates in its constructor,
  *                                   its functions and its destructor
  *   stress resize THREADS ROUNDS    threads grow their buffers by realloc in steps of bytes to
@@ -46,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -520,7 +523,9 @@ static int resignal(long rounds) {
 
 /* ---- fork in a handler that interrupted the allocator ---- */
 
-static volatile sig_atomic_t handler_forks, refused_forks, bad_forks, timer_armed;
+static int handler_forks, refused_forks, bad_forks;
+/* Whether the thread's timer is set and its handler has not run yet. */
+static __thread volatile sig_atomic_t timer_armed;
 
 static void fork_on_alarm(int sig) {
     (void)sig;
@@ -532,70 +537,109 @@ static void fork_on_alarm(int sig) {
     }
     int status = 0;
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-        bad_forks++;
+        __atomic_add_fetch(&bad_forks, 1, __ATOMIC_SEQ_CST);
     else if (WEXITSTATUS(status) == 127)
-        refused_forks++;
+        __atomic_add_fetch(&refused_forks, 1, __ATOMIC_SEQ_CST);
     else if (WEXITSTATUS(status) != 0)
-        bad_forks++;
-    handler_forks++;
+        __atomic_add_fetch(&bad_forks, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&handler_forks, 1, __ATOMIC_SEQ_CST);
     timer_armed = 0;
     errno = saved;
 }
 
-/* One thread (glibc's malloc allows a fork in a handler that interrupted it then) allocates,
- * fills, checks and frees objects of small, page and large sizes while a timer's SIGALRM
- * 5 ms after the last one's handler forks in the handler; the child allocates, frees and exits 0. Where the handler
- * interrupted the allocator holding one of its locks, the library cannot give the child a
- * heap of its own: the child says so and exits 127 instead of the fork waiting for ever.
- * Prints "FORKS <n> REFUSED <r>". */
-static int fork_in_handler(long ms) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = fork_on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    /* A one-shot timer, armed again by the loop once its handler ran: a handler that takes
-     * longer than the period (its child runs under a loaded machine's scheduler) must not
-     * find the next signal waiting and leave the loop no time at all. */
-    struct itimerval it = {{0, 0}, {0, 5000}};
+static long fork_ms;
+
+/* Allocates, fills, checks and frees objects of small, page and large sizes for `fork_ms`
+ * milliseconds while a one-shot timer of the thread's own (SIGALRM to this thread) fires 5 ms
+ * after its handler's last fork. Returns NULL, or what failed. */
+static void *fork_in_handler_thread(void *arg) {
+    (void)arg;
+    /* One-shot, armed again by the loop once its handler ran: a handler that takes longer
+     * than the period (its child runs under a loaded machine's scheduler) must not find the
+     * next signal waiting and leave the loop no time at all. */
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGALRM;
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    timer_t timer;
+    if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0)
+        return "timer_create";
+    struct itimerspec it = {{0, 0}, {0, 5000000}};
     static const size_t sizes[] = {24, 200, 1000, 4096, 9000, 70000, 300000};
     unsigned char *held[64] = {0};
+    const char *failed = NULL;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned i = 0;; i++) {
+    for (unsigned i = 0; !failed; i++) {
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= ms)
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= fork_ms)
             break;
         if (!timer_armed) {
             timer_armed = 1;
-            setitimer(ITIMER_REAL, &it, NULL);
+            timer_settime(timer, 0, &it, NULL);
         }
         unsigned k = i % 64;
         size_t n = sizes[i % 7];
         if (held[k]) {
             size_t was = sizes[(i - 64) % 7];
             for (size_t j = 0; j < was; j += 97)
-                if (held[k][j] != (unsigned char)(i - 64)) {
-                    printf("STRESS FAIL: object %u changed\n", k);
-                    return 2;
-                }
+                if (held[k][j] != (unsigned char)(i - 64))
+                    failed = "an object changed";
             free(held[k]);
         }
         held[k] = malloc(n);
         if (!held[k]) {
-            printf("STRESS FAIL: malloc\n");
-            return 2;
+            failed = "malloc";
+            break;
         }
         memset(held[k], (unsigned char)i, n);
     }
-    struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &off, NULL);
-    signal(SIGALRM, SIG_IGN);
+    timer_delete(timer);
     for (int k = 0; k < 64; k++)
         free(held[k]);
-    printf("FORKS %d REFUSED %d\n", (int)handler_forks, (int)refused_forks);
+    return (void *)failed;
+}
+
+/* THREADS threads (glibc's malloc allows a fork in a handler that interrupted it in a
+ * process of one thread) each run `fork_in_handler_thread`; a child allocates, frees and
+ * exits 0. Where a handler interrupted the allocator holding one of its locks, the library
+ * cannot give the child a heap of its own: the child says so and exits 127 instead of the fork
+ * waiting for ever; with threads, two such forks may be refused at once, and other threads'
+ * forks must wait for the locks the interrupted calls hold, then go on.
+ * Prints "FORKS <n> REFUSED <r>". */
+static int fork_in_handler(long ms, int threads) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fork_on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    fork_ms = ms;
+    if (threads < 1 || threads > 8)
+        threads = 1;
+    pthread_t t[8];
+    void *failed = NULL;
+    if (threads == 1)
+        failed = fork_in_handler_thread(NULL);
+    else {
+        for (int k = 0; k < threads; k++)
+            if (pthread_create(&t[k], NULL, fork_in_handler_thread, NULL) != 0)
+                return 2;
+        for (int k = 0; k < threads; k++) {
+            void *r = NULL;
+            pthread_join(t[k], &r);
+            if (r)
+                failed = r;
+        }
+    }
+    signal(SIGALRM, SIG_IGN);
+    printf("FORKS %d REFUSED %d\n", handler_forks, refused_forks);
+    if (failed) {
+        printf("STRESS FAIL: %s\n", (const char *)failed);
+        return 2;
+    }
     if (bad_forks || handler_forks == 0) {
-        printf("STRESS FAIL: %d forks failed or their children died\n", (int)bad_forks);
+        printf("STRESS FAIL: %d forks failed or their children died\n", bad_forks);
         return 2;
     }
     return 0;
@@ -622,7 +666,7 @@ int main(int argc, char **argv) {
         r = signals(atol(argv[2]), 0);
     }
     else if (!strcmp(argv[1], "resignal")) r = resignal(atol(argv[2]));
-    else if (!strcmp(argv[1], "fork-in-handler")) r = fork_in_handler(atol(argv[2]));
+    else if (!strcmp(argv[1], "fork-in-handler")) r = fork_in_handler(atol(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
     else if (!strcmp(argv[1], "dlopen")) r = dlloop(argv[2], argc > 3 ? atoi(argv[3]) : 50);
     else if (!strcmp(argv[1], "resize")) r = resize(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 2000);
     else return 64;

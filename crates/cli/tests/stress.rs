@@ -163,14 +163,17 @@ fn allocator_calls_in_a_signal_handler_fit_a_small_alternate_stack() {
 /// handler work. `stress.c fork-in-handler`: one thread (glibc's malloc then allows this)
 /// allocates small, page and large objects and checks their contents while a timer's handler
 /// forks 5 ms after the last. Before, the fork waited for ever for the lock (every run timed out).
+/// Then the same on 4 threads, each with a timer of its own: their handlers' forks wait for
+/// each other's locks. There a lock's release woke one waiter, which a handler could take
+/// aside before it woke the next, and the process hung (21 runs of 30).
 #[test]
 fn a_fork_in_a_handler_that_interrupted_the_allocator_never_waits_for_ever() {
     let bin = compile("stress.c", &["-ldl"]);
     let notice = "fork in a signal handler that interrupted the allocator on the same thread";
-    for mode in ["prevent", "detect"] {
+    for (mode, threads) in [("prevent", "1"), ("detect", "1"), ("prevent", "4"), ("detect", "4")] {
         let o = run_preloaded_timeout(
             &bin,
-            &["fork-in-handler", "2000"],
+            &["fork-in-handler", "2000", threads],
             &[("NEVERMORE_OPTIONS", &format!("mode={mode}"))],
             60,
         );
@@ -180,10 +183,15 @@ fn a_fork_in_a_handler_that_interrupted_the_allocator_never_waits_for_ever() {
             .split_once("FORKS ")
             .map(|(_, r)| r.split_whitespace().filter_map(|w| w.parse().ok()).take(2).collect())
             .unwrap_or_default();
-        let [forks, refused] = counts[..] else { panic!("{mode}: {out}") };
-        assert!(forks >= 20 && refused >= 1 && refused < forks, "{mode}: {out}");
+        let [forks, refused] = counts[..] else { panic!("{mode}, {threads} threads: {out}") };
+        // With threads, a handler's fork more often waits for another thread's lock than
+        // finds its own: refusals are rarer, and may not come in 2 s.
+        assert!(forks >= 20 && refused < forks, "{mode}, {threads} threads: {out}");
+        if threads == "1" {
+            assert!(refused >= 1, "{mode}: {out}");
+        }
         let err = stderr(&o);
-        assert_eq!(err.matches(notice).count() as u64, refused, "{mode}: {err}");
+        assert_eq!(err.matches(notice).count() as u64, refused, "{mode}, {threads} threads: {err}");
         assert!(!err.contains("nevermore: ERROR"), "{err}");
     }
 }

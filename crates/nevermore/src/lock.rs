@@ -76,10 +76,15 @@ impl RawMutex {
         self.0.compare_exchange(0, me(), Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
+    /// Releases the lock and wakes every thread that waits for it, not one: a woken thread
+    /// is the one that sets `WAITERS` again for those still asleep, and a signal handler may
+    /// take it aside before it does (its `fork` waits in `prepare` for a lock held by a thread
+    /// that sleeps here): with one woken, that thread slept for ever, and the process hung
+    /// (`stress.c fork-in-handler` with 4 threads: 21 runs of 30).
     #[inline]
     pub fn unlock(&self) {
         if self.0.swap(0, Ordering::Release) & WAITERS != 0 {
-            sys::futex_wake(&self.0);
+            sys::futex_wake_all(&self.0);
         }
     }
 

@@ -198,7 +198,8 @@ fn python_threads_json_sqlite_hashlib_detect_mode() {
 fn sqlite3_shell_on_a_database_file_in(mode: &str) {
     const N: u64 = 20_000;
     let sqlite = require("sqlite3", "sqlite3");
-    let dir = scratch("sqlite3-shell");
+    // A directory per mode: the two modes' tests run side by side, and `scratch` empties it.
+    let dir = scratch(&format!("sqlite3-shell-{mode}"));
     let db = dir.join("test.db");
     let db = db.to_str().unwrap();
     // Lookaside off: otherwise SQLite serves small allocations from its own buffers.
@@ -300,7 +301,8 @@ int main(void) {
 
 fn gcc_compiles_a_program_in(mode: &str) {
     let gcc = require("gcc", "gcc");
-    let dir = scratch("gcc");
+    // A directory per mode: the two modes' tests run side by side, and `scratch` empties it.
+    let dir = scratch(&format!("gcc-{mode}"));
     let src = dir.join("input.c");
     std::fs::write(&src, GCC_INPUT).unwrap();
     let exe = dir.join("input");
@@ -355,7 +357,8 @@ fn gcc_compiles_a_program_detect_mode() {
 fn sort_generated_lines_in(mode: &str) {
     const LINES: usize = 300_000;
     let sort = require("sort", "coreutils");
-    let dir = scratch("sort");
+    // A directory per mode: the two modes' tests run side by side, and `scratch` empties it.
+    let dir = scratch(&format!("sort-{mode}"));
     let input = dir.join("input.txt");
     let mut rng = Rng(0x2545F4914F6CDD1D);
     let mut lines: Vec<String> = (0..LINES)

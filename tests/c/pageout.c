@@ -2118,6 +2118,17 @@ static void restarted_info_handler(int sig, siginfo_t *si, void *uc) {
         restarted_handled++;
 }
 
+/* Sends SIGUSR1 to `t` and waits (up to 1 s) until its handler ran: handled before the next
+ * one (a second SIGUSR1 pending would be merged). */
+static void signal_and_wait_handled(pthread_t t) {
+    int want = restarted_handled + 1;
+    pthread_kill(t, SIGUSR1);
+    for (int k = 0; k < 10000 && restarted_handled < want; k++)
+        usleep(100);
+    if (restarted_handled != want)
+        fail("signal handled", restarted_handled, want);
+}
+
 static void *restarted_sem(void *arg) {
     (void)arg;
     restarted_tids[0] = (pid_t)syscall(SYS_gettid);
@@ -2190,13 +2201,7 @@ static void restarted_case(void) {
                 for (int w = 0; w < 3; w++)
                     restarted_wait_blocked(w);
                 page_out(rs, sizeof *rs);
-                int want = restarted_handled + 1;
-                pthread_kill(t[j], SIGUSR1);
-                /* Handled before the next one (a second SIGUSR1 pending would be merged). */
-                for (int k = 0; k < 10000 && restarted_handled < want; k++)
-                    usleep(100);
-                if (restarted_handled != want)
-                    fail("signal handled", restarted_handled, want);
+                signal_and_wait_handled(t[j]);
             }
     }
     sem_post(&rs->sem);
@@ -2271,12 +2276,7 @@ static void cancelled_case(void) {
     for (int j = 0; j < 2; j++) {
         wait_blocked_in_futex(&cancel_tids[j], j);
         page_out(cs, sizeof *cs);
-        int want = restarted_handled + 1;
-        pthread_kill(t[j], SIGUSR1);
-        for (int k = 0; k < 10000 && restarted_handled < want; k++)
-            usleep(100);
-        if (restarted_handled != want)
-            fail("signal handled", restarted_handled, want);
+        signal_and_wait_handled(t[j]);
     }
     for (int j = 0; j < 2; j++)
         wait_blocked_in_futex(&cancel_tids[j], j);

@@ -207,7 +207,8 @@ pub unsafe fn send(back: usize, uaddr: usize, op: usize, arg4: usize, how: Slot,
         let slot = (*regs.rsp as usize).wrapping_sub(RED_ZONE + SLOT);
         // SAFETY: the stopped thread's stack below its red zone (the caller's contract), in the
         // shared address space, free for a signal's frame; a fault on a live alias is mended by
-        // the fault handler.
+        // the writing task's fault handler (the sweep holder's `on_fault`: any other fault ends
+        // the holder, and the kernel lets the thread go as it was).
         unsafe {
             (slot as *mut u64).write_volatile(flags);
             (slot as *mut u64).add(1).write_volatile(back as u64);

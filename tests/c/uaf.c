@@ -165,6 +165,11 @@
  *                        the data (prints DATA KEPT).
  *   dropped-pte-blocked  the same after blocking every signal with
  *                        syscall(SYS_rt_sigprocmask).
+ *   dropped-page         small objects of 40 and 24 bytes whose alias pages' entries are
+ *                        dropped: the bytes of each page beyond the object (the page's tail
+ *                        after its last slot, another slot) are read, as a read past the
+ *                        object reads them when the entry is there; then each object's data is
+ *                        checked (prints DATA KEPT).
  *   churn N [SLOTS [MAX]] N random small allocations and frees (sizes 0..MAX-1, 1500 by
  *                        default) replacing random slots of a ring of SLOTS (<= 1024, the
  *                        default), with every live object's contents checked: prints CHURN OK.
@@ -1914,6 +1919,32 @@ int main(int argc, char **argv) {
             }
         printf("DATA KEPT\n");
         free(p);
+        return 0;
+    }
+    if (!strcmp(c, "dropped-page")) {
+        /* 40 bytes: a slot of 48, 85 to a page and a tail of 16 bytes after the last; 24: a
+         * slot of 32, filling the page. */
+        size_t sizes[2] = {40, 24};
+        for (int k = 0; k < 2; k++) {
+            unsigned char *p = malloc(sizes[k]);
+            memset(p, 0x42 + k, sizes[k]);
+            uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+            if (madvise((void *)page, 4096, MADV_DONTNEED)) {
+                perror("madvise");
+                return 2;
+            }
+            volatile unsigned char *last = (volatile unsigned char *)(page + 4095);
+            volatile unsigned char *first = (volatile unsigned char *)page;
+            (void)*last;
+            (void)*first;
+            for (size_t i = 0; i < sizes[k]; i++)
+                if (p[i] != 0x42 + k) {
+                    printf("DATA LOST at %zu of %zu\n", i, sizes[k]);
+                    return 1;
+                }
+            free(p);
+        }
+        printf("DATA KEPT\n");
         return 0;
     }
     if (!strcmp(c, "churn") || !strcmp(c, "survivors")) {

@@ -3,7 +3,12 @@
 //! - a live alias that lost its page-table entry (swapped out; paged out by the kernel, as a
 //!   DAMON `pageout` scheme does to pool pages that sat unmapped for a while, even with no
 //!   swap, racing with their next install; or the program dropped it with `madvise`): it is
-//!   installed again and the access retried;
+//!   installed again and the access retried. That holds for the whole alias page of a live
+//!   group, also where the access falls outside the group's slots: in a slot of the page
+//!   issued in another epoch or never, or in the page's tail after its last slot. The
+//!   allocator writes there itself (detect mode fills every slot of a page at its first issue,
+//!   and the tail after a page's last object), and an access the page's entry would have let
+//!   through may not become a report because the entry was taken;
 //! - a revoked alias: **heap-use-after-free**, reported with the object's address, size and
 //!   the offset into it, READ or WRITE;
 //! - a guard page next to a large object, or after a page object whose size is a whole number
@@ -171,6 +176,10 @@ fn access(write: Option<bool>) -> &'static str {
 fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Regs>) -> bool {
     match seen_in_arena(addr, access(write)) {
         Seen::Live => sig == libc::SIGBUS && reinstall(addr),
+        // No object is live at the address, but the alias page is a live group's, whose entry
+        // was taken (a pageout): mapped, the access would have gone through (see the module's
+        // comment). A revoked alias page belongs to no live group, so it is still reported.
+        Seen::Bad(_) if sig == libc::SIGBUS && alias::live_page(addr) => reinstall(addr),
         Seen::Bad(r) => report::fatal_at(regs, r),
     }
 }

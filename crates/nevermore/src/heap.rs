@@ -849,11 +849,13 @@ fn advance_epoch() -> u32 {
 /// A live heap object, resolved from a pointer to its start.
 #[derive(Clone, Copy)]
 pub enum Obj {
-    /// A slab slot: span, slot index, and the lane record it was issued in.
+    /// A slab slot: span, slot index, the lane record it was issued in and the epoch of the
+    /// alias it was found under.
     Small {
         idx: u32,
         slot: u32,
         lane: *const slab::Lane,
+        epoch: u32,
     },
     Pages {
         idx: u32,
@@ -901,7 +903,7 @@ fn small_live(idx: u32, s: &pool::Span, e: u32, j: u32, pos: u32) -> Option<(Obj
     if l.epoch.load(Ordering::Acquire) != e || size & FREED != 0 {
         return None;
     }
-    Some((Obj::Small { idx, slot: i, lane: l }, size as usize))
+    Some((Obj::Small { idx, slot: i, lane: l, epoch: e }, size as usize))
 }
 
 /// Resolves `p`, which must be the start of a live object; returns it with its size, or the
@@ -1254,20 +1256,40 @@ fn underflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
     })
 }
 
-/// Flips a live object to dead; false if another thread freed it first.
-fn kill(obj: Obj, size: usize) -> bool {
+/// Flips the live object `obj`, found at `p` with `size` bytes, to dead; false if another
+/// thread freed it first.
+///
+/// The flip is a compare-and-swap of the size, which cannot tell the object from a newer one
+/// of the same size in the same slot or span: of two frees of `p` racing each other, the
+/// first can revoke the object, and its slot or span be handed out again, between the
+/// second's look-up and its swap, which would then kill the new object (and its memory go to
+/// a third while still in use). So a successful swap is checked to have met the object found:
+/// the same lane issue (a lane is issued once per epoch), the same page object's alias, the
+/// large object still at `p`. The swap's acquire makes a newer issue visible to the check.
+#[inline(always)]
+fn kill(obj: Obj, p: usize, size: usize) -> bool {
     match obj {
-        Obj::Small { idx, slot, .. } => {
+        Obj::Small { idx, slot, lane, epoch } => {
             let s = POOL.span(idx);
             // SAFETY: `slot` < nslots.
             let e = unsafe { &*slab::sizes(s).add(slot as usize) };
             e.compare_exchange(size as u16, size as u16 | FREED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+                // SAFETY: the lane record of a slot stays valid while any of its slots is live
+                // or in a cache, as the slot just marked was.
+                && unsafe { &*lane }.epoch.load(Ordering::Acquire) == epoch
         }
-        Obj::Pages { idx } | Obj::Large { idx } => POOL
-            .span(idx)
-            .size
-            .compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok(),
+        Obj::Pages { idx } => {
+            let s = POOL.span(idx);
+            s.size.compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire).is_ok()
+                && alias::decode(p).is_some_and(|(e, _)| s.epoch.load(Ordering::Acquire) == e)
+        }
+        Obj::Large { idx } => {
+            POOL.span(idx)
+                .size
+                .compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+                && large::lookup(p) == idx
+        }
     }
 }
 
@@ -1458,7 +1480,7 @@ fn kill_checked(obj: Obj, p: usize, size: usize, op: &'static str) {
 }
 
 fn kill_or_report(obj: Obj, p: usize, size: usize, op: &'static str) {
-    if !kill(obj, size) {
+    if !kill(obj, p, size) {
         racing_free(p, size, op);
     }
 }
@@ -1503,7 +1525,7 @@ pub fn finish_free(p: usize, obj: Obj, size: usize) {
         Cache::count(&cache.free_bytes, size as u64);
     }
     match obj {
-        Obj::Small { idx, slot, lane } => {
+        Obj::Small { idx, slot, lane, .. } => {
             if crate::detect() {
                 poison_slot(p, idx, slot);
             }

@@ -9,7 +9,7 @@
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
  *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
- *                         process, waits, coroutine, restarted, cancelled, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         process, waits, coroutine, restarted, cancelled, churn, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -2297,6 +2297,72 @@ static void cancelled_case(void) {
     free(cs);
 }
 
+/* Pages out the heap until stop_pager: only the shared mappings of memfds, read with plain
+ * system calls, many passes a second. */
+static void *heap_pager(void *arg) {
+    (void)arg;
+    static char maps[1 << 20];
+    while (!pager_stop) {
+        int fd = open("/proc/self/maps", O_RDONLY);
+        if (fd < 0)
+            fail("open /proc/self/maps", errno, 0);
+        size_t n = 0;
+        ssize_t r;
+        while (n < sizeof maps - 1 && (r = read(fd, maps + n, sizeof maps - 1 - n)) > 0)
+            n += (size_t)r;
+        close(fd);
+        maps[n] = 0;
+        for (char *line = maps; *line;) {
+            char *eol = strchr(line, '\n');
+            if (!eol)
+                break;
+            *eol = 0;
+            unsigned long a, e;
+            char perms[5];
+            if (sscanf(line, "%lx-%lx %4s", &a, &e, perms) == 3 && perms[3] == 's' && strstr(line, "/memfd:"))
+                madvise((void *)a, e - a, MADV_PAGEOUT);
+            line = eol + 1;
+        }
+    }
+    return NULL;
+}
+
+/* The allocator's own writes to the pages it hands out, under a steady pageout: for 5 seconds,
+ * 30 000 objects of random sizes up to 1 KiB are allocated, filled, checked and freed, again
+ * and again, so that slabs come and go (detect mode fills the free slots of a page when it
+ * first issues it, and a page paged out during the fill was reported as a use-after-free). */
+static void churn_case(void) {
+    enum { N = 30000 };
+    static unsigned char *objs[N];
+    static size_t lens[N];
+    pthread_t t;
+    pager_stop = 0;
+    if (pthread_create(&t, NULL, heap_pager, NULL) != 0)
+        fail("pthread_create", 0, 0);
+    unsigned seed = 7;
+    long rounds = 0;
+    time_t end = time(NULL) + 5;
+    while (time(NULL) < end) {
+        for (int i = 0; i < N; i++) {
+            lens[i] = (size_t)rand_r(&seed) % 1025;
+            objs[i] = malloc(lens[i]);
+            if (!objs[i])
+                fail("malloc", (long)lens[i], 0);
+            memset(objs[i], (unsigned char)(i + rounds), lens[i]);
+        }
+        for (int i = 0; i < N; i++) {
+            for (size_t k = 0; k < lens[i]; k++)
+                if (objs[i][k] != (unsigned char)(i + rounds))
+                    fail("an object's bytes", (long)k, (long)lens[i]);
+            free(objs[i]);
+        }
+        rounds++;
+    }
+    stop_pager(t);
+    if (rounds < 1)
+        fail("rounds", rounds, 1);
+}
+
 static void pipes(void) {
     /* A small object, page objects, a large object. */
     static const size_t sizes[] = {100, 5000, 20000, 60000, 200000};
@@ -2318,7 +2384,7 @@ int main(int argc, char **argv) {
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
                  {"results", results_case}, {"process", process_case}, {"waits", waits_case},
                  {"coroutine", coroutine_case}, {"restarted", restarted_case},
-                 {"cancelled", cancelled_case}, {"bad", bad_case}};
+                 {"cancelled", cancelled_case}, {"churn", churn_case}, {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

@@ -178,8 +178,13 @@ fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Reg
         Seen::Live => sig == libc::SIGBUS && reinstall(addr),
         // No object is live at the address, but the alias page is a live group's, whose entry
         // was taken (a pageout): mapped, the access would have gone through (see the module's
-        // comment). A revoked alias page belongs to no live group, so it is still reported.
-        Seen::Bad(_) if sig == libc::SIGBUS && alias::live_page(addr) => reinstall(addr),
+        // comment). A revoked alias page belongs to no live group, so it is still reported;
+        // so is everything without userfaultfd, where nothing is mapped again.
+        Seen::Bad(_)
+            if sig == libc::SIGBUS && alias::revoke_kind() == alias::Revoke::Uffd && alias::live_page(addr) =>
+        {
+            reinstall(addr)
+        }
         Seen::Bad(r) => report::fatal_at(regs, r),
     }
 }

@@ -2,10 +2,13 @@
 # CPython's regression tests that do the most I/O, under the library while every process of
 # the run is paged out every 5 ms (bench/pageout.c -e), as bench/pageout-programs.sh does for
 # common programs. Needs root (process_madvise of other processes) and CPython's test package.
-# usage: bench/pageout-cpython.sh [LIB.so|none] [MODE] [OUTDIR]
+# usage: bench/pageout-cpython.sh [LIB.so|none] [MODE] [OUTDIR] [REGRTEST ARGUMENT...]
 #        (default: target/release/libnevermore.so, prevent, a new directory in $TMPDIR; "none":
-#        the C library's malloc, for comparison);
-#        prints regrtest's summary; the whole log is OUTDIR/out.log.
+#        the C library's malloc, for comparison; the arguments replace the module list below,
+#        e.g. `-F test_weakref` runs that module again and again until it fails);
+#        SECONDS_MAX (default 2400) bounds the run; PYTHON (default python3) is the interpreter;
+#        prints regrtest's summary; the whole log is OUTDIR/out.log, the library's reports
+#        OUTDIR/reports.log.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 lib=${1:-$here/target/release/libnevermore.so}
@@ -24,10 +27,11 @@ mods="test_os test_io test_fileio test_file test_shutil test_subprocess test_sel
   test_time test_datetime test_re test_unicode test_socketserver test_poll test_epoll
   test_asyncio.test_events test_asyncio.test_streams test_asyncio.test_subprocess
   test_urllib2_localnet test_xml_etree test_dbm test_mailbox test_netrc test_pathlib test_stat"
+[ $# -gt 3 ] && mods="${*:4}"
 # shellcheck disable=SC2086
 env NEVERMORE_PAGEOUT_RUN=1 PYTHONMALLOC=malloc LD_PRELOAD="$lib" \
     NEVERMORE_OPTIONS="mode=$mode:report_path=$out/reports.log" \
-    timeout 2400 python3 -m test -j2 --timeout 600 $mods > "$out/out.log" 2>&1
+    timeout "${SECONDS_MAX:-2400}" "${PYTHON:-python3}" -m test -j2 --timeout 600 $mods > "$out/out.log" 2>&1
 echo "exit $?" >> "$out/out.log"
 sed -n '/== Tests result/,$p' "$out/out.log"
 grep -E "futex facility|Errno 14" "$out/out.log" | sort | uniq -c

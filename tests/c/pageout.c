@@ -9,7 +9,7 @@
  *
  * Usage: pageout [CASE]   every case (or the one named: pipe, file, vector, socket, epoll,
  *                         path, exec, stdio, userbuf, dir, walk, spawn, signals, results,
- *                         process, waits, coroutine, restarted, cancelled, churn, bad); prints "<case> OK" for each, or "FAIL <case>:
+ *                         process, waits, coroutine, restarted, cancelled, churn, listing, bad); prints "<case> OK" for each, or "FAIL <case>:
  *                         ..." and exits 1
  *        pageout freed    read(2) into a freed page object (5000 bytes): prints "EFAULT" when
  *                         the call fails with it, "READ n" otherwise
@@ -2297,6 +2297,9 @@ static void cancelled_case(void) {
     free(cs);
 }
 
+/* Microseconds heap_pager sleeps between its passes (0: none). */
+static unsigned heap_pager_pause;
+
 /* Pages out the heap until stop_pager: only the shared mappings of memfds, read with plain
  * system calls, many passes a second. */
 static void *heap_pager(void *arg) {
@@ -2323,8 +2326,76 @@ static void *heap_pager(void *arg) {
                 madvise((void *)a, e - a, MADV_PAGEOUT);
             line = eol + 1;
         }
+        if (heap_pager_pause)
+            usleep(heap_pager_pause);
     }
     return NULL;
+}
+
+static pthread_t start_heap_pager(unsigned pause) {
+    pthread_t t;
+    heap_pager_pause = pause;
+    pager_stop = 0;
+    if (pthread_create(&t, NULL, heap_pager, NULL) != 0)
+        fail("pthread_create", 0, 0);
+    return t;
+}
+
+/* A directory of 300 entries (5 pages of the stream's buffer) listed 1 000 times with readdir
+ * and 1 000 times with getdents64 while the heap is paged out every 100 microseconds: a call
+ * that failed with EFAULT could leave the directory's position past entries the kernel took
+ * before a last write failed, and a listing lost them (with no error). */
+static void listing_case(void) {
+    char dir[] = "/tmp/nevermore-pageout-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp", 0, 0);
+    enum { FILES = 300 };
+    char name[PATH_MAX];
+    for (int i = 0; i < FILES; i++) {
+        snprintf(name, sizeof name, "%s/an-entry-with-a-longer-name-%d", dir, i);
+        int fd = open(name, O_CREAT | O_WRONLY, 0600);
+        if (fd < 0)
+            fail("open", i, 0);
+        close(fd);
+    }
+    pthread_t t = start_heap_pager(100);
+    for (int round = 0; round < 1000; round++) {
+        DIR *d = opendir(dir);
+        if (!d)
+            fail("opendir", round, 0);
+        int seen = 0;
+        struct dirent *e;
+        errno = 0;
+        while ((e = readdir(d)))
+            seen += e->d_name[0] == 'a';
+        if (errno != 0 || seen != FILES)
+            fail("a listing under a steady pageout", seen, errno);
+        closedir(d);
+    }
+    /* The same with getdents64 into a heap buffer of the program's. */
+    enum { BUF = 32768 };
+    char *buf = malloc(BUF);
+    for (int round = 0; round < 1000; round++) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
+            fail("open of the directory", round, 0);
+        int seen = 0;
+        ssize_t n;
+        while ((n = getdents64(fd, buf, BUF)) > 0)
+            for (ssize_t at = 0; at < n; at += ((struct dirent64 *)(buf + at))->d_reclen)
+                seen += ((struct dirent64 *)(buf + at))->d_name[0] == 'a';
+        if (n != 0 || seen != FILES)
+            fail("a listing with getdents64 under a steady pageout", seen, n);
+        close(fd);
+    }
+    free(buf);
+    stop_pager(t);
+    for (int i = 0; i < FILES; i++) {
+        snprintf(name, sizeof name, "%s/an-entry-with-a-longer-name-%d", dir, i);
+        unlink(name);
+    }
+    if (rmdir(dir) != 0)
+        fail("rmdir", 0, 0);
 }
 
 /* The allocator's own writes to the pages it hands out, under a steady pageout: for 5 seconds,
@@ -2335,10 +2406,7 @@ static void churn_case(void) {
     enum { N = 30000 };
     static unsigned char *objs[N];
     static size_t lens[N];
-    pthread_t t;
-    pager_stop = 0;
-    if (pthread_create(&t, NULL, heap_pager, NULL) != 0)
-        fail("pthread_create", 0, 0);
+    pthread_t t = start_heap_pager(0);
     unsigned seed = 7;
     long rounds = 0;
     time_t end = time(NULL) + 5;
@@ -2384,7 +2452,8 @@ int main(int argc, char **argv) {
                  {"walk", walk_case},     {"spawn", spawn_case}, {"signals", signals_case},
                  {"results", results_case}, {"process", process_case}, {"waits", waits_case},
                  {"coroutine", coroutine_case}, {"restarted", restarted_case},
-                 {"cancelled", cancelled_case}, {"churn", churn_case}, {"bad", bad_case}};
+                 {"cancelled", cancelled_case}, {"churn", churn_case}, {"listing", listing_case},
+                 {"bad", bad_case}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
             continue;

@@ -1591,7 +1591,17 @@ forward! {
             }
             live
         };
-        moved(buf as usize, n, again(|| f(fd, buf, n), heal))
+        // The last tries with the buffer's pages locked (see `locked`).
+        let mut calls = 0;
+        let call = || {
+            calls += 1;
+            if calls > 2 && at >= 0 {
+                locked(buf as usize, || f(fd, buf, n))
+            } else {
+                f(fd, buf, n)
+            }
+        };
+        moved(buf as usize, n, again(call, heal))
     }
 }
 
@@ -2536,7 +2546,9 @@ macro_rules! readdir_call {
                 unsafe { set_back(d as *mut libc::DIR) };
                 sys::set_errno(0);
                 // SAFETY: as above.
-                e = unsafe { g(d) };
+                let refill = || unsafe { g(d) };
+                // The last tries with the stream's pages locked, which no pageout takes.
+                e = if tries + 1 >= TRIES { locked(d as usize, refill) } else { refill() };
                 tries += 1;
             }
             if sys::errno() == 0 {
@@ -2549,12 +2561,34 @@ macro_rules! readdir_call {
 readdir_call!(readdir);
 readdir_call!(readdir64);
 
-/// Refills of a directory stream made again, at most: more than other calls (`TRIES`). A
-/// refill fills up to 32 KiB and more, and after a seek some file systems read the whole
-/// directory first: a thread paging the heap out without pause took a page of the buffer
-/// again in four refills in a row in 15–60 % of the listings of a directory of 300 entries
-/// (7–13 % with 64 tries; none with a pause of 100 µs between its passes).
-const DIR_TRIES: u32 = 64;
+/// Refills of a directory stream made again, at most. A refill fills up to 32 KiB and more,
+/// and after a seek some file systems read the whole directory first: a thread paging the
+/// heap out without pause took a page of the buffer again in four refills in a row in 15–60 %
+/// of the listings of a directory of 300 entries (7–13 % with 64 tries; none with a pause of
+/// 100 µs between its passes). So the tries after the first `TRIES` are made with the
+/// stream's pages locked (`locked`).
+const DIR_TRIES: u32 = 8;
+
+/// Runs `call` with the pages of the live heap object holding `at` locked (`mlock`), so that
+/// no pageout takes them (`MADV_PAGEOUT` and DAMON leave locked pages alone) while the kernel
+/// fills a buffer there: for the last tries of calls a steady pageout kept failing. The lock
+/// is always undone, also when `mlock` failed (`errno` kept from `call`): a page it could not
+/// fill (taken again meanwhile: the kernel cannot fill a page of the arena) fails it with the
+/// mapping locked all the same, and a locked page refuses `MADV_DONTNEED`, which revokes the
+/// object once freed (a live object's pages are in no revocation meanwhile). Locking splits
+/// the object's mirror mapping for a moment; unlocking merges it again. Where the program may
+/// lock no more memory (`RLIMIT_MEMLOCK`) nothing is locked, and the call is as any other.
+fn locked<T>(at: usize, call: impl FnOnce() -> T) -> T {
+    let Some((o, true)) = crate::heap::object_at(at) else { return call() };
+    let start = o.start & !(sys::PAGE - 1);
+    let len = sys::round_up(o.start + o.size.max(1), sys::PAGE) - start;
+    raw(libc::SYS_mlock, [start, len, 0, 0, 0, 0]);
+    let r = call();
+    let failed = sys::errno();
+    raw(libc::SYS_munlock, [start, len, 0, 0, 0, 0]);
+    sys::set_errno(failed);
+    r
+}
 
 /// After a refill of the directory stream `d` failed with `EFAULT`: when the directory's
 /// position moved past the entry after the last one returned (`telldir`), it is set back

@@ -1221,6 +1221,17 @@ static void userbuf_case(void) {
         fail("rmdir", 0, 0);
 }
 
+/* The entries of the directory stream d whose names start with `first`, read to its end;
+ * minus the error number when readdir fails. */
+static int entries_starting(DIR *d, char first) {
+    int seen = 0;
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d)))
+        seen += e->d_name[0] == first;
+    return errno ? -errno : seen;
+}
+
 /* A directory read after its stream (the DIR, with the buffer the kernel fills) was paged
  * out, opened through a paged-out path. */
 static void dir_case(void) {
@@ -1240,13 +1251,10 @@ static void dir_case(void) {
     if (!d)
         fail("opendir of a paged-out path", -1, 0);
     page_out(d, malloc_usable_size(d));
-    int seen = 0;
-    struct dirent *e;
-    errno = 0;
-    while ((e = readdir(d)))
-        seen += e->d_name[0] == 'f';
-    if (errno != 0 || seen != FILES)
+    int seen = entries_starting(d, 'f');
+    if (seen != FILES)
         fail("readdir of a paged-out directory stream", seen, FILES);
+    struct dirent *e;
     /* readdir_r: the entry in a heap object of the program's, paged out too. */
     rewinddir(d);
     page_out(d, malloc_usable_size(d));
@@ -2364,13 +2372,9 @@ static void listing_case(void) {
         DIR *d = opendir(dir);
         if (!d)
             fail("opendir", round, 0);
-        int seen = 0;
-        struct dirent *e;
-        errno = 0;
-        while ((e = readdir(d)))
-            seen += e->d_name[0] == 'a';
-        if (errno != 0 || seen != FILES)
-            fail("a listing under a steady pageout", seen, errno);
+        int seen = entries_starting(d, 'a');
+        if (seen != FILES)
+            fail("a listing under a steady pageout", seen, FILES);
         closedir(d);
     }
     /* The same with getdents64 into a heap buffer of the program's. */

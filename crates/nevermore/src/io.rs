@@ -2572,7 +2572,7 @@ const DIR_TRIES: u32 = 8;
 /// Runs `call` with the pages of the live heap object holding `at` locked (`mlock`), so that
 /// no pageout takes them (`MADV_PAGEOUT` and DAMON leave locked pages alone) while the kernel
 /// fills a buffer there: for the last tries of calls a steady pageout kept failing. The lock
-/// is always undone, also when `mlock` failed (`errno` kept from `call`): a page it could not
+/// is always undone, also when `mlock` failed (`errno` is `call`'s): a page it could not
 /// fill (taken again meanwhile: the kernel cannot fill a page of the arena) fails it with the
 /// mapping locked all the same, and a locked page refuses `MADV_DONTNEED`, which revokes the
 /// object once freed (a live object's pages are in no revocation meanwhile). Locking splits
@@ -2582,7 +2582,10 @@ fn locked<T>(at: usize, call: impl FnOnce() -> T) -> T {
     let Some((o, true)) = crate::heap::object_at(at) else { return call() };
     let start = o.start & !(sys::PAGE - 1);
     let len = sys::round_up(o.start + o.size.max(1), sys::PAGE) - start;
+    let before = sys::errno();
     raw(libc::SYS_mlock, [start, len, 0, 0, 0, 0]);
+    // A failed lock leaves `errno` alone: `readdir` puts back the one it met at the end.
+    sys::set_errno(before);
     let r = call();
     let failed = sys::errno();
     raw(libc::SYS_munlock, [start, len, 0, 0, 0, 0]);

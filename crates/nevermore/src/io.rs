@@ -1605,9 +1605,12 @@ forward! {
     }
 }
 
-/// The position of the directory open as `fd` (`lseek`), or -1.
+/// The position of the directory open as `fd` (`lseek`), or -1; `errno` is left alone.
 fn directory_position(fd: Fd) -> isize {
-    raw(libc::SYS_lseek, [fd as usize, 0, libc::SEEK_CUR as usize, 0, 0, 0])
+    let saved = sys::errno();
+    let at = raw(libc::SYS_lseek, [fd as usize, 0, libc::SEEK_CUR as usize, 0, 0, 0]);
+    sys::set_errno(saved);
+    at
 }
 
 /// Bytes of one `mmsghdr`: a `msghdr` and the count received.

@@ -1594,9 +1594,11 @@ fn a_live_alias_that_lost_its_entry_is_mapped_again() {
 /// `churn`: the allocator's own writes under a steady pageout of the heap, slabs coming and
 /// going for 5 seconds (detect mode fills a page's free slots at its first issue, and a pageout
 /// during the fill was reported as a use-after-free: 6 runs of 6). `listing`: a directory
-/// listed with `readdir` and with `getdents64` while the heap is paged out every 100 µs
+/// listed with `readdir` and with `getdents64` while a thread pages the heap out without pause
 /// (a call that failed with EFAULT could have moved the directory's position past entries the
-/// kernel took, and the listings lost them without an error, both modes).
+/// kernel took, and the listings lost them without an error, both modes; calls made again
+/// failed with EFAULT until the last tries locked the buffer's pages), and no memory stays
+/// locked after.
 #[test]
 fn system_calls_reach_live_objects_whose_pages_were_paged_out() {
     let bin = compile("pageout.c", &["-fexceptions"]);

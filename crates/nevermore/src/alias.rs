@@ -1289,7 +1289,7 @@ pub fn live_page(addr: usize) -> bool {
 
 /// Whether the alias of pool page `p` in epoch `e` belongs to a live unit (a lane or page
 /// object issued in `e` and not dead).
-fn alias_live(e: u32, p: u32) -> bool {
+pub fn alias_live(e: u32, p: u32) -> bool {
     let Some((_, s)) = POOL.span_at(POOL.page_addr(p)) else { return false };
     match s.kind {
         // Lock-free, on pages that may be changing hands (see `page_has_live_lane`).

@@ -176,22 +176,15 @@ fn access(write: Option<bool>) -> &'static str {
 fn on_alias_fault(sig: c_int, addr: usize, write: Option<bool>, regs: Option<Regs>) -> bool {
     match seen_in_arena(addr, access(write)) {
         Seen::Live => sig == libc::SIGBUS && reinstall(addr),
-        // No object is live at the address, but the alias page is a live group's, whose entry
-        // was taken (a pageout): mapped, the access would have gone through (see the module's
-        // comment). A revoked alias page belongs to no live group, so it is still reported;
-        // so is everything without userfaultfd, where nothing is mapped again.
-        Seen::Bad(_)
-            if sig == libc::SIGBUS && alias::revoke_kind() == alias::Revoke::Uffd && alias::live_page(addr) =>
-        {
-            reinstall(addr)
-        }
         Seen::Bad(r) => report::fatal_at(regs, r),
     }
 }
 
 /// What an address in the alias arena is, for an access `op` of it.
 enum Seen {
-    /// A live object's page (the object there may be dead while its group lives).
+    /// The alias page of a live group, wherever the address falls in it (the object there may
+    /// be dead while its group lives, or the address in a slot of another group, or in the
+    /// page's tail: see the module's comment).
     Live,
     /// A freed object, a guard page, an alias never issued: the report.
     Bad(Report),
@@ -211,6 +204,9 @@ fn seen_in_arena(addr: usize, op: &'static str) -> Seen {
         ));
     };
     let retired = alias::mirror(e).retired.load(Ordering::Acquire) != 0;
+    if !retired && alias::alias_live(e, page) {
+        return Seen::Live;
+    }
     if let Some((_, s)) = POOL.span_at(POOL.page_addr(page)) {
         match s.kind {
             pool::SLAB if slab::set_up(s) => {
@@ -225,9 +221,6 @@ fn seen_in_arena(addr: usize, op: &'static str) -> Seen {
                     let l = slab::lane_of(s, c, j, pos);
                     let start = (addr & !(PAGE - 1)) + (pos * c.size) as usize;
                     if !retired && l.epoch.load(Ordering::Acquire) == e {
-                        if l.live.load(Ordering::Acquire) > 0 {
-                            return Seen::Live;
-                        }
                         // SAFETY: slot index < nslots.
                         let v = unsafe {
                             (*slab::sizes(s).add(slab::slot_index(c, j, pos) as usize)).load(Ordering::Acquire)
@@ -266,10 +259,7 @@ fn seen_in_arena(addr: usize, op: &'static str) -> Seen {
                             object,
                         ));
                     }
-                    if size & pool::DEAD_BIT == 0 {
-                        return Seen::Live;
-                    }
-                    if size != pool::DEAD {
+                    if size != pool::DEAD && size & pool::DEAD_BIT != 0 {
                         let object = Some(Object { start: s.addr, size: size & !pool::DEAD_BIT });
                         return Seen::Bad(rep(Kind::HeapUseAfterFree, "the object at this address was freed", object));
                     }

@@ -1313,13 +1313,18 @@ static void *pager(void *arg) {
     return NULL;
 }
 
-/* A thread that pages the process out until stop_pager. */
-static pthread_t start_pager(void) {
+/* A thread running `fn` (a pager) until stop_pager. */
+static pthread_t start_paging(void *(*fn)(void *)) {
     pthread_t t;
     pager_stop = 0;
-    if (pthread_create(&t, NULL, pager, NULL) != 0)
+    if (pthread_create(&t, NULL, fn, NULL) != 0)
         fail("pthread_create", 0, 0);
     return t;
+}
+
+/* A thread that pages the process out until stop_pager. */
+static pthread_t start_pager(void) {
+    return start_paging(pager);
 }
 
 static void stop_pager(pthread_t t) {
@@ -2341,12 +2346,8 @@ static void *heap_pager(void *arg) {
 }
 
 static pthread_t start_heap_pager(unsigned pause) {
-    pthread_t t;
     heap_pager_pause = pause;
-    pager_stop = 0;
-    if (pthread_create(&t, NULL, heap_pager, NULL) != 0)
-        fail("pthread_create", 0, 0);
-    return t;
+    return start_paging(heap_pager);
 }
 
 /* A directory of 300 entries (5 pages of the stream's buffer) listed 1 000 times with readdir

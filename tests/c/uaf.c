@@ -198,6 +198,9 @@
  *                        with "trim", calls malloc_trim(0); checks the survivors' contents
  *                        (CORRUPTED on a mismatch) and prints POOL_KIB.
  *   whole-pages N        allocates N objects of 4096 bytes and fills them; prints POOL_KIB.
+ *   forked-pages N       allocates N objects of 4096 bytes, fills them, frees every other one and
+ *                        forks; the child writes the objects left and prints CHILD_POOL_KIB,
+ *                        the pool its copy holds; the parent then prints POOL_KIB.
  *   dump-flags           for a small, a page and a large object, and for the biggest mapping
  *                        of the pool's memfd (its canonical view), prints whether a core dump
  *                        would leave the mapping out ("dd" in /proc/self/smaps): DUMP <what>
@@ -2149,6 +2152,24 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "whole-pages")) {
         long n = argc > 2 ? atol(argv[2]) : 2000;
         for (long i = 0; i < n; i++) memset(malloc(4096), 1, 4096);
+        printf("POOL_KIB %ld\n", pool_kib());
+        return 0;
+    }
+    if (!strcmp(c, "forked-pages")) {
+        long n = argc > 2 ? atol(argv[2]) : 2000;
+        char **o = calloc((size_t)n, sizeof *o);
+        for (long i = 0; i < n; i++) memset(o[i] = malloc(4096), 1, 4096);
+        for (long i = 0; i < n; i += 2) free(o[i]);
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            for (long i = 1; i < n; i += 2) o[i][0]++;
+            printf("CHILD_POOL_KIB %ld\n", pool_kib());
+            exit(0);
+        }
+        int st;
+        if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))
+            return 1;
         printf("POOL_KIB %ld\n", pool_kib());
         return 0;
     }

@@ -1211,18 +1211,14 @@ impl Run {
 /// Maps the page of `addr` again if it is the alias of a live unit that lost its page-table
 /// entry (dropped by the program's `madvise`, a swap-in), as the fault handler does, but with
 /// raw system calls only: for the sweep's helper task, which shares the sweeping thread's
-/// thread pointer and so must not touch `errno` (a hole is filled with a raw `fallocate`).
+/// thread pointer and so must not touch `errno` (a hole is filled by `Pool::fill_pages`).
 /// False when that cannot be done.
 pub fn reinstall_raw(addr: usize) -> bool {
     let Some((e, p)) = decode(addr) else { return false };
     if revoke_kind() != Revoke::Uffd || !alias_live(e, p) {
         return false;
     }
-    let fill = |page: u32, _| {
-        let off = (page as usize) << PAGE_SHIFT;
-        // SAFETY: fallocate of one page of our pool file.
-        unsafe { sys::raw_syscall(libc::SYS_fallocate, [POOL.layout().fd as usize, 0, off, PAGE, 0, 0]) == 0 }
-    };
+    let fill = |page: u32, _| POOL.fill_pages(page, 1).is_ok();
     let ok = continue_pages(fixed().uffd, addr & !(PAGE - 1), 1, fill).is_ok();
     if ok {
         FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);

@@ -125,6 +125,7 @@ fn copy_pool() -> i32 {
     // would take as much address space as the heap in use, which a process near its
     // `RLIMIT_AS` does not have (its fork failed). Returns false when the copy fell short.
     let copy = |from: usize, to: usize, copied: &mut usize| {
+        pool::prefill_small(fd, from, to - from);
         // SAFETY: `from..to` lies inside `used` bytes of the canonical view.
         let n = unsafe { sys::write_at(fd, (l.base + from) as *const u8, to - from, from) };
         *copied += n;
@@ -147,6 +148,7 @@ fn copy_pool() -> i32 {
                     // In the kernel first: twice as fast here as copying through mappings,
                     // and it leaves the canonical view unmapped (read through it, every page
                     // of the heap would count twice in the parent's RSS from then on).
+                    pool::prefill_small(fd, a, b - a);
                     let done = sys::copy_range(l.fd, fd, a, b - a);
                     copied += done;
                     if a + done < b && whole {
@@ -362,6 +364,7 @@ fn adopt_copy(fd: i32) -> bool {
     if sys::map_shared(l.base as *mut u8, len, fd, 0).is_null() {
         return false;
     }
+    pool::keep_view_small(l.base, len);
     // SAFETY: as above.
     let (_, mut idx) = unsafe { POOL.fork_view() };
     while idx != pool::NONE {

@@ -9,12 +9,21 @@
 //! and coalesced with their neighbours. Freed pages that stay cached are *dirty* (they hold old
 //! data); big runs, and everything beyond a bound on dirty pages, are punched out of the memfd
 //! with `MADV_REMOVE`, which returns their memory to the system and makes them read as zero.
+//!
+//! Pool memory is kept in 4 KiB pages: the allocator's accounting (holes, guard pages never
+//! given memory, single pages punched) is in pages. Where the system gives shared memory huge
+//! pages (`/sys/kernel/mm/transparent_hugepage/shmem_enabled` set to `always` or
+//! `within_size`, or a multi-size setting), a page given memory with `fallocate` or written
+//! with `pwrite` comes in a folio of up to 2 MiB: a guard page would take memory, and a small
+//! process's few pages 2 MiB. `init` finds out with one page, and where it is so, marks the
+//! canonical view `MADV_NOHUGEPAGE` (the mirrors and large views, copies of it, inherit it)
+//! and gives pages memory by touching them through it (`fill_pages`).
 
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::lock::Locked;
-use crate::sys::{self, PAGE_SHIFT};
+use crate::sys::{self, PAGE, PAGE_SHIFT};
 
 /// Descriptor index 0 means "no span".
 pub const NONE: u32 = 0;
@@ -159,6 +168,73 @@ pub struct PoolStats {
     pub punched_pages: u64,
 }
 
+/// Pages are given memory through the canonical view (marked `MADV_NOHUGEPAGE`) rather
+/// than with `fallocate`, which would make huge folios here (see the module's documentation).
+static THROUGH_VIEW: AtomicBool = AtomicBool::new(false);
+
+/// The largest folio the kernel makes for shared memory on x86-64 (a PMD).
+const HUGE: usize = 2 << 20;
+
+/// Whether giving the first page of `fd` memory made more than that page resident; the range
+/// is punched again after. `view`: through the mapping at `base` instead of with `fallocate`.
+fn grows_huge(fd: i32, base: usize, view: bool) -> bool {
+    // SAFETY: calls on the pool's own descriptor and canonical view, before any page is used.
+    unsafe {
+        let filled = if view {
+            sys::raw_syscall(libc::SYS_madvise, [base, PAGE, MADV_POPULATE_WRITE, 0, 0, 0]) == 0
+                && sys::raw_syscall(libc::SYS_madvise, [base, PAGE, libc::MADV_DONTNEED as usize, 0, 0, 0]) == 0
+        } else {
+            sys::raw_syscall(libc::SYS_fallocate, [fd as usize, 0, 0, PAGE, 0, 0]) == 0
+        };
+        let huge = filled && sys::file_allocated(fd).is_some_and(|b| b > PAGE as u64);
+        let punch = (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE) as usize;
+        sys::raw_syscall(libc::SYS_fallocate, [fd as usize, punch, 0, HUGE, 0, 0]);
+        huge
+    }
+}
+
+/// At `init`: where `fallocate` gives the pool huge folios, and a `MADV_NOHUGEPAGE` view
+/// does not (it does not under `shmem_enabled=force`), pages get memory through the view.
+fn keep_pages_small(fd: i32, base: usize, len: usize) {
+    if grows_huge(fd, base, false) && sys::advise(base as *mut u8, len, libc::MADV_NOHUGEPAGE) {
+        THROUGH_VIEW.store(!grows_huge(fd, base, true), Ordering::Relaxed);
+    }
+}
+
+/// Marks a new view of a whole pool file at `base` (a forked child's copy) as `init` marked
+/// the canonical view (not under a filter the program installed, as `prefill_small`).
+pub fn keep_view_small(base: usize, len: usize) {
+    if THROUGH_VIEW.load(Ordering::Relaxed) && !crate::seccomp::filtered() {
+        sys::advise(base as *mut u8, len, libc::MADV_NOHUGEPAGE);
+    }
+}
+
+/// Gives memory to pages `off..off+len` (bytes) of the file `fd` in 4 KiB pages where
+/// `fallocate` would make huge folios: through a `MADV_NOHUGEPAGE` mapping of 2 MiB at a time
+/// (the copy of the pool a `fork` makes, whose pages the kernel would otherwise allocate as it
+/// writes them). Best effort: where a window cannot be mapped, the writes allocate as they may;
+/// nothing under a filter the program installed (`seccomp`), which need not allow these calls.
+pub fn prefill_small(fd: i32, off: usize, len: usize) {
+    if !THROUGH_VIEW.load(Ordering::Relaxed) || crate::seccomp::filtered() {
+        return;
+    }
+    let mut at = off;
+    while at < off + len {
+        let n = (off + len - at).min(HUGE);
+        let w = sys::map_shared(ptr::null_mut(), n, fd, at);
+        if w.is_null() {
+            return;
+        }
+        if sys::advise(w, n, libc::MADV_NOHUGEPAGE) {
+            sys::advise(w, n, MADV_POPULATE_WRITE as i32);
+        }
+        sys::unmap(w, n);
+        at += n;
+    }
+}
+
+const MADV_POPULATE_WRITE: usize = 23;
+
 /// Set once during initialisation (and, in a forked child, by the fork handler while every
 /// lock is held); read-only otherwise.
 pub struct Layout {
@@ -257,6 +333,7 @@ impl Pool {
                     l.file = sys::file_id(fd).unwrap_or((0, 0));
                     l.spans = spans as *mut Span;
                     l.pagemap = pagemap as *mut AtomicU32;
+                    keep_pages_small(fd, base as usize, bytes);
                     return Ok(());
                 }
                 if !base.is_null() {
@@ -661,26 +738,40 @@ impl Pool {
     /// pages that exist). Called by `alias::install` when it meets a hole, so pages that
     /// already hold data cost nothing. Returns false when the system is out of memory.
     pub fn populate_pages(&self, start: u32, n: u32) -> bool {
+        match self.fill_pages(start, n) {
+            Ok(()) => true,
+            Err(e) => {
+                sys::set_errno(e);
+                false
+            }
+        }
+    }
+
+    /// `populate_pages` with raw system calls, leaving `errno` alone (for the sweep's helper
+    /// task, which shares a thread's thread pointer); Err: the error number.
+    pub fn fill_pages(&self, start: u32, n: u32) -> Result<(), i32> {
         let (start, n) = (start as usize, n as usize);
         let l = self.layout();
         let (off, len) = (start << PAGE_SHIFT, n << PAGE_SHIFT);
-        if sys::file_id(l.fd) == Some(l.file) {
+        if !THROUGH_VIEW.load(Ordering::Relaxed) && sys::file_id(l.fd) == Some(l.file) {
             // SAFETY: plain syscall on our pool descriptor.
-            if unsafe { sys::own_syscall(libc::SYS_fallocate, [l.fd as usize, 0, off, len, 0, 0]) } == 0 {
-                return true;
-            }
-            if sys::errno() == libc::ENOSPC || sys::errno() == libc::ENOMEM {
-                return false;
+            match unsafe { sys::raw_syscall(libc::SYS_fallocate, [l.fd as usize, 0, off, len, 0, 0]) } {
+                0 => return Ok(()),
+                r if -r as i32 == libc::ENOSPC || -r as i32 == libc::ENOMEM => return Err(-r as i32),
+                _ => {}
             }
         }
-        // No descriptor (the program closed it): touch the pages through the canonical view,
-        // then drop the canonical view's page-table entries again.
-        let addr = (l.base + off) as *mut u8;
-        if !sys::advise(addr, len, 23 /* MADV_POPULATE_WRITE */) {
-            return false;
+        // Through the canonical view (no descriptor: the program closed it; or huge folios
+        // otherwise): touch the pages, then drop the view's page-table entries again.
+        let addr = l.base + off;
+        // SAFETY: madvise of pool pages in the canonical view, which only the allocator uses.
+        let r = unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, MADV_POPULATE_WRITE, 0, 0, 0]) };
+        if r != 0 {
+            return Err(-r as i32);
         }
-        sys::advise(addr, len, libc::MADV_DONTNEED);
-        true
+        // SAFETY: as above.
+        unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, libc::MADV_DONTNEED as usize, 0, 0, 0]) };
+        Ok(())
     }
 
     fn free_run_at(&self, page: u32) -> Option<u32> {

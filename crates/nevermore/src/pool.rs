@@ -12,8 +12,8 @@
 //!
 //! Pool memory is kept in 4 KiB pages: the allocator's accounting (holes, guard pages never
 //! given memory, single pages punched) is in pages. Where the system gives shared memory huge
-//! pages (`/sys/kernel/mm/transparent_hugepage/shmem_enabled` set to `always` or
-//! `within_size`, or a multi-size setting), a page given memory with `fallocate` or written
+//! pages (`/sys/kernel/mm/transparent_hugepage/shmem_enabled` set to `always`,
+//! `within_size` or `force`), a page given memory with `fallocate` or written
 //! with `pwrite` comes in a folio of up to 2 MiB: a guard page would take memory, and a small
 //! process's few pages 2 MiB. `init` finds out with one page, and where it is so, marks the
 //! canonical view `MADV_NOHUGEPAGE` (the mirrors and large views, copies of it, inherit it)
@@ -193,8 +193,8 @@ fn grows_huge(fd: i32, base: usize, view: bool) -> bool {
     }
 }
 
-/// At `init`: where `fallocate` gives the pool huge folios, and a `MADV_NOHUGEPAGE` view
-/// does not (it does not under `shmem_enabled=force`), pages get memory through the view.
+/// At `init`: where `fallocate` gives the pool huge folios and a `MADV_NOHUGEPAGE` view
+/// does not, pages get memory through the view.
 fn keep_pages_small(fd: i32, base: usize, len: usize) {
     if grows_huge(fd, base, false) && sys::advise(base as *mut u8, len, libc::MADV_NOHUGEPAGE) {
         THROUGH_VIEW.store(!grows_huge(fd, base, true), Ordering::Relaxed);
@@ -753,7 +753,7 @@ impl Pool {
         let (start, n) = (start as usize, n as usize);
         let l = self.layout();
         let (off, len) = (start << PAGE_SHIFT, n << PAGE_SHIFT);
-        if !THROUGH_VIEW.load(Ordering::Relaxed) && sys::file_id(l.fd) == Some(l.file) {
+        if !THROUGH_VIEW.load(Ordering::Relaxed) && sys::file_id_raw(l.fd) == Some(l.file) {
             // SAFETY: plain syscall on our pool descriptor.
             match unsafe { sys::raw_syscall(libc::SYS_fallocate, [l.fd as usize, 0, off, len, 0, 0]) } {
                 0 => return Ok(()),

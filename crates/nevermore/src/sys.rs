@@ -700,6 +700,16 @@ pub fn file_id(fd: i32) -> Option<(u64, u64)> {
     stat(fd).map(|st| (st.st_dev, st.st_ino))
 }
 
+/// `file_id` with a raw system call, leaving `errno` alone (see `raw_syscall`).
+pub fn file_id_raw(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: `st` is a plain-old-data buffer the kernel fills.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        (raw_syscall(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0, 0, 0]) == 0)
+            .then_some((st.st_dev, st.st_ino))
+    }
+}
+
 /// Whether `fd` is the descriptor `own` of one of the library's files and still on that file
 /// (`id`, as `file_id` gave it): the program may have closed the number or put a file of its
 /// own there.

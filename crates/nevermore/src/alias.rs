@@ -962,13 +962,8 @@ fn install_counted(addr: usize, n: usize) -> Result<usize, i32> {
     }
     INSTALL_RUNS.fetch_add(1, Ordering::Relaxed);
     INSTALL_PAGES.fetch_add(n as u64, Ordering::Relaxed);
-    // A hole met on the way is filled and the install retried: that must not show in errno.
-    let fill = |page, left| {
-        let saved = sys::errno();
-        let ok = POOL.populate_pages(page, left);
-        sys::set_errno(saved);
-        ok
-    };
+    // A hole met on the way is filled (leaving errno alone) and the install retried.
+    let fill = |page, left| POOL.fill_pages(page, left).is_ok();
     let e = match continue_pages(f.uffd, addr, n, fill) {
         Ok(mapped) => return Ok(mapped),
         Err(e) => e,

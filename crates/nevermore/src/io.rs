@@ -366,7 +366,6 @@ fn transfer_rest(
     let saved = sys::errno();
     let seekable = || {
         let st = sys::stat(fd);
-        sys::set_errno(saved);
         st.is_some_and(|st| matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK))
     };
     if !crate::is_ready() || !lost_page_at(buf + done) || !(file || seekable()) {

@@ -178,19 +178,30 @@ const HUGE: usize = 2 << 20;
 /// Whether giving the first page of `fd` memory made more than that page resident; the range
 /// is punched again after. `view`: through the mapping at `base` instead of with `fallocate`.
 fn grows_huge(fd: i32, base: usize, view: bool) -> bool {
-    // SAFETY: calls on the pool's own descriptor and canonical view, before any page is used.
-    unsafe {
-        let filled = if view {
-            sys::raw_syscall(libc::SYS_madvise, [base, PAGE, MADV_POPULATE_WRITE, 0, 0, 0]) == 0
-                && sys::raw_syscall(libc::SYS_madvise, [base, PAGE, libc::MADV_DONTNEED as usize, 0, 0, 0]) == 0
-        } else {
-            sys::raw_syscall(libc::SYS_fallocate, [fd as usize, 0, 0, PAGE, 0, 0]) == 0
-        };
-        let huge = filled && sys::file_allocated(fd).is_some_and(|b| b > PAGE as u64);
-        let punch = (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE) as usize;
-        sys::raw_syscall(libc::SYS_fallocate, [fd as usize, punch, 0, HUGE, 0, 0]);
-        huge
+    let filled = if view {
+        touch_through(base, PAGE) == 0
+    } else {
+        // SAFETY: fallocate of the first page of the pool's own file, before any page is used.
+        unsafe { sys::raw_syscall(libc::SYS_fallocate, [fd as usize, 0, 0, PAGE, 0, 0]) == 0 }
+    };
+    let huge = filled && sys::file_allocated(fd).is_some_and(|b| b > PAGE as u64);
+    let punch = (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE) as usize;
+    // SAFETY: as above; the page goes back to being a hole.
+    unsafe { sys::raw_syscall(libc::SYS_fallocate, [fd as usize, punch, 0, HUGE, 0, 0]) };
+    huge
+}
+
+/// Gives the pages at `addr..addr+len` of the canonical view memory by touching them
+/// (`MADV_POPULATE_WRITE`), then drops the view's page-table entries again (read through it,
+/// a page would count twice in RSS). Raw calls: `errno` stays. 0, or minus the error number.
+fn touch_through(addr: usize, len: usize) -> isize {
+    // SAFETY: madvise of pool pages in the canonical view, which only the allocator uses.
+    let r = unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, MADV_POPULATE_WRITE, 0, 0, 0]) };
+    if r == 0 {
+        // SAFETY: as above.
+        unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, libc::MADV_DONTNEED as usize, 0, 0, 0]) };
     }
+    r
 }
 
 /// At `init`: where `fallocate` gives the pool huge folios and a `MADV_NOHUGEPAGE` view
@@ -505,7 +516,7 @@ impl Pool {
         let (idx, dirty) = self.alloc_run(n, kind)?;
         if !dirty {
             // Failure is left to `alias::install`, which fills holes itself and says why not.
-            self.populate_pages(self.span(idx).start, filled.min(n));
+            let _ = self.fill_pages(self.span(idx).start, filled.min(n));
         }
         Some((idx, dirty))
     }
@@ -736,24 +747,14 @@ impl Pool {
 
     /// Makes sure pool pages `start..start+n` exist in the memfd (userfaultfd can only map
     /// pages that exist). Called by `alias::install` when it meets a hole, so pages that
-    /// already hold data cost nothing. Returns false when the system is out of memory.
-    pub fn populate_pages(&self, start: u32, n: u32) -> bool {
-        match self.fill_pages(start, n) {
-            Ok(()) => true,
-            Err(e) => {
-                sys::set_errno(e);
-                false
-            }
-        }
-    }
-
-    /// `populate_pages` with raw system calls, leaving `errno` alone (for the sweep's helper
-    /// task, which shares a thread's thread pointer); Err: the error number.
+    /// already hold data cost nothing. Raw system calls only, `errno` left alone (the sweep's
+    /// helper task, which shares a thread's thread pointer, calls it too). Err: the error
+    /// number (ENOMEM or ENOSPC when the system is out of memory).
     pub fn fill_pages(&self, start: u32, n: u32) -> Result<(), i32> {
         let (start, n) = (start as usize, n as usize);
         let l = self.layout();
         let (off, len) = (start << PAGE_SHIFT, n << PAGE_SHIFT);
-        if !THROUGH_VIEW.load(Ordering::Relaxed) && sys::file_id_raw(l.fd) == Some(l.file) {
+        if !THROUGH_VIEW.load(Ordering::Relaxed) && sys::file_id(l.fd) == Some(l.file) {
             // SAFETY: plain syscall on our pool descriptor.
             match unsafe { sys::raw_syscall(libc::SYS_fallocate, [l.fd as usize, 0, off, len, 0, 0]) } {
                 0 => return Ok(()),
@@ -762,16 +763,11 @@ impl Pool {
             }
         }
         // Through the canonical view (no descriptor: the program closed it; or huge folios
-        // otherwise): touch the pages, then drop the view's page-table entries again.
-        let addr = l.base + off;
-        // SAFETY: madvise of pool pages in the canonical view, which only the allocator uses.
-        let r = unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, MADV_POPULATE_WRITE, 0, 0, 0]) };
-        if r != 0 {
-            return Err(-r as i32);
+        // otherwise).
+        match touch_through(l.base + off, len) {
+            0 => Ok(()),
+            r => Err(-r as i32),
         }
-        // SAFETY: as above.
-        unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, libc::MADV_DONTNEED as usize, 0, 0, 0]) };
-        Ok(())
     }
 
     fn free_run_at(&self, page: u32) -> Option<u32> {

@@ -685,12 +685,14 @@ pub fn ftruncate(fd: i32, len: usize) -> bool {
 }
 
 /// `fstat` of `fd` (a raw call: a seccomp filter the program installs later lets it through for the
-/// allocator's descriptors and standard error, `seccomp`).
+/// allocator's descriptors and standard error, `seccomp`). Leaves `errno` alone: no caller
+/// wants it, and the sweep's helper task, which shares a thread's thread pointer, must not
+/// write it (`pool::Pool::fill_pages`).
 pub fn stat(fd: i32) -> Option<libc::stat> {
     // SAFETY: `st` is a plain-old-data buffer the kernel fills.
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        (own_syscall(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0, 0, 0]) == 0)
+        (raw_syscall(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0, 0, 0]) == 0)
             .then_some(st)
     }
 }
@@ -698,16 +700,6 @@ pub fn stat(fd: i32) -> Option<libc::stat> {
 /// (device, inode) of an open descriptor, or None.
 pub fn file_id(fd: i32) -> Option<(u64, u64)> {
     stat(fd).map(|st| (st.st_dev, st.st_ino))
-}
-
-/// `file_id` with a raw system call, leaving `errno` alone (see `raw_syscall`).
-pub fn file_id_raw(fd: i32) -> Option<(u64, u64)> {
-    // SAFETY: `st` is a plain-old-data buffer the kernel fills.
-    unsafe {
-        let mut st: libc::stat = core::mem::zeroed();
-        (raw_syscall(libc::SYS_fstat, [fd as usize, &mut st as *mut libc::stat as usize, 0, 0, 0, 0]) == 0)
-            .then_some((st.st_dev, st.st_ino))
-    }
 }
 
 /// Whether `fd` is the descriptor `own` of one of the library's files and still on that file

@@ -1127,6 +1127,57 @@ fn double_free_after_the_memory_was_reused_is_caught() {
     }
 }
 
+/// Two frees of one object racing each other (`tests/c/racing_free.c`): one thread's `free`
+/// is held by a hardware watchpoint between its look-up and its mark, while the other thread
+/// frees the object and allocates until a new object of the same size is backed by the same
+/// memory. The held free must not kill that new object. Before the check after the mark,
+/// it did, and the memory went to a third allocation while still in use (`OVERLAP`, in both
+/// cases of prevent mode and for a large object in both modes).
+#[test]
+fn a_free_racing_another_never_kills_the_next_object() {
+    let bin = compile("racing_free.c", &[]);
+    // Held after the canary's read: a small object (the slot's lane issued again), a page
+    // object (its span); a large object held after the last byte its free reads, the head
+    // before it (its span and address).
+    let cases: [(&str, &[&str]); 5] = [
+        ("prevent", &["100"]),
+        ("prevent", &["5000"]),
+        ("prevent", &["200000", "head"]),
+        ("detect", &["200000", "head"]),
+        ("detect", &["5000", "head"]),
+    ];
+    for (mode, args) in cases {
+        let opt = format!("mode={mode}");
+        let o = run_preloaded_timeout(&bin, args, &[("NEVERMORE_OPTIONS", &opt)], 120);
+        let (out, err) = (stdout(&o), stderr(&o));
+        let what = format!("{mode} {args:?}:\n{out}\n{err}");
+        assert!(o.status.success(), "{what}");
+        assert!(out.contains("WATCH HIT"), "{what}");
+        assert!(out.contains("REUSED "), "{what}");
+        assert!(out.contains("CHILD SIGNAL 6"), "{what}");
+        assert!(!out.contains("A RETURNED"), "{what}");
+        assert!(err.contains("nevermore: ERROR: double-free "), "{what}");
+        assert!(err.contains("the object was freed by another thread at the same time"), "{what}");
+        assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "{what}");
+    }
+    // Held after the canary's read where the held free reads more of the object before its
+    // mark (detect mode's slack after a small object, the head before a page object; a large
+    // object's tail and head): that read meets the revoked alias and traps first.
+    let cases: [(&str, &[&str]); 4] =
+        [("detect", &["100"]), ("detect", &["5000"]), ("prevent", &["200000"]), ("detect", &["200000"])];
+    for (mode, args) in cases {
+        let opt = format!("mode={mode}");
+        let o = run_preloaded_timeout(&bin, args, &[("NEVERMORE_OPTIONS", &opt)], 120);
+        let (out, err) = (stdout(&o), stderr(&o));
+        let what = format!("{mode} {args:?}:\n{out}\n{err}");
+        assert!(o.status.success() && out.contains("WATCH HIT") && out.contains("REUSED "), "{what}");
+        assert!(out.contains("CHILD SIGNAL 6") && !out.contains("A RETURNED"), "{what}");
+        assert!(err.contains("nevermore: ERROR: heap-use-after-free "), "{what}");
+        assert!(err.contains("READ of "), "{what}");
+        assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "{what}");
+    }
+}
+
 #[test]
 fn addresses_are_never_handed_out_twice() {
     for mode in ["detect", "prevent"] {

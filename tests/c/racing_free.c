@@ -1,0 +1,246 @@
+/*
+ * Two frees of one object racing each other, with the window between them held open.
+ *
+ *   racing_free SIZE [head]
+ *
+ * A `free` looks the object up, checks its canary, then marks it dead with a compare-and-swap
+ * of its size. Of two frees of one pointer, the first can finish, its memory be revoked and
+ * handed to a new object of the same size, all between the second's look-up and its swap,
+ * which would then find a live object of the right size and kill the new one: its memory
+ * would go to a third allocation while still in use. A test cannot count on hitting that
+ * window by chance, so this one holds it open: the process forks, and the parent (the
+ * tracer) stops thread A of the child with a hardware watchpoint on the first byte after the
+ * object, which `free` reads as part of the canary check after its look-up (with `head`: on
+ * the byte before the object, the last one read before the mark by the free of a large
+ * object, or of a page object in detect mode: the bytes before the object in its first
+ * page). Meanwhile the child's main thread B frees the object, and allocates objects of SIZE
+ * until one is backed by the same bytes of the heap's memory file as the object was (read
+ * from /proc/self/maps), and keeps it. Then A goes on.
+ *
+ * What must happen: A's free reports the race (a double free; or a use after free where it
+ * reads the object again before its mark) and the child dies of it. If the free returns, B
+ * looks for the harm: it allocates more objects of SIZE while the kept one is live and
+ * prints OVERLAP if one of them is backed by the kept one's memory.
+ *
+ * The parent prints `CHILD EXIT n` or `CHILD SIGNAL n`, and `WATCH HIT` once A stopped in
+ * its free; `REUSED n` is the child's count of allocations until the memory came back.
+ * Exit status 2: the set-up failed (a message says which step).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void die(const char *what) {
+    fprintf(stderr, "racing_free: %s: %s\n", what, strerror(errno));
+    fflush(stderr);
+    _exit(2);
+}
+
+static void put(int fd, const void *b, size_t n) {
+    if (write(fd, b, n) != (ssize_t)n) die("pipe write");
+}
+
+static void get(int fd, void *b, size_t n) {
+    ssize_t r;
+    do r = read(fd, b, n);
+    while (r < 0 && errno == EINTR);
+    if (r != (ssize_t)n) die("pipe read");
+}
+
+/* --- Where an address's bytes live in the heap's memory file ---------------------------- */
+
+struct vma {
+    uintptr_t lo, hi, off;
+    int pool;
+};
+static struct vma vmas[8192];
+static int nvmas;
+static char maps[4 << 20];
+
+static void read_maps(void) {
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) die("open maps");
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof maps - 1 && (r = read(fd, maps + n, sizeof maps - 1 - n)) > 0) n += (size_t)r;
+    close(fd);
+    maps[n] = 0;
+    nvmas = 0;
+    for (char *line = maps; *line && nvmas < (int)(sizeof vmas / sizeof *vmas);) {
+        char *end = strchr(line, '\n');
+        if (end) *end = 0;
+        unsigned long lo, hi, off;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &off) == 4)
+            vmas[nvmas++] = (struct vma){lo, hi, off, strstr(line, "nevermore-pool") != 0};
+        if (!end) break;
+        line = end + 1;
+    }
+}
+
+/* The offset in the heap's memory file of the byte at `p`, or -1 when it is not mapped from
+   that file. The mappings are read again when `p` is in none read so far from the file (new
+   mappings are made inside reservations). */
+static long backing(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < nvmas; i++)
+            if (vmas[i].pool && a >= vmas[i].lo && a < vmas[i].hi) return (long)(vmas[i].off + (a - vmas[i].lo));
+        read_maps();
+    }
+    return -1;
+}
+
+/* --- The child ------------------------------------------------------------------------ */
+
+static size_t size;
+static int watch_head;
+static char *obj;
+static int to_a, from_tracer, to_tracer;
+
+static void *thread_a(void *arg) {
+    (void)arg;
+    /* An allocation first: a thread that has none reads a canary through the heap's own view,
+       not through the object's address, where the watchpoint is. */
+    free(malloc(16));
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    uintptr_t watch = watch_head ? (uintptr_t)obj - 1 : (uintptr_t)obj + size;
+    put(to_tracer, &tid, sizeof tid);
+    put(to_tracer, &watch, sizeof watch);
+    char go;
+    get(to_a, &go, 1);
+    free(obj);
+    return 0;
+}
+
+static int child(void) {
+    obj = malloc(size);
+    if (!obj) die("malloc");
+    memset(obj, 'o', size);
+    long at = backing(obj);
+    if (at < 0) {
+        fprintf(stderr, "racing_free: the object is not in the heap's memory file\n");
+        _exit(2);
+    }
+    pthread_t a;
+    if (pthread_create(&a, 0, thread_a, 0)) die("pthread_create");
+    char step;
+    get(from_tracer, &step, 1); /* A has stopped inside its free */
+    free(obj);
+    /* Until the object's memory comes back to a new object. */
+    char *kept = 0;
+    long n;
+    for (n = 1; n <= 4000000 && !kept; n++) {
+        char *q = malloc(size);
+        if (!q) die("malloc");
+        if (backing(q) == at)
+            kept = q;
+        else
+            free(q);
+    }
+    if (!kept) {
+        fprintf(stderr, "racing_free: the memory did not come back in %ld allocations\n", n - 1);
+        exit(2);
+    }
+    memset(kept, 'k', size);
+    printf("REUSED %ld\n", n - 1);
+    fflush(stdout);
+    put(to_tracer, "r", 1);
+    pthread_join(a, 0);
+    printf("A RETURNED\n");
+    /* A's free returned: was the kept object given away? */
+    for (long i = 0; i < 4000000; i++) {
+        char *q = malloc(size);
+        if (!q) die("malloc");
+        long b = backing(q);
+        if (b >= at && b < at + (long)size) {
+            printf("OVERLAP after %ld allocations\n", i + 1);
+            return 1;
+        }
+        free(q);
+    }
+    for (size_t i = 0; i < size; i++)
+        if (kept[i] != 'k') {
+            printf("KEPT OBJECT CHANGED at %zu\n", i);
+            return 1;
+        }
+    printf("NO OVERLAP\n");
+    return 0;
+}
+
+/* --- The parent: the tracer ----------------------------------------------------------- */
+
+static long poke_debugreg(pid_t tid, int n, unsigned long v) {
+    return ptrace(PTRACE_POKEUSER, tid, (void *)offsetof(struct user, u_debugreg[n]), (void *)v);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: racing_free SIZE\n");
+        return 2;
+    }
+    size = strtoul(argv[1], 0, 0);
+    watch_head = argc > 2 && !strcmp(argv[2], "head");
+    int a_pipe[2], t_pipe[2], c_pipe[2];
+    if (pipe2(a_pipe, O_CLOEXEC) || pipe2(t_pipe, O_CLOEXEC) || pipe2(c_pipe, O_CLOEXEC)) die("pipe");
+    fflush(stdout);
+    pid_t c = fork();
+    if (c < 0) die("fork");
+    if (c == 0) {
+        to_a = a_pipe[0];
+        from_tracer = c_pipe[0];
+        to_tracer = t_pipe[1];
+        int status = child();
+        fflush(stdout);
+        _exit(status);
+    }
+    pid_t tid;
+    uintptr_t watch;
+    get(t_pipe[0], &tid, sizeof tid);
+    get(t_pipe[0], &watch, sizeof watch);
+    int st;
+    if (ptrace(PTRACE_SEIZE, tid, 0, 0)) die("PTRACE_SEIZE");
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0)) die("PTRACE_INTERRUPT");
+    if (waitpid(tid, &st, __WALL) != tid || !WIFSTOPPED(st)) die("waiting for the interrupt");
+    /* DR0 = the byte after the object; DR7: enable 0 (bit 0), break on reads and writes
+       (bits 16-17 = 3), one byte (bits 18-19 = 0). */
+    if (poke_debugreg(tid, 0, watch) || poke_debugreg(tid, 7, 1ul | 3ul << 16)) die("setting the watchpoint");
+    if (ptrace(PTRACE_CONT, tid, 0, 0)) die("PTRACE_CONT");
+    put(a_pipe[1], "g", 1);
+    for (;;) {
+        if (waitpid(tid, &st, __WALL) != tid) die("waiting for thread A");
+        if (!WIFSTOPPED(st)) {
+            fprintf(stderr, "racing_free: thread A ended before its free read the canary\n");
+            return 2;
+        }
+        if (WSTOPSIG(st) == SIGTRAP) break;
+        /* Another stop (a signal for A): let it through. */
+        int sig = st >> 16 ? 0 : WSTOPSIG(st);
+        if (ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig)) die("PTRACE_CONT");
+    }
+    printf("WATCH HIT\n");
+    fflush(stdout);
+    put(c_pipe[1], "f", 1);
+    char r;
+    get(t_pipe[0], &r, 1);
+    if (poke_debugreg(tid, 7, 0)) die("clearing the watchpoint");
+    if (ptrace(PTRACE_DETACH, tid, 0, 0)) die("PTRACE_DETACH");
+    if (waitpid(c, &st, 0) != c) die("waitpid");
+    if (WIFSIGNALED(st))
+        printf("CHILD SIGNAL %d\n", WTERMSIG(st));
+    else
+        printf("CHILD EXIT %d\n", WEXITSTATUS(st));
+    return 0;
+}

@@ -1,7 +1,7 @@
 /*
  * Two frees of one object racing each other, with the window between them held open.
  *
- *   racing_free SIZE [head]
+ *   racing_free SIZE [head] [realloc=N]
  *
  * A `free` looks the object up, checks its canary, then marks it dead with a compare-and-swap
  * of its size. Of two frees of one pointer, the first can finish, its memory be revoked and
@@ -21,6 +21,10 @@
  * reads the object again before its mark) and the child dies of it. If the free returns, B
  * looks for the harm: it allocates more objects of SIZE while the kept one is live and
  * prints OVERLAP if one of them is backed by the kept one's memory.
+ *
+ * With `realloc=N`, A's call is `realloc(object, N)` to a size that stays in place: it checks
+ * the object as `free` does, then sets its new size (and canary) where the object is, which
+ * must not land on the new object either.
  *
  * The parent prints `CHILD EXIT n` or `CHILD SIGNAL n`, and `WATCH HIT` once A stopped in
  * its free; `REUSED n` is the child's count of allocations until the memory came back.
@@ -107,6 +111,7 @@ static long backing(const void *p) {
 
 static size_t size;
 static int watch_head;
+static size_t realloc_to;
 static char *obj;
 static int to_a, from_tracer, to_tracer;
 
@@ -121,7 +126,11 @@ static void *thread_a(void *arg) {
     put(to_tracer, &watch, sizeof watch);
     char go;
     get(to_a, &go, 1);
-    free(obj);
+    if (realloc_to) {
+        void *r = realloc(obj, realloc_to);
+        printf("REALLOC %s\n", r == (void *)obj ? "IN PLACE" : "MOVED");
+    } else
+        free(obj);
     return 0;
 }
 
@@ -182,17 +191,32 @@ static int child(void) {
 
 /* --- The parent: the tracer ----------------------------------------------------------- */
 
+static pid_t child_pid;
+
+static void give_up(int sig) {
+    (void)sig;
+    static const char msg[] = "racing_free: thread A did not stop in its call within 60 s\n";
+    write(2, msg, sizeof msg - 1);
+    kill(child_pid, SIGKILL);
+    _exit(2);
+}
+
 static long poke_debugreg(pid_t tid, int n, unsigned long v) {
     return ptrace(PTRACE_POKEUSER, tid, (void *)offsetof(struct user, u_debugreg[n]), (void *)v);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: racing_free SIZE\n");
+        fprintf(stderr, "usage: racing_free SIZE [head] [realloc=N]\n");
         return 2;
     }
     size = strtoul(argv[1], 0, 0);
-    watch_head = argc > 2 && !strcmp(argv[2], "head");
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "head"))
+            watch_head = 1;
+        else if (!strncmp(argv[i], "realloc=", 8))
+            realloc_to = strtoul(argv[i] + 8, 0, 0);
+    }
     int a_pipe[2], t_pipe[2], c_pipe[2];
     if (pipe2(a_pipe, O_CLOEXEC) || pipe2(t_pipe, O_CLOEXEC) || pipe2(c_pipe, O_CLOEXEC)) die("pipe");
     fflush(stdout);
@@ -206,6 +230,10 @@ int main(int argc, char **argv) {
         fflush(stdout);
         _exit(status);
     }
+    /* A watchpoint on a byte the call never reads leaves the child waiting for ever. */
+    child_pid = c;
+    signal(SIGALRM, give_up);
+    alarm(60);
     pid_t tid;
     uintptr_t watch;
     get(t_pipe[0], &tid, sizeof tid);
@@ -230,6 +258,7 @@ int main(int argc, char **argv) {
         int sig = st >> 16 ? 0 : WSTOPSIG(st);
         if (ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig)) die("PTRACE_CONT");
     }
+    alarm(0);
     printf("WATCH HIT\n");
     fflush(stdout);
     put(c_pipe[1], "f", 1);

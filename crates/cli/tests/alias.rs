@@ -1132,19 +1132,28 @@ fn double_free_after_the_memory_was_reused_is_caught() {
 /// frees the object and allocates until a new object of the same size is backed by the same
 /// memory. The held free must not kill that new object. Before the check after the mark,
 /// it did, and the memory went to a third allocation while still in use (`OVERLAP`, in both
-/// cases of prevent mode and for a large object in both modes).
+/// cases of prevent mode and for a large object in both modes). The same for a `realloc`
+/// held there, which must not resize the new object.
 #[test]
-fn a_free_racing_another_never_kills_the_next_object() {
+fn a_free_or_realloc_racing_a_free_never_touches_the_next_object() {
     let bin = compile("racing_free.c", &[]);
     // Held after the canary's read: a small object (the slot's lane issued again), a page
     // object (its span); a large object held after the last byte its free reads, the head
-    // before it (its span and address).
-    let cases: [(&str, &[&str]); 5] = [
+    // before it (its span and address). Then a `realloc` held there instead of the free, to a
+    // size that stays in place: before, it set the size of the object found, as found, and
+    // armed its canary there (a use-after-free reported on that write, or for a large object
+    // grown, an overflow of another object whose guard page the write met).
+    let cases: [(&str, &[&str]); 10] = [
         ("prevent", &["100"]),
         ("prevent", &["5000"]),
         ("prevent", &["200000", "head"]),
         ("detect", &["200000", "head"]),
         ("detect", &["5000", "head"]),
+        ("prevent", &["100", "realloc=96"]),
+        ("prevent", &["5000", "realloc=5100"]),
+        ("prevent", &["200000", "head", "realloc=210000"]),
+        ("detect", &["200000", "head", "realloc=190000"]),
+        ("detect", &["5000", "head", "realloc=5000"]),
     ];
     for (mode, args) in cases {
         let opt = format!("mode={mode}");
@@ -1158,6 +1167,8 @@ fn a_free_racing_another_never_kills_the_next_object() {
         assert!(!out.contains("A RETURNED"), "{what}");
         assert!(err.contains("nevermore: ERROR: double-free "), "{what}");
         assert!(err.contains("the object was freed by another thread at the same time"), "{what}");
+        let op = if args.iter().any(|a| a.starts_with("realloc=")) { "realloc of " } else { "free of " };
+        assert!(err.contains(op), "{what}");
         assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "{what}");
     }
     // Held after the canary's read where the held free reads more of the object before its

@@ -1257,37 +1257,46 @@ fn underflowed_at(p: usize, size: usize, at: usize, op: &'static str) -> ! {
 }
 
 /// Flips the live object `obj`, found at `p` with `size` bytes, to dead; false if another
-/// thread freed it first.
-///
-/// The flip is a compare-and-swap of the size, which cannot tell the object from a newer one
-/// of the same size in the same slot or span: of two frees of `p` racing each other, the
-/// first can revoke the object, and its slot or span be handed out again, between the
-/// second's look-up and its swap, which would then kill the new object (and its memory go to
-/// a third while still in use). So a successful swap is checked to have met the object found:
-/// the same lane issue (a lane is issued once per epoch), the same page object's alias, the
-/// large object still at `p`. The swap's acquire makes a newer issue visible to the check.
+/// thread freed it first (see `swap_size`).
 #[inline(always)]
 fn kill(obj: Obj, p: usize, size: usize) -> bool {
+    let dead = match obj {
+        Obj::Small { .. } => (size as u16 | FREED) as usize,
+        Obj::Pages { .. } | Obj::Large { .. } => size | pool::DEAD_BIT,
+    };
+    swap_size(obj, p, size, dead)
+}
+
+/// Sets the size of the live object `obj`, found at `p` with `from` bytes, to `to` (a new
+/// size, or `from` marked dead); false if another thread freed it first.
+///
+/// The swap is a compare-and-swap of the size, which cannot tell the object from a newer one
+/// of the same size in the same slot or span: of two frees of `p` racing each other (or a
+/// free and a `realloc`), the first can revoke the object, and its slot or span be handed out
+/// again, between the second's look-up and its swap, which would then kill or resize the new
+/// object (and its memory go to a third while still in use). So a successful swap is checked
+/// to have met the object found: the same lane issue (a lane is issued once per epoch), the
+/// same page object's alias, the large object still at `p`. The swap's acquire makes a newer
+/// issue visible to the check.
+#[inline(always)]
+fn swap_size(obj: Obj, p: usize, from: usize, to: usize) -> bool {
     match obj {
         Obj::Small { idx, slot, lane, epoch } => {
             let s = POOL.span(idx);
             // SAFETY: `slot` < nslots.
             let e = unsafe { &*slab::sizes(s).add(slot as usize) };
-            e.compare_exchange(size as u16, size as u16 | FREED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            e.compare_exchange(from as u16, to as u16, Ordering::AcqRel, Ordering::Acquire).is_ok()
                 // SAFETY: the lane record of a slot stays valid while any of its slots is live
-                // or in a cache, as the slot just marked was.
+                // or in a cache, as the slot just swapped was.
                 && unsafe { &*lane }.epoch.load(Ordering::Acquire) == epoch
         }
         Obj::Pages { idx } => {
             let s = POOL.span(idx);
-            s.size.compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            s.size.compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire).is_ok()
                 && alias::decode(p).is_some_and(|(e, _)| s.epoch.load(Ordering::Acquire) == e)
         }
         Obj::Large { idx } => {
-            POOL.span(idx)
-                .size
-                .compare_exchange(size, size | pool::DEAD_BIT, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+            POOL.span(idx).size.compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire).is_ok()
                 && large::lookup(p) == idx
         }
     }
@@ -1766,46 +1775,39 @@ fn realloc_in(p: *mut u8, size: usize) -> *mut u8 {
         return moved(a, old, size, malloc_in, free_in);
     }
     let (obj, old) = checked(a, "realloc");
-    // In place when the new size still fits the same slot / run / view.
+    // In place when the new size still fits the same slot / run / view. The new size is set
+    // as a free marks the object dead (`swap_size`): a free of `a` racing this call may have
+    // revoked it since `checked`, and its slot or span may hold a newer object of that size.
     let in_place = match obj {
-        Obj::Small { idx, slot, .. } => {
-            let s = POOL.span(idx);
-            let ci = s.class as usize;
-            let fits = slab::class_for(size).is_some_and(|n| n == ci)
-                || (size + CANARY <= CLASSES[ci].size as usize && size * 2 >= CLASSES[ci].size as usize);
-            if fits {
-                // SAFETY: `slot` < nslots; this thread owns the live object.
-                let e = unsafe { &*slab::sizes(s).add(slot as usize) };
-                e.store(size as u16, Ordering::Release);
-            }
-            fits
+        Obj::Small { idx, .. } => {
+            let ci = POOL.span(idx).class as usize;
+            slab::class_for(size).is_some_and(|n| n == ci)
+                || (size + CANARY <= CLASSES[ci].size as usize && size * 2 >= CLASSES[ci].size as usize)
         }
         Obj::Pages { idx } => {
             let s = POOL.span(idx);
-            let fits = if s.class & pool::GUARD_AT_END != 0 {
+            if s.class & pool::GUARD_AT_END != 0 {
                 // The object ends where the guard begins: only the same size stays.
                 size == old
             } else {
                 (size + CANARY).div_ceil(PAGE) == s.npages as usize
-            };
-            if fits {
-                s.size.store(size, Ordering::Release);
             }
-            fits
         }
         Obj::Large { idx } => {
-            let s = POOL.span(idx);
-            let fits = if size > old {
+            // Its view is changed before the size is set: it must still be this object's.
+            if large::lookup(a) != idx || POOL.span(idx).size.load(Ordering::Acquire) != old {
+                racing_free(a, old, "realloc");
+            }
+            if size > old {
                 large::grow(idx, a, size)
             } else {
                 size + CANARY > MAX_PAGE_OBJECT && large::shrink(idx, a, size)
-            };
-            if fits {
-                s.size.store(size, Ordering::Release);
             }
-            fits
         }
     };
+    if in_place && !swap_size(obj, a, old, size) {
+        racing_free(a, old, "realloc");
+    }
     if in_place {
         match obj {
             Obj::Large { idx } => large::arm(POOL.span(idx), a, size),

@@ -1203,6 +1203,37 @@ impl Run {
     }
 }
 
+/// Whether the unit of the alias page at `page` (epoch `e`, pool page `p`), found live and
+/// mapped again by this thread, still lives now that the install is made. Another thread's
+/// free may have killed the unit, and its revocation dropped the entry, between the look-up
+/// and the install, which then mapped a revoked alias again: once its memory is handed out
+/// under a fresh alias, this one would reach the new object. So the unit is looked at again:
+/// if it died, the entry is dropped again (a raw call: `errno` is left alone) and false
+/// returned; if it lives, its revocation comes after this look (a unit dies before it is
+/// revoked) and drops what the install mapped.
+fn still_live_after_install(e: u32, p: u32, page: usize) -> bool {
+    // The install (a system call) is made before the look.
+    core::sync::atomic::fence(Ordering::SeqCst);
+    if alias_live(e, p) {
+        return true;
+    }
+    // SAFETY: drops the entry of one alias page of the allocator's own mirror, whose unit is
+    // dead; nothing of the program's is there.
+    unsafe { sys::raw_syscall(libc::SYS_madvise, [page, PAGE, libc::MADV_DONTNEED as usize, 0, 0, 0]) };
+    false
+}
+
+/// The fault handler's mapping again of the page of `addr`, the alias of a live unit that lost
+/// its page-table entry: Ok(true) when it is mapped, Ok(false) when the unit died meanwhile
+/// (`still_live_after_install`; the access, made again, faults and is reported), Err with the
+/// error number when the install failed.
+pub fn reinstall(addr: usize) -> Result<bool, i32> {
+    let page = addr & !(PAGE - 1);
+    let Some((e, p)) = decode(page) else { return Ok(false) };
+    install(page, 1)?;
+    Ok(still_live_after_install(e, p, page))
+}
+
 /// Maps the page of `addr` again if it is the alias of a live unit that lost its page-table
 /// entry (dropped by the program's `madvise`, a swap-in), as the fault handler does, but with
 /// raw system calls only: for the sweep's helper task, which shares the sweeping thread's
@@ -1213,8 +1244,9 @@ pub fn reinstall_raw(addr: usize) -> bool {
     if revoke_kind() != Revoke::Uffd || !alias_live(e, p) {
         return false;
     }
+    let page = addr & !(PAGE - 1);
     let fill = |page: u32, _| POOL.fill_pages(page, 1).is_ok();
-    let ok = continue_pages(fixed().uffd, addr & !(PAGE - 1), 1, fill).is_ok();
+    let ok = continue_pages(fixed().uffd, page, 1, fill).is_ok() && still_live_after_install(e, p, page);
     if ok {
         FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
     }
@@ -1253,8 +1285,10 @@ pub fn map_again(addr: usize, len: usize) -> usize {
         if let Some((e, p)) = decode(page) {
             if alias_live(e, p) {
                 if let Ok(n) = install_counted(page, 1) {
-                    live += 1;
-                    mapped += n;
+                    if still_live_after_install(e, p, page) {
+                        live += 1;
+                        mapped += n;
+                    }
                 }
             }
         }

@@ -391,11 +391,14 @@ fn reinstall(addr: usize) -> bool {
     if alias::revoke_kind() != alias::Revoke::Uffd {
         return false;
     }
-    match alias::install(addr & !(PAGE - 1), 1) {
-        Ok(()) => {
+    match alias::reinstall(addr) {
+        Ok(true) => {
             alias::FAULTS_HANDLED.fetch_add(1, Ordering::Relaxed);
             true
         }
+        // Freed by another thread since the look-up: the access, made again, faults on the
+        // revoked page and is reported.
+        Ok(false) => true,
         Err(e) => {
             // The fault then goes to the program's handler or kills the process: say why.
             report::say(format_args!(

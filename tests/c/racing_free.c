@@ -43,7 +43,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <time.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +54,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void die(const char *what) {
@@ -183,7 +183,7 @@ static int child(void) {
         put(to_tracer, "d", 1);
     }
     char step;
-    get(from_tracer, &step, 1); /* A has stopped inside its free */
+    get(from_tracer, &step, 1); /* A is held inside its call */
     free(obj);
     if (fault_mode) {
         /* The free's revocation goes out (the batch's delay bound is 20 ms). */
@@ -212,7 +212,7 @@ static int child(void) {
     put(to_tracer, "r", 1);
     pthread_join(a, 0);
     printf("A RETURNED\n");
-    /* A's free returned: was the kept object given away? */
+    /* A's call returned: was the kept object given away, or written? */
     for (long i = 0; i < 4000000; i++) {
         char *q = malloc(size);
         if (!q) die("malloc");

@@ -1127,6 +1127,22 @@ fn double_free_after_the_memory_was_reused_is_caught() {
     }
 }
 
+/// Runs `tests/c/racing_free.c ARGS` in `mode` and asserts what every case shares: thread A
+/// was held in its call while the object's memory came back to a new object, and the child
+/// died of exactly one report without A's call returning (nor its read reading). Returns the
+/// standard error and a description for messages.
+fn held_race(mode: &str, args: &[&str]) -> (String, String) {
+    let opt = format!("mode={mode}");
+    let o = run_preloaded_timeout(&compile("racing_free.c", &[]), args, &[("NEVERMORE_OPTIONS", &opt)], 120);
+    let (out, err) = (stdout(&o), stderr(&o));
+    let what = format!("{mode} {args:?}:\n{out}\n{err}");
+    assert!(o.status.success() && out.contains("HELD") && out.contains("REUSED "), "{what}");
+    assert!(out.contains("CHILD SIGNAL 6"), "{what}");
+    assert!(!out.contains("A RETURNED") && !out.contains("A READ"), "{what}");
+    assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "{what}");
+    (err, what)
+}
+
 /// Two frees of one object racing each other (`tests/c/racing_free.c`): one thread's `free`
 /// is held by a hardware watchpoint between its look-up and its mark, while the other thread
 /// frees the object and allocates until a new object of the same size is backed by the same
@@ -1136,7 +1152,6 @@ fn double_free_after_the_memory_was_reused_is_caught() {
 /// held there, which must not resize the new object.
 #[test]
 fn a_free_or_realloc_racing_a_free_never_touches_the_next_object() {
-    let bin = compile("racing_free.c", &[]);
     // Held after the canary's read: a small object (the slot's lane issued again), a page
     // object (its span); a large object held after the last byte its free reads, the head
     // before it (its span and address). Then a `realloc` held there instead of the free, to a
@@ -1156,20 +1171,11 @@ fn a_free_or_realloc_racing_a_free_never_touches_the_next_object() {
         ("detect", &["5000", "head", "realloc=5000"]),
     ];
     for (mode, args) in cases {
-        let opt = format!("mode={mode}");
-        let o = run_preloaded_timeout(&bin, args, &[("NEVERMORE_OPTIONS", &opt)], 120);
-        let (out, err) = (stdout(&o), stderr(&o));
-        let what = format!("{mode} {args:?}:\n{out}\n{err}");
-        assert!(o.status.success(), "{what}");
-        assert!(out.contains("HELD"), "{what}");
-        assert!(out.contains("REUSED "), "{what}");
-        assert!(out.contains("CHILD SIGNAL 6"), "{what}");
-        assert!(!out.contains("A RETURNED"), "{what}");
+        let (err, what) = held_race(mode, args);
         assert!(err.contains("nevermore: ERROR: double-free "), "{what}");
         assert!(err.contains("the object was freed by another thread at the same time"), "{what}");
         let op = if args.iter().any(|a| a.starts_with("realloc=")) { "realloc of " } else { "free of " };
         assert!(err.contains(op), "{what}");
-        assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "{what}");
     }
     // Held after the canary's read where the held free reads more of the object before its
     // mark (detect mode's slack after a small object, the head before a page object; a large
@@ -1177,15 +1183,9 @@ fn a_free_or_realloc_racing_a_free_never_touches_the_next_object() {
     let cases: [(&str, &[&str]); 4] =
         [("detect", &["100"]), ("detect", &["5000"]), ("prevent", &["200000"]), ("detect", &["200000"])];
     for (mode, args) in cases {
-        let opt = format!("mode={mode}");
-        let o = run_preloaded_timeout(&bin, args, &[("NEVERMORE_OPTIONS", &opt)], 120);
-        let (out, err) = (stdout(&o), stderr(&o));
-        let what = format!("{mode} {args:?}:\n{out}\n{err}");
-        assert!(o.status.success() && out.contains("HELD") && out.contains("REUSED "), "{what}");
-        assert!(out.contains("CHILD SIGNAL 6") && !out.contains("A RETURNED"), "{what}");
+        let (err, what) = held_race(mode, args);
         assert!(err.contains("nevermore: ERROR: heap-use-after-free "), "{what}");
         assert!(err.contains("READ of "), "{what}");
-        assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "{what}");
     }
 }
 
@@ -1199,19 +1199,12 @@ fn a_free_or_realloc_racing_a_free_never_touches_the_next_object() {
 /// object is looked at again after the install, the entry dropped, and the access reported.
 #[test]
 fn a_page_mapped_again_for_an_object_freed_meanwhile_is_dropped_again() {
-    let bin = compile("racing_free.c", &[]);
     for mode in ["prevent", "detect"] {
         for size in ["100", "5000"] {
             for (how, op) in [("fault", "READ of "), ("syscall", "system call of ")] {
-                let opt = format!("mode={mode}");
-                let o = run_preloaded_timeout(&bin, &[size, how], &[("NEVERMORE_OPTIONS", &opt)], 120);
-                let (out, err) = (stdout(&o), stderr(&o));
-                let what = format!("{mode} {size} {how}:\n{out}\n{err}");
-                assert!(o.status.success() && out.contains("HELD") && out.contains("REUSED "), "{what}");
-                assert!(out.contains("CHILD SIGNAL 6") && !out.contains("A READ"), "{what}");
+                let (err, what) = held_race(mode, &[size, how]);
                 assert!(err.contains("nevermore: ERROR: heap-use-after-free "), "{what}");
                 assert!(err.contains(op), "{what}");
-                assert_eq!(err.matches("nevermore: ERROR:").count(), 1, "{what}");
             }
         }
     }

@@ -196,7 +196,7 @@ fn grows_huge(fd: i32, base: usize, view: bool) -> bool {
 /// a page would count twice in RSS). Raw calls: `errno` stays. 0, or minus the error number.
 fn touch_through(addr: usize, len: usize) -> isize {
     // SAFETY: madvise of pool pages in the canonical view, which only the allocator uses.
-    let r = unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, MADV_POPULATE_WRITE, 0, 0, 0]) };
+    let r = unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, libc::MADV_POPULATE_WRITE as usize, 0, 0, 0]) };
     if r == 0 {
         // SAFETY: as above.
         unsafe { sys::raw_syscall(libc::SYS_madvise, [addr, len, libc::MADV_DONTNEED as usize, 0, 0, 0]) };
@@ -237,14 +237,12 @@ pub fn prefill_small(fd: i32, off: usize, len: usize) {
             return;
         }
         if sys::advise(w, n, libc::MADV_NOHUGEPAGE) {
-            sys::advise(w, n, MADV_POPULATE_WRITE as i32);
+            sys::advise(w, n, libc::MADV_POPULATE_WRITE);
         }
         sys::unmap(w, n);
         at += n;
     }
 }
-
-const MADV_POPULATE_WRITE: usize = 23;
 
 /// Set once during initialisation (and, in a forked child, by the fork handler while every
 /// lock is held); read-only otherwise.

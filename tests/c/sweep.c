@@ -86,6 +86,10 @@
  *              then for 200 ms allocates and frees 64-byte objects at once: no group holds a
  *              dead slot beside a live one for long, so checks find nothing worth a sweep.
  *              Prints UNPINNED OK.
+ *   kept N     N allocations of 1..256 bytes, each replacing one of 64 short-lived objects at
+ *              random, and after every 1000th one object of 32 bytes kept for ever (a cache
+ *              that only grows): nearly every group of their size class holds one for good.
+ *              At N/2 and at N prints KEPT <allocations> <pool KiB> <VmPTE KiB>; then KEPT OK.
  *   futex-waits three threads wait on heap objects, whose pages a task sharing the address
  *              space (not a thread: sweeps do not hold it) pages out every 100 µs (madvise
  *              MADV_PAGEOUT) while the main thread allocates as `reuse` does, 12
@@ -116,6 +120,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "pool_probe.h"
 
 #define N 40000
 #define SIZE 64
@@ -630,6 +635,37 @@ static int queued(void) {
 
 static void *volatile churned;
 
+static void *kept_list;
+
+/* The `kept` case (see the top). */
+static int kept(long n) {
+    void *shorts[64] = {0};
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (long i = 1; i <= n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        void **slot = &shorts[x % 64];
+        free(*slot);
+        size_t size = 1 + (x >> 8) % 256;
+        *slot = malloc(size);
+        if (!*slot) return 2;
+        memset(*slot, 0x44, size);
+        if (i % 1000 == 0) {
+            void **k = malloc(32);
+            if (!k) return 2;
+            memset(k, 0x55, 32);
+            /* Kept for ever, on a list. */
+            *k = kept_list;
+            kept_list = k;
+        }
+        if (i == n / 2 || i == n)
+            printf("KEPT %ld %ld %ld\n", i, pool_kib(), status_kib("VmPTE:"));
+    }
+    printf("KEPT OK\n");
+    return 0;
+}
+
 static int unpinned(void) {
     for (int i = 0; i < N; i++) {
         objs[i] = malloc(SIZE);
@@ -983,6 +1019,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "unpinned"))
         return unpinned();
+    if (!strcmp(mode, "kept"))
+        return kept(argc > 2 ? atol(argv[2]) : 20000000);
     if (!strcmp(mode, "futex-waits"))
         return futex_waits(0);
     if (!strcmp(mode, "futex-cancel"))

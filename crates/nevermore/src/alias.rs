@@ -116,15 +116,23 @@ pub struct Mirror {
     pub issued: AtomicPtr<AtomicU64>,
     /// The epoch this entry describes (the table is a ring).
     pub epoch: AtomicU32,
+    /// The fewest live units sweeps' censuses saw in this mirror (`note_units`), `u32::MAX`
+    /// before the first look.
+    pub units_low: AtomicU32,
     /// Live alias units per 2 MiB window of the mirror; a window of a sealed epoch whose count
     /// drops to zero is zapped whole, which frees its page table. Null once retired.
     pub windows: AtomicPtr<AtomicU32>,
     /// 1 once the windows that died before the epoch was sealed were zapped (`sweep_sealed`).
     pub swept: AtomicU32,
+    /// The epoch in which a census last saw `units_low` fall.
+    pub units_low_since: AtomicU32,
     /// How many epochs were made up to this one: unlike epoch numbers, which wrap round
     /// (`next_epoch`), it orders epochs for ever (`issuable`).
     pub serial: AtomicU64,
 }
+
+// The table's entries are a cache line each (docs/usage.md, "Mirror table").
+const _: () = assert!(core::mem::size_of::<Mirror>() == 64);
 
 /// The mirror table, the arena's chunk table and each pool page's last epoch (`Fixed`), made
 /// writable as epochs use them (`advance`): sized for the whole arena and pool, they would
@@ -575,6 +583,30 @@ pub fn pin_current() -> u32 {
     }
 }
 
+/// Notes, for a sweep's census in epoch `now`, how many live units old epoch `e`'s mirror has
+/// (`settled`). An old epoch issues nothing more, so its count only falls (but for a moment
+/// while `sweep_sealed` holds it, which at worst makes it look unsettled a little longer).
+pub fn note_units(now: u32, e: u32) {
+    let m = mirror(e);
+    if m.epoch.load(Ordering::Acquire) != e {
+        return;
+    }
+    let live = m.live.load(Ordering::Relaxed) & !RETIRED_BIT;
+    if live < m.units_low.load(Ordering::Relaxed) {
+        m.units_low.store(live, Ordering::Relaxed);
+        m.units_low_since.store(now, Ordering::Relaxed);
+    }
+}
+
+/// Whether old epoch `e`'s mirror lost no live unit in the `epochs` epochs before `now`, as
+/// far as censuses saw (`note_units`): what keeps it is kept for good, so far as one can tell.
+pub fn settled(now: u32, e: u32, epochs: u32) -> bool {
+    let m = mirror(e);
+    m.epoch.load(Ordering::Acquire) == e
+        && m.units_low.load(Ordering::Relaxed) != u32::MAX
+        && now.wrapping_sub(m.units_low_since.load(Ordering::Relaxed)) >= epochs
+}
+
 /// Drops a pin taken by `pin_current`.
 pub fn unpin(e: u32) {
     let pins = mirror(e).pins.fetch_sub(1, Ordering::SeqCst) - 1;
@@ -860,6 +892,8 @@ pub fn advance(min_pages: u32) -> Option<u32> {
     m.pins.store(0, Ordering::Relaxed);
     m.retired.store(0, Ordering::Relaxed);
     m.swept.store(0, Ordering::Relaxed);
+    m.units_low.store(u32::MAX, Ordering::Relaxed);
+    m.units_low_since.store(e, Ordering::Relaxed);
     m.issued.store(bits, Ordering::Relaxed);
     st.serial += 1;
     m.serial.store(st.serial, Ordering::Relaxed);

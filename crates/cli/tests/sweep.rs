@@ -18,8 +18,13 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 }
 
 fn run(case: &str, options: &str) -> Output {
+    run_args(&[case], options)
+}
+
+/// `sweep ARGS` under the library with `options`.
+fn run_args(args: &[&str], options: &str) -> Output {
     let prog = compile("sweep.c", &["-pthread"]);
-    run_preloaded_timeout(&prog, &[case], &[("NEVERMORE_OPTIONS", options)], 120)
+    run_preloaded_timeout(&prog, args, &[("NEVERMORE_OPTIONS", options)], 120)
 }
 
 /// `run` for a case that is to sweep: its new objects' phase goes on past its 200000
@@ -271,8 +276,7 @@ fn checks_that_find_nothing_pinned_do_not_sweep() {
 #[test]
 fn groups_pinned_for_good_are_refilled_at_any_age() {
     let _serial = one_at_a_time();
-    let prog = compile("sweep.c", &["-pthread"]);
-    let o = run_preloaded_timeout(&prog, &["kept", "20000000"], &[("NEVERMORE_OPTIONS", "mode=prevent:stats=1")], 120);
+    let o = run_args(&["kept", "20000000"], "mode=prevent:stats=1");
     assert_ok(&o);
     let out = stdout(&o);
     assert!(out.contains("KEPT OK"), "{out}");

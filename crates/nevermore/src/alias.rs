@@ -586,6 +586,10 @@ pub fn pin_current() -> u32 {
 /// Notes, for a sweep's census in epoch `now`, how many live units old epoch `e`'s mirror has
 /// (`settled`). An old epoch issues nothing more, so its count only falls (but for a moment
 /// while `sweep_sealed` holds it, which at worst makes it look unsettled a little longer).
+/// Should the mirror retire between the check and the stores (a census while other threads
+/// run) and a new epoch take its entry, the new one starts from this count: its lanes may then
+/// be refilled before it is settled, which keeps a mapping longer, and changes nothing else
+/// (a refilled slot still needs a sweep's proof).
 pub fn note_units(now: u32, e: u32) {
     let m = mirror(e);
     if m.epoch.load(Ordering::Acquire) != e {

@@ -1218,16 +1218,22 @@ fn chase(b: &mut Buffers, scanned: &mut u64, mut since: u64) -> bool {
 fn finish(reclaim: bool) -> (u64, u64) {
     let (mut slots, mut bytes) = (0u64, 0u64);
     let now = alias::current();
+    // Whether the lane of the slots met last is pinned: asked once per lane (an old lane's
+    // answer reads its mirror), not once per dead slot.
+    let mut last: (*const slab::Lane, bool) = (core::ptr::null(), false);
     for_each_issued_slot(|ci, idx, l, entry, i| {
         let v = entry.load(Ordering::Relaxed);
         if !dead(v) {
             return;
         }
+        if !core::ptr::eq(last.0, l) {
+            last = (l, pinned_age(now, l));
+        }
         if v & REACHED != 0 {
             entry.store(v & !(REACHED | CHASED), Ordering::Relaxed);
         } else if reclaim
             && l.live.load(Ordering::Relaxed) > 0
-            && pinned_age(now, l)
+            && last.1
             && slab::CENTRAL[ci].lock().push_reclaimed(idx, i)
         {
             entry.store(FREE_SLOT, Ordering::Relaxed);
